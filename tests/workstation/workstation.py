@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A disposable Debian workstation for the integration tests.
+
+The build machine's own podman is too old for pasta, so the tests build a Debian tree
+with debootstrap (cached, keyed by a hash of its recipe), copy it fresh for every run,
+and enter the copy through new mount and PID namespaces with pivot_root. Every process
+started inside dies with the workstation: its PID 1 is killed when the Python process
+that started it goes away, however that happens (parent-death signal).
+"""
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RECIPE = HERE / "recipe.sh"
+ENTER = HERE / "enter.sh"
+MIRROR = os.environ.get("AISB_TEST_MIRROR", "http://deb.debian.org/debian")
+CA_DIR = Path("/usr/local/share/ca-certificates")
+USER = "dev"
+USER_UID = 1000
+USER_HOME = f"/home/{USER}"
+BASE_IMAGE_TAR = "/opt/aisb-test/base-image.tar"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def cache_root() -> Path:
+    """Where trees and images live between runs on the same machine."""
+    return Path(os.environ.get("AISB_TEST_CACHE", "/var/cache/aisb-sandbox-tests"))
+
+
+def tree_key(suite: str) -> str:
+    """Content hash of everything a bare tree is made from."""
+    digest = hashlib.sha256()
+    digest.update(RECIPE.read_bytes())
+    digest.update(f"\0{suite}\0{MIRROR}\0".encode())
+    for cert in sorted(CA_DIR.glob("*.crt")):
+        digest.update(cert.name.encode() + b"\0" + cert.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def ensure_tree(suite: str) -> Path:
+    """Return the cached bare tree for SUITE, building it once if needed."""
+    trees = cache_root() / "trees"
+    trees.mkdir(parents=True, exist_ok=True)
+    final = trees / f"{suite}-{tree_key(suite)}"
+    with open(trees / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if final.is_dir():
+            return final
+        building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=trees))
+        try:
+            tree = building / "root"
+            subprocess.run(
+                ["bash", str(RECIPE), str(tree), suite, MIRROR,
+                 str(building / "base-image.tar"), str(CA_DIR)],
+                check=True,
+            )
+            building.rename(final)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+    return final
+
+
+def base_image_tar(suite: str = "trixie") -> Path:
+    """The minbase tree of SUITE as a tarball, for `podman import`."""
+    return ensure_tree(suite) / "base-image.tar"
+
+
+class Workstation:
+    """One running workstation: a fresh copy of a cached tree in its own namespaces."""
+
+    def __init__(self, suite: str = "trixie", tun_mode: str = "0666"):
+        self.suite = suite
+        self.tun_mode = tun_mode
+        self.run_dir = None
+        self.root = None
+        self.hostname = None
+        self._init = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self.stop()
+
+    def start(self):
+        cached = ensure_tree(self.suite)
+        runs = cache_root() / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        self.run_dir = runs / f"{self.suite}-{uuid.uuid4().hex[:8]}"
+        self.run_dir.mkdir()
+        self.root = self.run_dir / "root"
+        subprocess.run(["cp", "-a", "--reflink=auto", str(cached / "root"), str(self.root)], check=True)
+        self.path(BASE_IMAGE_TAR).parent.mkdir(parents=True)
+        shutil.copy(cached / "base-image.tar", self.path(BASE_IMAGE_TAR))
+        self.hostname = f"ws-{self.run_dir.name}"
+        self.path("/etc/hostname").write_text(self.hostname + "\n")
+        self.path("/etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {self.hostname}\n::1 localhost\n")
+        self.path("/etc/resolv.conf").write_text(Path("/etc/resolv.conf").read_text())
+        # setpriv's parent-death signal ends unshare if this process dies; unshare's
+        # --kill-child then ends the namespace's PID 1, and the kernel the rest.
+        self._init = subprocess.Popen(
+            ["setpriv", "--pdeathsig", "KILL", "--",
+             "unshare", "--mount", "--pid", "--uts", "--fork", "--kill-child", "--propagation", "private",
+             "--", "sh", str(ENTER), str(self.root), self.tun_mode, str(USER_UID),
+             self.hostname],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        line = self._init.stdout.readline().strip()
+        if line != "READY":
+            self.stop()
+            raise RuntimeError(f"workstation did not start (got {line!r})")
+
+    @property
+    def init_pid(self) -> int:
+        """PID (in the build machine's namespace) of the workstation's PID 1: unshare's child."""
+        return int(Path(f"/proc/{self._init.pid}/task/{self._init.pid}/children").read_text().split()[0])
+
+    def command(self, argv, user: str = USER, cwd: str = None, env: dict = None) -> list:
+        """argv that runs ARGV inside the workstation as USER with a clean environment."""
+        home = USER_HOME if user == USER else "/root"
+        base_env = {"PATH": PATH, "HOME": home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+                    "TERM": os.environ.get("TERM", "xterm")}
+        if user == USER:
+            base_env["XDG_RUNTIME_DIR"] = f"/run/user/{USER_UID}"
+        base_env.update(env or {})
+        # nsenter would resolve --wd in the build machine's tree: env changes directory inside.
+        prefix = ["nsenter", "-t", str(self.init_pid), "-m", "-p", "-u", "-r", "-w",
+                  "--", "/usr/bin/env", "-i", f"--chdir={cwd or home}"] + [f"{k}={v}" for k, v in base_env.items()]
+        if user != "root":
+            prefix += ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"]
+        return prefix + [str(a) for a in argv]
+
+    def run(self, argv, user: str = USER, check: bool = True, timeout: float = 600,
+            cwd: str = None, env: dict = None, input: str = None) -> subprocess.CompletedProcess:
+        """Run ARGV inside the workstation and capture its output."""
+        result = subprocess.run(self.command(argv, user=user, cwd=cwd, env=env), input=input,
+                                capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"{argv!r} exited {result.returncode}\n--- stdout\n{result.stdout[-4000:]}"
+                f"\n--- stderr\n{result.stderr[-4000:]}")
+        return result
+
+    def sh(self, script: str, **kwargs) -> subprocess.CompletedProcess:
+        """Run a shell script inside the workstation."""
+        return self.run(["bash", "-euo", "pipefail", "-c", script], **kwargs)
+
+    def path(self, inside: str) -> Path:
+        """The build machine's path of a file inside the workstation."""
+        return self.root / inside.lstrip("/")
+
+    def stop(self):
+        if self._init is not None:
+            self._init.kill()
+            self._init.wait()
+            self._init = None
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir = None
+
+
+def main(argv):
+    """`workstation.py shell [SUITE]`: an interactive shell in a fresh workstation."""
+    suite = argv[1] if len(argv) > 1 else "trixie"
+    with Workstation(suite) as ws:
+        subprocess.run(ws.command(["bash", "-l"]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
