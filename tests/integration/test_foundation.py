@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The ground is real: provisioning from bare Debian 13, rootless podman with pasta,
+and an nft default-drop table that an unprivileged process cannot remove."""
+
+import re
+
+from conftest import provision
+from workstation import BASE_IMAGE
+
+PROBE_IMAGE = f"""FROM {BASE_IMAGE}
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables curl \\
+ && rm -rf /var/lib/apt/lists/*
+"""
+GATE_ADDR = "100.64.0.1"
+ALLOWED_PORT = 18080
+OTHER_PORT = 18081
+
+RULESET = f"""table inet aisb {{
+  chain output {{
+    type filter hook output priority 0; policy drop;
+    oif lo accept
+    ct state established,related accept
+    ip daddr {GATE_ADDR} tcp dport {ALLOWED_PORT} accept
+  }}
+}}
+"""
+# NET_ADMIN installs the table; setpriv needs SETUID/SETGID to change ids and SETPCAP to
+# empty the bounding set. It drops all four before the probe runs.
+ENTRYPOINT_CAPS = "NET_ADMIN,SETUID,SETGID,SETPCAP"
+DROP_ALL_PRIVILEGES = ("setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all "
+                       "--ambient-caps=-all --bounding-set=-all --no-new-privs --")
+
+# Two loopback listeners that log every request they serve, so a leak is seen.
+LISTENERS = f"""
+cd {{logdir}}
+for port in {ALLOWED_PORT} {OTHER_PORT}; do
+  setsid python3 -m http.server --bind 127.0.0.1 $port >/dev/null 2>log.$port &
+  echo $! >>pids
+done
+for port in {ALLOWED_PORT} {OTHER_PORT}; do
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+done
+: >log.{ALLOWED_PORT}; : >log.{OTHER_PORT}
+"""
+
+
+def probe_container(ws, image, script, with_table):
+    """Run SCRIPT in a sandbox-shaped container; with_table installs the drop table first."""
+    setup = ""
+    if with_table:
+        setup = f"printf '%s' '{RULESET}' | nft -f - && exec {DROP_ALL_PRIVILEGES} "
+    return ws.run(["podman", "run", "--rm", f"--network=pasta:--map-host-loopback,{GATE_ADDR}",
+                   "--cap-drop=ALL", f"--cap-add={ENTRYPOINT_CAPS}", "--security-opt=no-new-privileges",
+                   "--userns=keep-id:uid=1000,gid=1000", "--user=0:0", image,
+                   "sh", "-c", setup + f"sh -c '{script}'"], check=False, timeout=120)
+
+
+def curl(port):
+    return f"curl -s -o /dev/null -w %{{http_code}} --max-time 3 http://{GATE_ADDR}:{port}/ ; echo"
+
+
+def test_first_provision_changed_something(workstation):
+    recap = re.search(r"changed=(\d+)", workstation.first_provision.stdout)
+    assert recap and int(recap.group(1)) > 0
+
+
+def test_second_provision_changes_nothing(workstation):
+    second = provision(workstation)
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", second.stdout), \
+        second.stdout[-3000:]
+
+
+def test_provision_installed_podman_with_pasta(workstation):
+    version = workstation.run(["podman", "--version"]).stdout
+    major_minor = tuple(int(x) for x in re.search(r"(\d+)\.(\d+)", version).groups())
+    assert major_minor >= (4, 4)
+    assert workstation.run(["pasta", "--version"]).returncode == 0
+
+
+def test_pasta_reaches_host_loopback_and_drop_table_holds(workstation, tmp_path):
+    image = workstation.cached_image("probe", PROBE_IMAGE)
+    logdir = "/home/dev/listeners"
+    workstation.sh(f"mkdir -p {logdir}\n" + LISTENERS.format(logdir=logdir))
+    try:
+        # Control: without the table, both ports are reachable (so the probe can see a leak).
+        open_box = probe_container(workstation, image, f"{curl(ALLOWED_PORT)}; {curl(OTHER_PORT)}", False)
+        assert open_box.stdout.split() == ["200", "200"], open_box.stdout + open_box.stderr
+        assert "GET /" in workstation.path(f"{logdir}/log.{OTHER_PORT}").read_text()
+        workstation.sh(f": >{logdir}/log.{ALLOWED_PORT}; : >{logdir}/log.{OTHER_PORT}")
+
+        # With the table, after every capability set is dropped.
+        script = (f"{curl(ALLOWED_PORT)}; {curl(OTHER_PORT)}; "
+                  "nft flush ruleset 2>/dev/null && echo flushed || echo refused; "
+                  f"{curl(OTHER_PORT)}; grep -E \"^(Cap(Eff|Bnd|Amb)|NoNewPrivs)\" /proc/self/status")
+        boxed = probe_container(workstation, image, script, True)
+        shown = boxed.stdout + boxed.stderr
+        lines = boxed.stdout.splitlines()
+        assert lines[:4] == ["200", "000", "refused", "000"], shown
+        status = dict(line.split(":\t") for line in lines[4:])
+        assert status == {"CapEff": "0000000000000000", "CapBnd": "0000000000000000",
+                          "CapAmb": "0000000000000000", "NoNewPrivs": "1"}, shown
+        assert "GET /" in workstation.path(f"{logdir}/log.{ALLOWED_PORT}").read_text()
+        assert workstation.path(f"{logdir}/log.{OTHER_PORT}").read_text() == ""
+    finally:
+        workstation.sh(f"kill $(cat {logdir}/pids)")
