@@ -199,12 +199,40 @@ class Workstation:
             self.run_dir = None
 
 
-def main(argv):
-    """`workstation.py shell [SUITE]`: an interactive shell in a fresh workstation."""
-    suite = argv[1] if len(argv) > 1 else "trixie"
+def copy_checkout(ws, repo: Path) -> str:
+    """Copy the repository's tracked and new files into the workstation; return the path."""
+    inside = f"{TRANSFER_DIR}/src"
+    files = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others",
+                            "--exclude-standard"], check=True, capture_output=True).stdout.split(b"\0")
+    for name in filter(None, files):
+        source = repo / name.decode()
+        if source.is_file():
+            target = ws.path(f"{inside}/{name.decode()}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    subprocess.run(["chown", "-R", f"{USER_UID}:{USER_UID}", str(ws.path(inside))], check=True)
+    return inside
+
+
+def demo(suite: str) -> int:
+    """Set up a fresh workstation from bare Debian and provision it with this collection."""
     with Workstation(suite) as ws:
-        subprocess.run(ws.command(["bash", "-l"]), check=False)
+        src = copy_checkout(ws, HERE.parents[1])
+        ws.sh(f"cd {src} && ansible-galaxy collection build --force --output-path {TRANSFER_DIR} . >/dev/null"
+              f" && ansible-galaxy collection install {TRANSFER_DIR}/aisb-sandbox-*.tar.gz")
+        return subprocess.run(ws.command(["ansible-playbook", "aisb.sandbox.provision"]), check=False).returncode
+
+
+def main(argv) -> int:
+    """`workstation.py shell [SUITE]`: a shell in a fresh workstation.
+    `workstation.py demo [SUITE]`: provision a fresh workstation with this checkout."""
+    command = argv[0] if argv else "shell"
+    suite = argv[1] if len(argv) > 1 else "trixie"
+    if command == "demo":
+        return demo(suite)
+    with Workstation(suite) as ws:
+        return subprocess.run(ws.command(["bash", "-l"]), check=False).returncode
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
