@@ -40,7 +40,9 @@ ln -s /proc/self/fd/2 stderr
 # it there; the mount lives in this namespace and goes away with it.
 unified=/sys/fs/cgroup/unified/cgroup.controllers
 if [ -r "$unified" ]; then
-  for controller in $(cat "$unified"); do
+  # The file is one line of space-separated names.
+  read -r controllers <"$unified" || true
+  for controller in $controllers; do
     mkdir -p "$root/run/aisb-cgroup-v1/$controller"
     mount -t cgroup -o "$controller" cgroup "$root/run/aisb-cgroup-v1/$controller"
   done

@@ -3,7 +3,7 @@
 # Installs what the build machine needs to build and enter a workstation, if missing.
 set -euo pipefail
 missing=()
-for tool in debootstrap:debootstrap unshare:util-linux nsenter:util-linux setpriv:util-linux git:git; do
+for tool in debootstrap:debootstrap unshare:util-linux nsenter:util-linux setpriv:util-linux git:git shellcheck:shellcheck; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
