@@ -41,6 +41,8 @@ def workstation(collection_tarball):
     """A Debian 13 workstation provisioned from bare by provision.yml, base image loaded."""
     with Workstation("trixie") as ws:
         install_collection(ws, collection_tarball)
+        ws.check_mode_provision = provision(ws, "--check")
+        ws.podman_after_check_mode = ws.run(["sh", "-c", "command -v podman"], check=False).returncode == 0
         first = provision(ws)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
         ws.first_provision = first

@@ -4,8 +4,8 @@ and an nft default-drop table that an unprivileged process cannot remove."""
 
 import re
 
-from conftest import provision
-from workstation import BASE_IMAGE
+from conftest import install_collection, provision
+from workstation import BASE_IMAGE, Workstation
 
 PROBE_IMAGE = f"""FROM {BASE_IMAGE}
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables curl \\
@@ -104,3 +104,29 @@ def test_pasta_reaches_host_loopback_and_drop_table_holds(workstation, tmp_path)
         assert workstation.path(f"{logdir}/log.{OTHER_PORT}").read_text() == ""
     finally:
         workstation.sh(f"kill $(cat {logdir}/pids)")
+
+
+def test_check_mode_on_bare_debian_succeeds_and_changes_nothing(workstation):
+    check = workstation.check_mode_provision
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert re.search(r"changed=[1-9]", check.stdout), "check mode should report the changes it would make"
+    assert not workstation.podman_after_check_mode, "check mode installed podman"
+
+
+def test_check_mode_after_provisioning_reports_no_change(workstation):
+    check = provision(workstation, "--check")
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", check.stdout), \
+        check.stdout[-3000:]
+
+
+def test_debian_12_is_refused_with_a_reason_naming_pasta(collection_tarball):
+    with Workstation("bookworm") as ws:
+        install_collection(ws, collection_tarball)
+        refused = provision(ws)
+        assert refused.returncode != 0
+        assert "has no pasta network mode" in refused.stdout, refused.stdout[-3000:]
+        assert "podman 4.3.1" in refused.stdout, refused.stdout[-3000:]
+        allowed = provision(ws, "-e", "host_require_pasta=false")
+        assert allowed.returncode == 0, allowed.stdout[-3000:]
+        assert "the networking model cannot hold on it" in allowed.stdout
