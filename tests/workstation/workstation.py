@@ -76,6 +76,17 @@ def base_image_tar(suite: str = "trixie") -> Path:
     return ensure_tree(suite) / "base-image.tar"
 
 
+def prune_orphaned_runs(runs: Path):
+    """Delete copies left by owners that died without cleaning up (SIGKILL, say)."""
+    for run_dir in runs.iterdir():
+        try:
+            owner = int((run_dir / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
 class Workstation:
     """One running workstation: a fresh copy of a cached tree in its own namespaces."""
 
@@ -98,8 +109,10 @@ class Workstation:
         cached = ensure_tree(self.suite)
         runs = cache_root() / "runs"
         runs.mkdir(parents=True, exist_ok=True)
+        prune_orphaned_runs(runs)
         self.run_dir = runs / f"{self.suite}-{uuid.uuid4().hex[:8]}"
         self.run_dir.mkdir()
+        (self.run_dir / "owner.pid").write_text(str(os.getpid()))
         self.root = self.run_dir / "root"
         subprocess.run(["cp", "-a", "--reflink=auto", str(cached / "root"), str(self.root)], check=True)
         self.path(TRANSFER_DIR).mkdir(parents=True)
