@@ -1,0 +1,136 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Validation of a session's inputs: the project path, the environment, the harness argv.
+
+Pure functions: every check runs before anything starts, and every error names the
+input and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# Set by the session itself: letting them be overridden would point tools at another
+# proxy or none.
+RESERVED_ENV = frozenset([
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "all_proxy", "no_proxy",
+    "npm_config_proxy", "npm_config_https_proxy", "NODE_USE_ENV_PROXY",
+])
+
+# Mounting one of these (or anything above it) would hand the agent the system.
+SYSTEM_DIRS = frozenset([
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp",
+    "/usr", "/var", "/var/tmp", "/var/lib", "/var/log", "/var/cache", "/var/run", "/snap",
+])
+# Trees a project may never be inside of.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+                "/proc", "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log")
+# Directories of the user's home that hold credentials or this tool's own state: a
+# project may be neither inside them nor above them.
+SENSITIVE_HOME_DIRS = (".ssh", ".gnupg", ".config", ".local", ".ansible", ".aws", ".kube",
+                       ".docker", ".password-store", ".netrc")
+
+
+class SessionInputError(ValueError):
+    """An input that must not reach podman; the message names it."""
+
+
+def _inside(path, tree):
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def check_path_text(name, text):
+    """A path podman's -v parser reads as one path: no ':' or ',' and no control characters."""
+    if not isinstance(text, str) or not text:
+        raise SessionInputError("%s must be a non-empty path, got %r" % (name, text))
+    bad = [c for c in text if c in ":," or ord(c) < 32 or ord(c) == 127]
+    if bad:
+        raise SessionInputError(
+            "%s %r contains %r: podman's -v option would misread it (':' and ',' separate "
+            "mount fields; control characters are never allowed)" % (name, text, bad[0]))
+
+
+def check_project(resolved, home, protected=()):
+    """Refuse a resolved project path that would expose the system, the home or PROTECTED.
+
+    RESOLVED is absolute with symlinks resolved; PROTECTED lists paths the sandbox must
+    never see (state directory, container storage, the user's runtime directory).
+    """
+    check_path_text("project", resolved)
+    if not os.path.isabs(resolved) or os.path.normpath(resolved) != resolved:
+        raise SessionInputError("project %r must be an absolute, normalised path" % resolved)
+    if resolved in SYSTEM_DIRS:
+        raise SessionInputError("project %r is a system directory; name a project directory" % resolved)
+    for tree in SYSTEM_TREES:
+        if _inside(resolved, tree):
+            raise SessionInputError("project %r is inside the system tree %s" % (resolved, tree))
+    if _inside(home, resolved):
+        raise SessionInputError(
+            "project %r is the home directory %s or above it; name a directory inside it" % (resolved, home))
+    for sensitive in [os.path.join(home, d) for d in SENSITIVE_HOME_DIRS] + list(protected):
+        if _inside(resolved, sensitive) or _inside(sensitive, resolved):
+            raise SessionInputError(
+                "project %r would expose %s (credentials or the sandbox's own state)" % (resolved, sensitive))
+    return resolved
+
+
+def resolve_project(raw, home, protected=()):
+    """Expand ~, resolve symlinks, require an existing directory, then check_project."""
+    check_path_text("project", raw)
+    expanded = os.path.expanduser(raw)
+    if not os.path.isabs(expanded):
+        raise SessionInputError("project %r must be an absolute path (or start with ~)" % raw)
+    resolved = os.path.realpath(expanded)
+    if not os.path.isdir(resolved):
+        raise SessionInputError("project %r (resolved to %r) is not an existing directory" % (raw, resolved))
+    return check_project(resolved, os.path.realpath(home), [os.path.realpath(p) for p in protected])
+
+
+def check_env_name(name, origin):
+    if not isinstance(name, str) or not ENV_NAME.match(name):
+        raise SessionInputError(
+            "%s name %r is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)" % (origin, name))
+    if name in RESERVED_ENV:
+        raise SessionInputError("%s name %r is set by the session itself (the gate's proxy settings)"
+                                % (origin, name))
+
+
+def check_env_value(name, value, origin):
+    if not isinstance(value, str):
+        raise SessionInputError("%s %s must be a string, got %s" % (origin, name, type(value).__name__))
+    if "\0" in value:
+        raise SessionInputError("%s %s contains a NUL byte, which no environment can carry" % (origin, name))
+
+
+def build_environment(values, pass_names, controller_env):
+    """The sandbox's whole environment besides the proxy settings: named values plus
+    named pass-throughs read from the controller. Nothing else goes in."""
+    environment = {}
+    for name, value in (values or {}).items():
+        check_env_name(name, "environment")
+        check_env_value(name, value, "environment")
+        environment[name] = value
+    for name in pass_names or []:
+        check_env_name(name, "pass_environment")
+        if name in environment:
+            raise SessionInputError("pass_environment name %r is also given a value in environment" % name)
+        if name not in controller_env:
+            raise SessionInputError("pass_environment name %r is not set in the controller's environment" % name)
+        check_env_value(name, controller_env[name], "pass_environment")
+        environment[name] = controller_env[name]
+    return environment
+
+
+def check_argv(argv, origin):
+    """Harness arguments are a list of strings passed as they are, never through a shell."""
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise SessionInputError("%s must be a list of strings, got %r" % (origin, argv))
+    for arg in argv:
+        if "\0" in arg:
+            raise SessionInputError("%s argument %r contains a NUL byte" % (origin, arg))
+    return argv

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Session inputs: refused before anything starts, with the input named."""
+
+import os
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
+    SessionInputError, build_environment, check_argv, check_project, resolve_project)
+
+HOME = "/home/dev"
+PROTECTED = ["/home/dev/.local/state/aisb", "/run/user/1000"]
+
+BAD_PROJECTS = [
+    ("/", "system directory"),
+    ("/etc", "system directory"),
+    ("/usr", "system directory"),
+    ("/home", "system directory"),
+    ("/tmp", "system directory"),
+    ("/var/lib", "system directory"),
+    ("/etc/ssh", "system tree /etc"),
+    ("/usr/src/app", "system tree /usr"),
+    ("/proc/1", "system tree /proc"),
+    ("/sys/fs", "system tree /sys"),
+    ("/dev/shm", "system tree /dev"),
+    ("/run/user/1000/x", "system tree /run"),
+    ("/var/lib/containers", "system tree /var/lib"),
+    ("/home/dev", "home directory"),
+    ("/home/dev/.ssh", "credentials"),
+    ("/home/dev/.ssh/keys", "credentials"),
+    ("/home/dev/.local", "credentials"),
+    ("/home/dev/.local/state/aisb/sessions", "credentials"),
+    ("/home/dev/.config/gh", "credentials"),
+    ("/srv/a:b", "misread"),
+    ("/srv/a,ro", "misread"),
+    ("/srv/a\nb", "misread"),
+    ("/srv/a\tb", "misread"),
+    ("relative/path", "absolute"),
+    ("/srv/app/../app", "normalised"),
+    ("", "non-empty"),
+]
+
+
+@pytest.mark.parametrize("path,reason", BAD_PROJECTS)
+def test_bad_projects_are_refused_with_the_path_named(path, reason):
+    with pytest.raises(SessionInputError) as error:
+        check_project(path, HOME, PROTECTED)
+    assert reason in str(error.value)
+    assert repr(path) in str(error.value) or not path
+
+
+@pytest.mark.parametrize("path", ["/home/dev/src/app", "/srv/projects/x", "/opt/work/app", "/tmp/scratch"])
+def test_ordinary_projects_pass(path):
+    assert check_project(path, HOME, PROTECTED) == path
+
+
+def test_resolve_follows_symlinks_to_what_is_really_mounted(tmp_path):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    link = home / "innocent"
+    link.symlink_to(home / ".ssh")
+    with pytest.raises(SessionInputError, match="credentials"):
+        resolve_project(str(link), str(home))
+
+
+def test_resolve_requires_an_existing_directory(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SessionInputError, match="not an existing directory"):
+        resolve_project(str(tmp_path / "file"), "/nonexistent-home")
+    with pytest.raises(SessionInputError, match="not an existing directory"):
+        resolve_project(str(tmp_path / "missing"), "/nonexistent-home")
+
+
+def test_resolve_expands_the_tilde(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "src" / "app").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    assert resolve_project("~/src/app", str(home)) == os.path.realpath(home / "src" / "app")
+
+
+@pytest.mark.parametrize("name", ["", "1ABC", "A-B", "A B", "A=B", "A\nB", "Ä", None, 3, "HTTPS_PROXY", "no_proxy"])
+def test_bad_environment_names_are_refused(name):
+    with pytest.raises(SessionInputError) as error:
+        build_environment({name: "x"}, [], {})
+    assert repr(name) in str(error.value)
+
+
+def test_pass_through_takes_only_named_variables_from_the_controller():
+    controller = {"ANTHROPIC_API_KEY": "k", "SECRET": "s"}
+    assert build_environment({"A": "1"}, ["ANTHROPIC_API_KEY"], controller) == {"A": "1", "ANTHROPIC_API_KEY": "k"}
+
+
+def test_pass_through_of_an_unset_variable_is_refused():
+    with pytest.raises(SessionInputError, match="'MISSING' is not set"):
+        build_environment({}, ["MISSING"], {})
+
+
+def test_environment_values_must_be_strings_without_nul():
+    with pytest.raises(SessionInputError, match="NUL"):
+        build_environment({"A": "x\0y"}, [], {})
+    with pytest.raises(SessionInputError, match="must be a string"):
+        build_environment({"A": 1}, [], {})
+
+
+@pytest.mark.parametrize("argv", ["echo hi", [1], ["a\0b"], None])
+def test_harness_argv_must_be_a_list_of_strings(argv):
+    with pytest.raises(SessionInputError):
+        check_argv(argv, "command")
+
+
+def test_shell_metacharacters_are_passed_as_they_are():
+    argv = ["sh", "-c", "echo $HOME; rm -rf / `x`"]
+    assert check_argv(argv, "command") is argv
