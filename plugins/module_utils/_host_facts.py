@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The host's capability facts: where they live, what they depend on, when to trust them.
+
+Plain functions, no AnsibleModule: the host_capabilities module and the session action
+plugin both use them. Commands go through a RUN callable, RUN(argv) -> (rc, stdout,
+stderr), so the caller decides how and where they execute.
+"""
+
+import calendar
+import hashlib
+import json
+import os
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+
+SCHEMA_VERSION = 1
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+# The probe image the last spike used carries this name too, so the fingerprint can
+# name "the probe image" without knowing how it was chosen.
+PROBE_IMAGE_ALIAS = "localhost/aisb-probe:current"
+FINGERPRINT_KEYS = ("podman", "passt", "runtime", "kernel", "distro", "probe_image")
+
+
+def facts_path(environ):
+    """${XDG_STATE_HOME:-~/.local/state}/aisb/host_capabilities.json for ENVIRON."""
+    state = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME", "~"), ".local", "state")
+    return os.path.join(state, "aisb", "host_capabilities.json")
+
+
+def format_time(epoch):
+    return time.strftime(TIME_FORMAT, time.gmtime(epoch))
+
+
+def parse_time(text):
+    """Seconds since the epoch for a TIME_FORMAT string; ValueError otherwise."""
+    return calendar.timegm(time.strptime(text, TIME_FORMAT))
+
+
+def _podman_info(run, podman):
+    rc, out, _err = run([podman, "info", "--format", "json"])
+    if rc != 0:
+        return {}
+    try:
+        return json.loads(out)
+    except ValueError:
+        return {}
+
+
+def _pasta_version(run, host):
+    # podman 5 reports the passt package; `pasta --version` prints nothing when its
+    # output is not a terminal (measured with passt 2025-05-03), so it is the fallback.
+    package = (host.get("pasta") or {}).get("package") or ""
+    if package:
+        return package
+    rc, out, err = run(["pasta", "--version"])
+    return (out or err).strip().splitlines()[0] if rc == 0 and (out or err).strip() else ""
+
+
+def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman"):
+    """What the measured capabilities depend on, recomputed without starting a container.
+
+    Returns {podman, passt, runtime, kernel, distro, probe_image, hash}: versions as
+    podman reports them ("" when unknown), probe_image as an image ID (it covers the
+    nftables inside it), hash = sha256 over the other keys.
+    """
+    info = _podman_info(run, podman)
+    host = info.get("host") or {}
+    runtime = host.get("ociRuntime") or {}
+    distro = host.get("distribution") or {}
+    rc, out, _err = run(_podman.image_id(podman, probe_image))
+    fingerprint = {
+        "podman": (info.get("version") or {}).get("Version", ""),
+        "passt": _pasta_version(run, host),
+        # "crun version 1.21": the first line names the runtime and its version.
+        "runtime": ((runtime.get("version") or "").splitlines() or [runtime.get("name", "")])[0],
+        "kernel": host.get("kernel", ""),
+        "distro": " ".join(filter(None, [distro.get("distribution", ""), distro.get("version", "")])),
+        "probe_image": out.strip() if rc == 0 else "",
+    }
+    fingerprint["hash"] = fingerprint_hash(fingerprint)
+    return fingerprint
+
+
+def fingerprint_hash(fingerprint):
+    canonical = json.dumps(dict((k, fingerprint.get(k, "")) for k in FINGERPRINT_KEYS), sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def stale_reasons(facts, fingerprint, now, max_age, schema_version=SCHEMA_VERSION):
+    """Why FACTS cannot stand for this host now (empty list: they can).
+
+    FINGERPRINT comes from current_fingerprint(); NOW is seconds since the epoch;
+    MAX_AGE is in seconds. The verdict itself is not judged here.
+    """
+    fix = "run provision.yml (or aisb.sandbox.host_capabilities with cached=false) as this user"
+    if not facts:
+        return ["aisb_host facts are missing: %s." % fix]
+    if facts.get("schema_version") != schema_version:
+        return ["aisb_host.schema_version is %r but this collection reads %r: %s."
+                % (facts.get("schema_version"), schema_version, fix)]
+    recorded = facts.get("fingerprint") or {}
+    if recorded.get("hash") != fingerprint.get("hash"):
+        changes = ["%s %r -> %r" % (key, recorded.get(key, ""), fingerprint.get(key, ""))
+                   for key in FINGERPRINT_KEYS if recorded.get(key, "") != fingerprint.get(key, "")]
+        return ["aisb_host.fingerprint is stale (%s): the host changed since it was measured; %s."
+                % (", ".join(changes) or "hash differs", fix)]
+    try:
+        age = now - parse_time(facts.get("measured_at") or "")
+    except ValueError:
+        return ["aisb_host.measured_at %r is not a time: %s." % (facts.get("measured_at"), fix)]
+    if age > max_age:
+        return ["aisb_host.measured_at is %s, %d s ago, older than the %d s allowed: %s."
+                % (facts["measured_at"], age, max_age, fix)]
+    return []
+
+
+def check_host_facts(facts, fingerprint, now, max_age, schema_version=SCHEMA_VERSION):
+    """Every reason not to start a sandbox on these facts, each naming the fact and the fix.
+
+    Empty list: the facts are current and say the networking model holds.
+    """
+    problems = stale_reasons(facts, fingerprint, now, max_age, schema_version)
+    verdict = (facts or {}).get("verdict") or {}
+    if not problems and verdict.get("model_holds") is not True:
+        reasons = verdict.get("reasons") or ["no reason recorded"]
+        problems.append("aisb_host.verdict.model_holds is false on this host: %s"
+                        % " ".join(reasons))
+    return problems

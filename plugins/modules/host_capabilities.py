@@ -1,0 +1,193 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: host_capabilities
+short_description: Measure what rootless podman gives this host and record it as facts
+version_added: 0.1.0
+description:
+  - Runs the network spike as the connecting user. Real containers measure every part of
+    the sandbox's networking model (pasta and its host-loopback mapping, the in-container
+    nftables default-drop table, setpriv dropping every capability set, IPv6, UDP, limits,
+    bind mounts) and the result is returned as C(ansible_facts.aisb_host).
+  - No probe sends a packet to an address outside the host. A negative probe aims at a
+    listener the module itself runs, so a leak is seen by that listener.
+  - The facts are written to O(path) with a fingerprint of what they depend on (podman,
+    passt, OCI runtime, kernel, distro, probe image). With O(cached=true) they are
+    returned without starting a container while that fingerprint still matches and they
+    are younger than O(max_age).
+  - Run it as the workstation user, without become; rootless podman is what it measures.
+  - The probe image must be Debian or Ubuntu based when the module builds it (it installs
+    nftables with apt). It needs bash, coreutils C(timeout), util-linux C(setpriv) and C(nft).
+author:
+  - aisb developers
+options:
+  base_image:
+    description:
+      - Image the probe image is built from (nftables added with apt), tagged
+        C(localhost/aisb-probe:<hash of its inputs>).
+      - Pulled when missing, unless it is a C(localhost/) image.
+      - Defaults to C(docker.io/library/ubuntu:24.04) when O(probe_image) is not set.
+    type: str
+  probe_image:
+    description:
+      - A ready probe image to use instead of building one from O(base_image).
+    type: str
+  cached:
+    description:
+      - Return the facts stored at O(path) without probing when their fingerprint matches
+        this host, they were measured with the same O(probe_image) or O(base_image), and
+        they are younger than O(max_age). Otherwise probe again.
+    type: bool
+    default: false
+  max_age:
+    description:
+      - Oldest stored facts, in seconds, that O(cached=true) returns.
+    type: int
+    default: 604800
+  path:
+    description:
+      - Where the facts are stored.
+      - Defaults to C(${XDG_STATE_HOME:-~/.local/state}/aisb/host_capabilities.json).
+    type: path
+  probe_timeout:
+    description:
+      - Seconds one probe container may run; a probe that takes longer is stopped and
+        reported as hung.
+    type: int
+    default: 60
+  executable:
+    description:
+      - The podman to run.
+    type: str
+    default: podman
+notes:
+  - Check mode probes as usual (probes change nothing) but writes no facts file and pulls
+    or builds no image; without the probe image the container probes report that.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Measure the host, reusing facts younger than a day
+  aisb.sandbox.host_capabilities:
+    cached: true
+    max_age: 86400
+
+- name: Probe with an image built without a registry
+  aisb.sandbox.host_capabilities:
+    base_image: localhost/aisb-base:trixie
+
+- name: Refuse a host where the model does not hold
+  ansible.builtin.assert:
+    that: ansible_facts['aisb_host']['verdict']['model_holds']
+    fail_msg: "{{ ansible_facts['aisb_host']['verdict']['reasons'] | join(' ') }}"
+"""
+
+RETURN = r"""
+cached:
+  description: Whether the facts came from O(path) without probing.
+  returned: always
+  type: bool
+path:
+  description: The facts file.
+  returned: always
+  type: str
+ansible_facts:
+  description: The measured facts.
+  returned: always
+  type: dict
+  contains:
+    aisb_host:
+      description: The host's capabilities (see docs/architecture.md for the schema).
+      returned: always
+      type: dict
+      contains:
+        schema_version:
+          description: Version of this layout.
+          type: int
+          returned: always
+        measured_at:
+          description: UTC time of the measurement, C(YYYY-MM-DDTHH:MM:SSZ).
+          type: str
+          returned: always
+        fingerprint:
+          description: What the result depends on, and C(hash) over it.
+          type: dict
+          returned: always
+        probe_image:
+          description: The image the probes ran in (empty when none could be had).
+          type: str
+          returned: always
+        probe_source:
+          description: The O(probe_image) or O(base_image) it came from.
+          type: str
+          returned: always
+        probes:
+          description: One entry per probe, C({ok, detail, evidence{command, rc, stderr}}).
+          type: dict
+          returned: always
+        verdict:
+          description: >-
+            C(model_holds), C(gate_path) (C(map-host-loopback), C(tcp-forward) or C(none)),
+            C(limits_enforceable), C(bind_mount_label), C(reasons) (one sentence with the
+            fix per failed probe the model needs) and C(notes) (informational probes that failed).
+          type: dict
+          returned: always
+"""
+
+import os
+import subprocess
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _spike
+
+DEFAULT_BASE_IMAGE = "docker.io/library/ubuntu:24.04"
+
+
+def argspec():
+    return dict(
+        base_image=dict(type="str"),
+        probe_image=dict(type="str"),
+        cached=dict(type="bool", default=False),
+        max_age=dict(type="int", default=604800),
+        path=dict(type="path"),
+        probe_timeout=dict(type="int", default=60),
+        executable=dict(type="str", default="podman"),
+    )
+
+
+def run(argv, timeout=None):
+    """Run ARGV; rc None when it outlived TIMEOUT (the spike reports it as hung)."""
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout, check=False, universal_newlines=True)
+    except subprocess.TimeoutExpired as exc:
+        # What a hung command printed arrives as bytes whatever the text mode.
+        return None, (exc.stdout or b"").decode("utf-8", "replace"), (exc.stderr or b"").decode("utf-8", "replace")
+    except OSError as exc:
+        return 127, "", str(exc)
+    return done.returncode, done.stdout, done.stderr
+
+
+def main():
+    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True,
+                           mutually_exclusive=[("base_image", "probe_image")])
+    params = dict(module.params)
+    if not params["probe_image"] and not params["base_image"]:
+        params["base_image"] = DEFAULT_BASE_IMAGE
+    module.exit_json(**_spike.host_capabilities(params, module.check_mode, run, os.environ, time.time()))
+
+
+if __name__ == "__main__":
+    main()
