@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The one place that builds podman command lines for images, the gate and checks.
+
+Pure functions returning argv lists; callers run them and report them.
+"""
+
+# Inside the sandbox: the policy file the entrypoint reads (read-only mount).
+SANDBOX_POLICY = "/etc/aisb/policy"
+# Inside the gate: the rendered policy directory and the per-session configuration.
+GATE_POLICY_DIR = "/etc/aisb/gate-policy"
+GATE_POLICY_CONF = GATE_POLICY_DIR + "/squid-policy.conf"
+GATE_SESSION_CONF = "/etc/aisb/gate-session.conf"
+# The entrypoint installs the ruleset as root in the container's user namespace (NET_ADMIN),
+# then setpriv changes ids (SETUID, SETGID) and empties the bounding set (SETPCAP); it
+# drops all four before the harness runs.
+SANDBOX_SECURITY = [
+    "--cap-drop=ALL", "--cap-add=NET_ADMIN,SETUID,SETGID,SETPCAP",
+    "--security-opt=no-new-privileges",
+    "--userns=keep-id:uid=1000,gid=1000", "--user=0:0",
+]
+# The gate is squid as the image's unprivileged proxy user: binding a high loopback
+# port needs no capability, and squid never has to drop privileges itself.
+GATE_SECURITY = [
+    "--network=host", "--user=proxy", "--cap-drop=ALL", "--security-opt=no-new-privileges",
+    "--read-only",
+]
+
+
+def is_local(reference):
+    """True for an image that only exists locally (never pulled from a registry)."""
+    return reference.startswith("localhost/")
+
+
+def image_id(podman, reference):
+    return [podman, "image", "inspect", "--format", "{{.Id}}", reference]
+
+
+def pull(podman, reference):
+    return [podman, "pull", "--quiet", reference]
+
+
+def image_exists(podman, reference):
+    return [podman, "image", "exists", reference]
+
+
+def build(podman, tag, context, base_image_id, build_args, labels):
+    """Build CONTEXT as TAG from exactly the base image that was hashed (--from its ID)."""
+    argv = [podman, "build", "--pull=never", "--from", base_image_id, "--tag", tag]
+    for name, value in sorted(build_args.items()):
+        argv += ["--build-arg", "%s=%s" % (name, value)]
+    for name, value in sorted(labels.items()):
+        argv += ["--label", "%s=%s" % (name, value)]
+    return argv + [context]
+
+
+def gate_run(podman, image, name, policy_dir, session_conf, extra=()):
+    """Start a gate: policy directory and session configuration mounted read-only.
+
+    EXTRA goes before the image (e.g. ["--detach", "--rm"]).
+    """
+    return ([podman, "run", "--name", name] + GATE_SECURITY + list(extra) +
+            ["--volume", "%s:%s:ro" % (policy_dir, GATE_POLICY_DIR),
+             "--volume", "%s:%s:ro" % (session_conf, GATE_SESSION_CONF),
+             image, "squid", "-N", "-f", GATE_SESSION_CONF])
+
+
+def squid_parse(podman, image, policy_dir, session_conf):
+    """squid -k parse over a session configuration and the policy part it includes."""
+    return ([podman, "run", "--rm", "--network=none", "--user=proxy", "--cap-drop=ALL",
+             "--volume", "%s:%s:ro" % (policy_dir, GATE_POLICY_DIR),
+             "--volume", "%s:%s:ro" % (session_conf, GATE_SESSION_CONF),
+             image, "squid", "-k", "parse", "-f", GATE_SESSION_CONF])
+
+
+def ruleset_check(podman, image, policy_file):
+    """The sandbox entrypoint's --check: nft -c over the ruleset this policy makes."""
+    return ([podman, "run", "--rm", "--network=none"] + SANDBOX_SECURITY +
+            ["--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY), image, "--check"])

@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The egress policy: strict validation of the operator's allow entries.
+
+Pure functions, no AnsibleModule: the gate_policy module and the session action
+plugin both call parse_policy(). Nothing reaches a squid or nft file unless it
+came through here, because a newline or a quote in an entry would otherwise become
+a directive of its own.
+"""
+
+import collections
+import ipaddress
+import re
+
+ALLOWED_FORMS = (
+    "allowed forms: 'example.com' (that name), '.example.com' (it and its subdomains), "
+    "'host:port' (that host, also on that port), an IP address or CIDR such as "
+    "'198.18.0.5' or '198.18.0.0/24' (pinned in the sandbox's ruleset, TCP to the "
+    "CONNECT ports), 'ip:port', 'cidr:port' or '[ipv6]:port' (that port only)"
+)
+
+# Longer than any legal entry (a 253-character name, a colon and a port): reject early,
+# before any regex runs over attacker-sized input.
+MAX_ENTRY_LENGTH = 260
+# IPv4 prefixes shorter than /8 and IPv6 prefixes shorter than /16 pin a large part of
+# the internet: that is an allowlist turned off, not an entry.
+MIN_PREFIX = {4: 8, 6: 16}
+
+_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_PORT = re.compile(r"^[1-9][0-9]{0,4}$")
+_ENTRY_CHARS = re.compile(r"^[a-z0-9.:/\[\]-]+$")
+
+Policy = collections.namedtuple("Policy", ["domains", "host_ports", "pins", "connect_ports"])
+Policy.__doc__ = """A validated policy.
+
+domains: sorted names; a leading dot means the name and its subdomains.
+host_ports: sorted (name, port) pairs: that name may also be reached on that port.
+pins: sorted (network, port) pairs for the sandbox's ruleset; a single address is
+    written without a prefix length (as nft prints it).
+connect_ports: sorted ports CONNECT may reach on every allowed name.
+"""
+
+
+class PolicyError(ValueError):
+    """An entry or port that is not allowed; the message names it."""
+
+
+def _fail(entry, reason):
+    raise PolicyError("allow entry %r: %s; %s" % (entry, reason, ALLOWED_FORMS))
+
+
+def _port(entry, text):
+    if not _PORT.match(text) or int(text) > 65535:
+        _fail(entry, "port %r is not a number from 1 to 65535 (no leading zeros)" % text)
+    return int(text)
+
+
+def _name(entry, text):
+    """A DNS name, optionally with one leading dot; returns it unchanged."""
+    bare = text[1:] if text.startswith(".") else text
+    if len(bare) > 253:
+        _fail(entry, "the name is longer than 253 characters")
+    labels = bare.split(".")
+    if "" in labels:
+        _fail(entry, "empty label (a doubled, leading or trailing dot)")
+    if len(labels) < 2:
+        _fail(entry, "a bare top-level name would allow far too much")
+    for label in labels:
+        if len(label) > 63:
+            _fail(entry, "label %r is longer than 63 characters" % label[:20])
+        if not _LABEL.match(label):
+            _fail(entry, "label %r must be letters, digits and inner hyphens" % label)
+    if labels[-1].isdigit() or labels[-1].startswith("0x"):
+        _fail(entry, "looks like an IP address written as a name")
+    return text
+
+
+def _network(entry, text):
+    """An IP address or CIDR, or None when TEXT is not one."""
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError as error:
+        if "/" in text or ":" in text or re.match(r"^[0-9.]+$", text):
+            # It was meant as an address: say why it is not one.
+            _fail(entry, "not a valid IP address or CIDR (%s)" % error)
+        return None
+    address = network.network_address
+    if network.prefixlen < MIN_PREFIX[network.version]:
+        _fail(entry, "/%d is too broad to pin (at least /%d)" % (network.prefixlen, MIN_PREFIX[network.version]))
+    if address.is_unspecified or address.is_loopback or address.is_multicast or address.is_link_local:
+        _fail(entry, "unspecified, loopback, multicast and link-local addresses cannot be pinned")
+    if network.version == 6 and address.ipv4_mapped is not None:
+        _fail(entry, "write an IPv4-mapped address as plain IPv4")
+    if network.prefixlen == network.max_prefixlen:
+        return str(address)
+    return str(network)
+
+
+def _split_port(entry, text):
+    """(host, port or None) of TEXT; [v6] must carry a port, bare v6 must not."""
+    if text.startswith("["):
+        match = re.match(r"^\[([^\]]+)\]:([^:]*)$", text)
+        if not match:
+            _fail(entry, "a bracketed IPv6 address must be followed by ':port'")
+        return match.group(1), _port(entry, match.group(2))
+    if text.count(":") == 1:
+        host, port = text.split(":")
+        return host, _port(entry, port)
+    return text, None
+
+
+def _entry(entry):
+    """('name', name, port) or ('pin', network, port) for one allow entry."""
+    if not isinstance(entry, str):
+        raise PolicyError("allow entry %r: must be a string, not %s; %s"
+                          % (entry, type(entry).__name__, ALLOWED_FORMS))
+    if not entry:
+        _fail(entry, "empty")
+    if len(entry) > MAX_ENTRY_LENGTH:
+        _fail(entry[:40] + "...", "longer than %d characters" % MAX_ENTRY_LENGTH)
+    text = entry.lower()
+    bad = sorted(set(char for char in text if not _ENTRY_CHARS.match(char)))
+    if bad:
+        hint = " (only a single leading dot is a wildcard)" if "*" in bad else ""
+        _fail(entry, "contains %s%s" % (", ".join(repr(char) for char in bad), hint))
+    host, port = _split_port(entry, text)
+    network = _network(entry, host)
+    if network is not None:
+        return "pin", network, port
+    if text.startswith("["):
+        _fail(entry, "only IPv6 addresses go in brackets")
+    if "/" in host:
+        _fail(entry, "a name cannot carry a prefix length")
+    return "name", _name(entry, host), port
+
+
+def _connect_ports(ports):
+    if not isinstance(ports, (list, tuple)) or not ports:
+        raise PolicyError("connect_ports %r: must be a non-empty list of ports (usually [443])" % (ports,))
+    seen = set()
+    for port in ports:
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise PolicyError("connect_ports entry %r: must be an integer from 1 to 65535" % (port,))
+        if port in seen:
+            raise PolicyError("connect_ports entry %r: listed twice" % (port,))
+        seen.add(port)
+    return tuple(sorted(seen))
+
+
+def parse_policy(allow_entries, connect_ports=(443,)):
+    """Validate ALLOW_ENTRIES and CONNECT_PORTS; return a Policy or raise PolicyError."""
+    if not isinstance(allow_entries, (list, tuple)):
+        raise PolicyError("allow entries must be a list, not %s" % type(allow_entries).__name__)
+    ports = _connect_ports(connect_ports)
+    domains, host_ports, pins = set(), set(), set()
+    seen = {}
+    for entry in allow_entries:
+        kind, value, port = _entry(entry)
+        key = (kind, value, port)
+        if key in seen:
+            _fail(entry, "same as %r earlier in the list" % seen[key])
+        seen[key] = entry
+        if kind == "pin":
+            pins.update((value, one) for one in ([port] if port else ports))
+        else:
+            domains.add(value)
+            if port is not None:
+                host_ports.add((value, port))
+    return Policy(domains=tuple(sorted(domains)), host_ports=tuple(sorted(host_ports)),
+                  pins=tuple(sorted(pins)), connect_ports=ports)
+
+
+def render_sandbox_policy(policy, gate=None):
+    """Text of the sandbox's /etc/aisb/policy file.
+
+    GATE is (address, port) of the gate as the sandbox reaches it, or None for a
+    sandbox without a gate (only pinned entries go out).
+    """
+    lines = ["# aisb sandbox policy, format 1: read by the image's entrypoint"]
+    if gate is None:
+        lines.append("gate none")
+    else:
+        address, port = gate
+        try:
+            address = str(ipaddress.ip_address(address))
+        except ValueError as error:
+            raise PolicyError("gate address %r: %s" % (address, error))
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise PolicyError("gate port %r: must be an integer from 1 to 65535" % (port,))
+        lines.append("gate %s %d" % (address, port))
+    lines.extend("pin %s %d" % pin for pin in policy.pins)
+    return "\n".join(lines) + "\n"

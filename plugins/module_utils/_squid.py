@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""squid configuration for the gate, in two parts.
+
+The policy part depends only on the policy and is rendered once per policy hash;
+the session part (port, session id, pid file, log) is rendered per session and
+includes the policy part, so one rendered policy serves many sessions. Both are
+pure text renderers over already validated input (see _policy.parse_policy).
+Only directives that squid 5.7 and 6 both accept: squid 6 refuses obsolete ones
+(dns_v4_first, max_mem_obj_size) and a redeclared built-in `manager` ACL.
+"""
+
+import re
+
+# Destinations the gate never relays to, whatever an allowed name resolves to:
+# "this network", loopback, private, CGNAT, link-local (cloud metadata lives at
+# 169.254.169.254), IETF protocol assignments, multicast and reserved; and for IPv6
+# unspecified, loopback, ULA (fd00:ec2::254 is a metadata address), link-local,
+# multicast. squid keeps IPv4 addresses in v4-mapped form internally, so the IPv4
+# ranges also cover ::ffff:a.b.c.d destinations.
+DENIED_DESTINATIONS = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
+    "::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
+)
+# Plain (non-CONNECT) HTTP goes to port 80, or to a port CONNECT may use.
+HTTP_PORT = 80
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
+
+
+def render_policy_conf(policy):
+    """The policy part: ACLs and http_access rules, in the order the design fixes."""
+    from_policy = "# aisb gate policy part: generated, do not edit.\n"
+    if not policy.domains:
+        return from_policy + "# The allowlist is empty: nothing is relayed.\nhttp_access deny all\n"
+    lines = [
+        "acl aisb_domains dstdomain -n %s" % " ".join(_covered(policy.domains)),
+        # IP literals in any spelling squid accepts: dotted, integer, hex, bracketed IPv6.
+        r"acl aisb_ip_literal dstdom_regex -n -i ^[0-9.]+$ ^0x[0-9a-f.x]+$ ^\[?[0-9a-f:.]*:[0-9a-f:.]*\]?$",
+        "acl aisb_connect method CONNECT",
+        "acl aisb_connect_ports port %s" % " ".join(str(port) for port in policy.connect_ports),
+        "acl aisb_http_ports port %s" % " ".join(str(port) for port in sorted({HTTP_PORT} | set(policy.connect_ports))),
+        "acl aisb_denied_dst dst %s" % " ".join(DENIED_DESTINATIONS),
+    ]
+    extra = ""
+    if policy.host_ports:
+        names = []
+        for index, (host, port) in enumerate(policy.host_ports):
+            name = "aisb_extra_%d" % index
+            lines += ["acl %s_host dstdomain -n %s" % (name, host),
+                      "acl %s_port port %d" % (name, port),
+                      "acl %s all-of %s_host %s_port" % (name, name, name)]
+            names.append(name)
+        lines.append("acl aisb_extra any-of %s" % " ".join(names))
+        extra = " !aisb_extra"
+    lines += [
+        # First, before anything can resolve a name: unlisted names are denied unresolved.
+        "http_access deny !aisb_domains",
+        "http_access deny manager",
+        "http_access deny aisb_ip_literal",
+        "http_access deny aisb_connect !aisb_connect_ports" + extra,
+        "http_access deny !aisb_connect !aisb_http_ports" + extra,
+        # Only now may the name be resolved: never relay to local or private addresses.
+        "http_access deny aisb_denied_dst",
+        "http_access allow aisb_domains",
+        "http_access deny all",
+    ]
+    return from_policy + "\n".join(lines) + "\n"
+
+
+def _covered(domains):
+    """DOMAINS without the names a leading-dot entry already covers (squid warns on overlap)."""
+    suffixes = [name for name in domains if name.startswith(".")]
+    return [name for name in domains
+            if not any(name != suffix and (name == suffix[1:] or name.endswith(suffix)) for suffix in suffixes)]
+
+
+def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/stdout"):
+    """The session part: where this gate listens, how it logs, and the policy it includes.
+
+    PORT is the host-loopback port; SESSION_ID appears in every access log line;
+    POLICY_PATH is where the policy part is mounted inside the gate container;
+    ACCESS_LOG is a squid log destination (stdout goes to the container's log).
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
+        raise ValueError("gate port %r: must be an integer from 1024 to 65535" % (port,))
+    if not isinstance(session_id, str) or not SESSION_ID.match(session_id):
+        raise ValueError("session id %r: letters, digits, '_', '.', '-', at most 64" % (session_id,))
+    for what, path in (("policy path", policy_path), ("access log", access_log.split(":", 1)[-1])):
+        if not isinstance(path, str) or not CONTAINER_PATH.match(path):
+            raise ValueError("%s %r: an absolute path of plain characters" % (what, path))
+    return "\n".join([
+        "# aisb gate session %s: generated, do not edit." % session_id,
+        # Loopback only: the sandbox reaches it through pasta's host-loopback mapping.
+        "http_port 127.0.0.1:%d" % port,
+        # The gate runs as the unprivileged proxy user from the start: /tmp is writable.
+        "pid_filename /tmp/aisb-gate-%s.pid" % session_id,
+        "visible_hostname aisb-gate",
+        "cache deny all",
+        "netdb_filename none",
+        "cachemgr_passwd disable all",
+        "forwarded_for delete",
+        "httpd_suppress_version_string on",
+        "shutdown_lifetime 1 seconds",
+        "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a" % session_id,
+        "access_log %s logformat=aisb" % access_log,
+        "cache_log /dev/stderr",
+        "include %s" % policy_path,
+        "",
+    ])

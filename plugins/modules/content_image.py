@@ -1,0 +1,196 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+DOCUMENTATION = r"""
+module: content_image
+short_description: Build a container image tagged by the hash of every build input
+description:
+  - Hashes every file of a build context, the base image's ID, the build arguments and
+    any extra data the caller names, and tags the image C(NAME:<hash>).
+  - Builds only when no image with that tag exists; an unchanged input set never
+    rebuilds and a changed one can never reuse a stale image.
+  - The build runs with C(--pull=never) from exactly the base image ID that was hashed
+    (C(--from)). A base image under C(localhost/) must already exist; any other is
+    pulled once when missing.
+  - Labels on the image record the full hash and the hashed inputs.
+version_added: 0.1.0
+author: aisb developers
+options:
+  name:
+    description: Image repository without a tag, e.g. C(localhost/aisb-sandbox).
+    type: str
+    required: true
+  context:
+    description:
+      - Build context directory with a C(Containerfile). Every regular file in it is
+        hashed; symlinks are refused.
+    type: path
+    required: true
+  base_image:
+    description: The image the Containerfile builds on (its C(FROM)).
+    type: str
+    required: true
+  build_args:
+    description: Build arguments (C(--build-arg NAME=VALUE)); hashed too.
+    type: dict
+    default: {}
+  extra_inputs:
+    description: Other data the build depends on (for example the harness recipe); hashed too.
+    type: dict
+    default: {}
+  executable:
+    description: The podman binary.
+    type: str
+    default: podman
+attributes:
+  check_mode:
+    support: full
+    details: Reports whether a build would run; pulls and builds nothing.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Build the sandbox image when its inputs changed
+  aisb.sandbox.content_image:
+    name: localhost/aisb-sandbox
+    context: ~/.local/state/aisb/images/sandbox
+    base_image: docker.io/library/ubuntu:24.04
+    extra_inputs:
+      recipe: {packages: [nodejs], install: [], command: [pi]}
+  register: sandbox_image
+"""
+
+RETURN = r"""
+image:
+  description: The content-addressed tag.
+  returned: success
+  type: str
+  sample: localhost/aisb-sandbox:3f2a9c0d1e4b5a67
+hash:
+  description: Full sha256 of the inputs.
+  returned: success
+  type: str
+inputs:
+  description: What was hashed, file contents as sha256 digests.
+  returned: success
+  type: dict
+  sample:
+    scheme: aisb-content-hash-1
+    files: {Containerfile: "9b1c...", entrypoint: "77de..."}
+    base_image_id: "sha256:0f1e..."
+    build_args: {}
+    extra: {}
+built:
+  description: Whether this run built the image (or would, in check mode).
+  returned: success
+  type: bool
+commands:
+  description: The podman commands that ran, in order.
+  returned: success
+  type: list
+  elements: list
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman
+
+LABEL_PREFIX = "io.aisb."
+
+
+def argspec():
+    return dict(
+        name=dict(type="str", required=True),
+        context=dict(type="path", required=True),
+        base_image=dict(type="str", required=True),
+        build_args=dict(type="dict", default={}),
+        extra_inputs=dict(type="dict", default={}),
+        executable=dict(type="str", default="podman"),
+    )
+
+
+def read_context(directory):
+    """Every regular file under DIRECTORY as {relative path: bytes}.
+
+    A symlink is refused: the hash would then depend on what it points at build time.
+    """
+    files = {}
+    for root, dirs, names in os.walk(directory):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            path = os.path.join(root, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                raise ValueError("%s: only regular files belong in a build context" % path)
+            with open(path, "rb") as handle:
+                files[os.path.relpath(path, directory)] = handle.read()
+    return files
+
+
+class Runner:
+    """Runs podman commands and remembers them for the result."""
+
+    def __init__(self, module):
+        self.module = module
+        self.commands = []
+
+    def __call__(self, argv, check=True):
+        self.commands.append(argv)
+        rc, out, err = self.module.run_command(argv)
+        if check and rc != 0:
+            self.module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv[:3]), rc, err.strip()),
+                                  rc=rc, stdout=out, stderr=err, commands=self.commands)
+        return rc, out.strip()
+
+
+def base_image_id(module, run, podman, reference):
+    """ID of REFERENCE, pulled first when missing and pullable; None in check mode if missing."""
+    rc, out = run(_podman.image_id(podman, reference), check=False)
+    if rc == 0:
+        return out
+    if _podman.is_local(reference):
+        module.fail_json(msg="base image %s does not exist: a localhost/ image is never pulled" % reference,
+                         commands=run.commands)
+    if module.check_mode:
+        return None
+    run(_podman.pull(podman, reference))
+    return run(_podman.image_id(podman, reference))[1]
+
+
+def execute_module(module):
+    params = module.params
+    podman = module.get_bin_path(params["executable"], required=True)
+    run = Runner(module)
+    try:
+        files = read_context(params["context"])
+    except (OSError, ValueError) as error:
+        module.fail_json(msg="cannot read build context %s: %s" % (params["context"], error))
+    if "Containerfile" not in files:
+        module.fail_json(msg="build context %s has no Containerfile" % params["context"])
+    base_id = base_image_id(module, run, podman, params["base_image"])
+    if base_id is None:
+        module.exit_json(changed=True, built=True, image=None, hash=None, inputs={}, commands=run.commands,
+                         msg="the base image would be pulled first, so the tag is not known yet")
+    build_args = dict((name, str(value)) for name, value in params["build_args"].items())
+    inputs = _content_hash.build_inputs(files, base_id, build_args, params["extra_inputs"])
+    digest = _content_hash.content_hash(inputs)
+    tag = _content_hash.image_tag(params["name"], digest)
+    exists = run(_podman.image_exists(podman, tag), check=False)[0] == 0
+    if not exists and not module.check_mode:
+        labels = {LABEL_PREFIX + "content-hash": digest,
+                  LABEL_PREFIX + "inputs": json.dumps(inputs, sort_keys=True, separators=(",", ":")),
+                  LABEL_PREFIX + "base-image": params["base_image"]}
+        run(_podman.build(podman, tag, params["context"], base_id, build_args, labels))
+    module.exit_json(changed=not exists, built=not exists, image=tag, hash=digest, inputs=inputs,
+                     commands=run.commands)
+
+
+def main():
+    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
+    execute_module(module)
+
+
+if __name__ == "__main__":
+    main()

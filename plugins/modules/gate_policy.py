@@ -1,0 +1,200 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+DOCUMENTATION = r"""
+module: gate_policy
+short_description: Validate an egress policy and render it once per policy hash
+description:
+  - Validates the allow entries and CONNECT ports strictly; an invalid entry fails with
+    a message naming it, before anything is written.
+  - Renders the gate's squid policy part and a C(policy.json) record into
+    C(STATE_DIR/policies/<policy hash>/), where the hash covers the rendered files.
+  - A new directory is checked with the real parsers before it appears under its final
+    name, C(squid -k parse) in the gate image (with a sample session part including the
+    policy part) and C(nft -c) through the sandbox entrypoint's C(--check) (with a
+    sample gate address); an existing one is left alone.
+version_added: 0.1.0
+author: aisb developers
+options:
+  allow:
+    description:
+      - Allow entries. C(example.com) allows that name, C(.example.com) it and its
+        subdomains, C(host:port) that host also on that port.
+      - An IP address or CIDR (C(198.18.0.5), C(198.18.0.0/24)) is pinned in the
+        sandbox's ruleset for TCP to the CONNECT ports; C(ip:port), C(cidr:port) and
+        C([ipv6]:port) pin that port only. Pinned entries never reach squid.
+      - An empty list is legal; the gate then denies everything.
+    type: list
+    elements: raw
+    default: []
+  connect_ports:
+    description: Ports that CONNECT may reach on every allowed name.
+    type: list
+    elements: raw
+    default: [443]
+  state_dir:
+    description: Directory for the collection's state; policies go under C(policies/).
+    type: path
+    required: true
+  gate_image:
+    description: Gate image whose squid parses the rendered configuration.
+    type: str
+    required: true
+  sandbox_image:
+    description: Sandbox image whose entrypoint checks the ruleset with C(nft -c).
+    type: str
+    required: true
+  executable:
+    description: The podman binary.
+    type: str
+    default: podman
+attributes:
+  check_mode:
+    support: full
+    details: Validates the entries and reports the hash; writes and runs nothing.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Render the policy for the gate
+  aisb.sandbox.gate_policy:
+    allow: [api.anthropic.com, .github.com, "git.example.org:2222", 198.18.0.0/24]
+    connect_ports: [443]
+    state_dir: ~/.local/state/aisb
+    gate_image: localhost/aisb-gate:0123456789abcdef
+    sandbox_image: localhost/aisb-sandbox:fedcba9876543210
+"""
+
+RETURN = r"""
+policy_hash:
+  description: sha256 of the rendered policy files.
+  returned: success
+  type: str
+policy_dir:
+  description: Directory holding C(squid-policy.conf) and C(policy.json).
+  returned: success
+  type: str
+  sample: /home/dev/.local/state/aisb/policies/5e1f0c2a9b3d4e6f
+policy:
+  description: The validated policy, as written to C(policy.json).
+  returned: success
+  type: dict
+  sample:
+    allow: [.github.com, 198.18.0.0/24]
+    connect_ports: [443]
+    domains: [.github.com]
+    host_ports: []
+    pins: [[198.18.0.0/24, 443]]
+commands:
+  description: The podman commands that ran, in order.
+  returned: success
+  type: list
+  elements: list
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman, _policy, _squid
+
+POLICY_SCHEME = "aisb-policy-1"
+# Only for the nft -c check: the real address and port come with each session.
+SAMPLE_GATE = ("100.64.0.1", 3128)
+
+
+def argspec():
+    return dict(
+        allow=dict(type="list", elements="raw", default=[]),
+        connect_ports=dict(type="list", elements="raw", default=[443]),
+        state_dir=dict(type="path", required=True),
+        gate_image=dict(type="str", required=True),
+        sandbox_image=dict(type="str", required=True),
+        executable=dict(type="str", default="podman"),
+    )
+
+
+def render(allow, connect_ports):
+    """(policy record, {file name: bytes}) for a policy; raises PolicyError."""
+    policy = _policy.parse_policy(allow, connect_ports)
+    record = {"allow": sorted(allow), "connect_ports": list(policy.connect_ports),
+              "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
+              "pins": [list(p) for p in policy.pins]}
+    files = {
+        "squid-policy.conf": _squid.render_policy_conf(policy).encode("ascii"),
+        "policy.json": (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("ascii"),
+    }
+    return policy, record, files
+
+
+def write_files(directory, files):
+    """Write FILES into DIRECTORY, readable by the gate's unprivileged user."""
+    os.chmod(directory, 0o755)
+    for name, data in files.items():
+        path = os.path.join(directory, name)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        os.chmod(path, 0o644)
+
+
+def check(module, podman, staging, policy):
+    """Run the real parsers over the staged policy; return the commands."""
+    params = module.params
+    scratch = tempfile.mkdtemp(prefix=".check-", dir=os.path.dirname(staging))
+    try:
+        write_files(scratch, {
+            "session.conf": _squid.render_session_conf(SAMPLE_GATE[1], "parse-check", _podman.GATE_POLICY_CONF).encode(),
+            "sandbox-policy": _policy.render_sandbox_policy(policy, SAMPLE_GATE).encode(),
+        })
+        commands = [
+            _podman.squid_parse(podman, params["gate_image"], staging, os.path.join(scratch, "session.conf")),
+            _podman.ruleset_check(podman, params["sandbox_image"], os.path.join(scratch, "sandbox-policy")),
+        ]
+        for argv in commands:
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg="the rendered policy does not pass %s (rc=%d): %s"
+                                 % ("squid -k parse" if "squid" in argv else "nft -c", rc, (err or out).strip()[-2000:]),
+                                 commands=commands)
+        return commands
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def execute_module(module):
+    params = module.params
+    try:
+        policy, record, files = render(params["allow"], params["connect_ports"])
+    except _policy.PolicyError as error:
+        module.fail_json(msg=str(error))
+    digest = _content_hash.content_hash({"scheme": POLICY_SCHEME, "files": _content_hash.file_digests(files)})
+    policies = os.path.join(params["state_dir"], "policies")
+    final = os.path.join(policies, digest[:_content_hash.TAG_LENGTH])
+    result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[])
+    if os.path.isdir(final) or module.check_mode:
+        module.exit_json(changed=not os.path.isdir(final), **result)
+    podman = module.get_bin_path(params["executable"], required=True)
+    if not os.path.isdir(policies):
+        os.makedirs(policies, 0o755)
+    staging = tempfile.mkdtemp(prefix=".staging-", dir=policies)
+    try:
+        write_files(staging, files)
+        result["commands"] = check(module, podman, staging, policy)
+        # Appears under its final name only once both parsers accepted it.
+        os.rename(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    module.exit_json(changed=True, **result)
+
+
+def main():
+    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
+    execute_module(module)
+
+
+if __name__ == "__main__":
+    main()

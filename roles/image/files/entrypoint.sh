@@ -1,0 +1,154 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# aisb sandbox entrypoint. Runs as root in the container's own user namespace with
+# NET_ADMIN, SETUID, SETGID and SETPCAP; the harness never does.
+#
+#   entrypoint [--allow-unenforced] [COMMAND...]   enforce, drop every privilege, exec COMMAND
+#   entrypoint --check                             nft -c over the ruleset the policy makes
+#
+# 1. Read the policy (/etc/aisb/policy, mounted read-only). Missing, unreadable or
+#    malformed: exit 78, whatever the flags.
+# 2. Install `table inet aisb` from the ruleset template plus the policy's gate and
+#    pinned rules, in one nft transaction.
+# 3. Verify the installed table from `nft -j` output, never from nft's exit status:
+#    a rejected ruleset leaves the container wide open. Failure of 2 or 3: exit 77,
+#    unless --allow-unenforced was given, which says so loudly and goes on.
+# 4. setpriv to uid/gid 1000 with every capability set empty and no-new-privs; exec.
+#
+# Policy format (one directive a line; '#' comments and blank lines ignored):
+#   gate ADDRESS PORT | gate none     exactly one: the gate as the sandbox reaches it
+#   pin ADDRESS[/LEN] PORT            any number: TCP to that address or network and port
+set -uo pipefail
+
+readonly POLICY=/etc/aisb/policy
+readonly RULESET=/usr/local/lib/aisb/ruleset.nft
+readonly EX_ENFORCEMENT=77 EX_POLICY=78
+readonly IPV4='[0-9]{1,3}(\.[0-9]{1,3}){3}' IPV6='[0-9a-f]*:[0-9a-f:]*' PORT='[1-9][0-9]{0,4}'
+
+say() { printf 'aisb-entrypoint: %s\n' "$*" >&2; }
+
+# The nft family of an address: ip or ip6.
+family() { case $1 in *:*) echo ip6 ;; *) echo ip ;; esac; }
+
+# Fills GATE ("" for none) and the PINS array from the policy file, or exits 78.
+read_policy() {
+  if [ ! -r "$POLICY" ] || ! policy_text=$(<"$POLICY"); then
+    say "policy $POLICY is missing or unreadable: refusing to start"
+    exit "$EX_POLICY"
+  fi
+  GATE=unset PINS=()
+  local line number=0
+  while IFS= read -r line || [ -n "$line" ]; do
+    number=$((number + 1))
+    if [[ $line =~ ^[[:space:]]*(#.*)?$ ]]; then
+      continue
+    elif [[ $line =~ ^gate\ none$ ]] && [ "$GATE" = unset ]; then
+      GATE=""
+    elif [[ $line =~ ^gate\ ($IPV4|$IPV6)\ ($PORT)$ ]] && [ "$GATE" = unset ]; then
+      GATE="${BASH_REMATCH[1]} ${BASH_REMATCH[-1]}"
+    elif [[ $line =~ ^pin\ (($IPV4|$IPV6)(/[0-9]{1,3})?)\ ($PORT)$ ]]; then
+      PINS+=("${BASH_REMATCH[1]} ${BASH_REMATCH[-1]}")
+    else
+      say "policy $POLICY line $number is not understood: ${line@Q}"
+      exit "$EX_POLICY"
+    fi
+  done <<<"$policy_text"
+  if [ "$GATE" = unset ]; then
+    say "policy $POLICY has no 'gate' line"
+    exit "$EX_POLICY"
+  fi
+}
+
+# The rules the table must hold beyond its base, one "FAMILY ADDRESS PORT" a line, sorted.
+expected_rules() {
+  local entry
+  for entry in ${GATE:+"$GATE"} "${PINS[@]}"; do
+    set -- $entry
+    echo "$(family "$1") $1 $2"
+  done | sort
+}
+
+# The nft script: the template, then the gate and pinned rules (one transaction).
+ruleset() {
+  cat "$RULESET" || return 1
+  local family address port
+  while read -r family address port; do
+    if [ -n "$family" ]; then
+      echo "add rule inet aisb output $family daddr $address tcp dport $port accept"
+    fi
+  done <<<"$(expected_rules)"
+}
+
+# Every rule of chain output, reduced to "oif lo", "ct established,related",
+# "FAMILY ADDRESS PORT", or "unexpected <json>" for anything else.
+readonly CANONICAL='
+  def accept: {"accept": null};
+  def address: if type == "object" and .prefix then "\(.prefix.addr)/\(.prefix.len)" else . end;
+  .nftables[] | select(.rule and .rule.chain == "output") | .rule.expr |
+  if . == [{"match": {"op": "==", "left": {"meta": {"key": "oif"}}, "right": "lo"}}, accept]
+  then "oif lo"
+  elif . == [{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}, accept]
+  then "ct established,related"
+  elif length == 3 and .[2] == accept
+    and (.[0].match.left.payload.protocol as $f | $f == "ip" or $f == "ip6")
+    and .[0] == {"match": {"op": "==", "left": {"payload": {"protocol": .[0].match.left.payload.protocol, "field": "daddr"}}, "right": .[0].match.right}}
+    and .[1] == {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": .[1].match.right}}
+    and (.[1].match.right | type == "number")
+    and (.[0].match.right | type == "string" or (type == "object" and keys == ["prefix"]))
+  then "\(.[0].match.left.payload.protocol) \(.[0].match.right | address) \(.[1].match.right)"
+  else "unexpected \(tojson)" end'
+readonly OUTPUT_CHAIN='[.nftables[] | select(.chain) | .chain
+  | select(.name == "output" and .type == "filter" and .hook == "output" and .policy == "drop")] | length == 1'
+
+# Succeeds only when the kernel holds exactly the table this policy asks for.
+verify() {
+  local json actual wanted
+  json=$(nft -j list table inet aisb) || { say "no table inet aisb is installed"; return 1; }
+  jq -e "$OUTPUT_CHAIN" >/dev/null <<<"$json" \
+    || { say "chain inet aisb output is missing, not on the output hook, or its policy is not drop"; return 1; }
+  actual=$(jq -r "$CANONICAL" <<<"$json" | sort) || { say "cannot read the installed rules"; return 1; }
+  wanted=$(printf '%s\n' "oif lo" "ct established,related"; expected_rules)
+  wanted=$(sort <<<"$wanted" | sed '/^$/d')
+  if [ "$actual" != "$wanted" ]; then
+    say "installed rules differ from the policy:"
+    diff <(echo "$wanted") <(echo "$actual") | sed 's/^/  /' >&2
+    return 1
+  fi
+}
+
+enforce() {
+  local script
+  command -v nft >/dev/null && command -v jq >/dev/null || { say "nft or jq is missing from the image"; return 1; }
+  script=$(ruleset) || { say "cannot read the ruleset template $RULESET"; return 1; }
+  nft -f - <<<"$script" || { say "nft refused the ruleset"; return 1; }
+  verify
+}
+
+unenforced=0
+case ${1:-} in
+  --check)
+    read_policy
+    script=$(ruleset) && nft -c -f - <<<"$script" && exit 0
+    say "the ruleset for this policy does not pass nft -c"
+    exit "$EX_ENFORCEMENT"
+    ;;
+  --allow-unenforced)
+    unenforced=1
+    shift
+    ;;
+esac
+
+read_policy
+if ! enforce; then
+  if [ "$unenforced" = 0 ]; then
+    say "egress enforcement could not be installed or verified: refusing to start (exit $EX_ENFORCEMENT)"
+    exit "$EX_ENFORCEMENT"
+  fi
+  for _ in 1 2 3; do
+    say "WARNING: --allow-unenforced: EGRESS IS NOT ENFORCED. This sandbox can reach anything its network can."
+  done
+fi
+
+export HOME=/home/agent USER=agent LOGNAME=agent
+exec setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --ambient-caps=-all \
+  --bounding-set=-all --no-new-privs -- "$@"
