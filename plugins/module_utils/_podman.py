@@ -77,3 +77,45 @@ def ruleset_check(podman, image, policy_file):
     """The sandbox entrypoint's --check: nft -c over the ruleset this policy makes."""
     return ([podman, "run", "--rm", "--network=none"] + SANDBOX_SECURITY +
             ["--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY), image, "--check"])
+
+
+def sandbox_run(podman, name, image, project, project_label, policy_file, network, env_names,
+                labels, limits, interactive, report_fd, command):
+    """The sandbox: only the project at /project, the policy read-only, the named
+    environment (values come from podman's own environment, never the command line).
+
+    REPORT_FD: the entrypoint writes the installed ruleset to descriptor 3 (handed in
+    with --preserve-fds) and closes it before the harness runs.
+    """
+    mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
+    argv = [podman, "run", "--rm", "--name", name, "--init", "--network=%s" % network]
+    argv += SANDBOX_SECURITY
+    argv += ["--volume", mount, "--workdir", "/project",
+             "--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY)]
+    argv += ["--preserve-fds", str(report_fd - 2)] if report_fd else []
+    argv += ["--interactive", "--tty"] if interactive else []
+    for key, value in sorted(labels.items()):
+        argv += ["--label", "%s=%s" % (key, value)]
+    for env_name in env_names:
+        argv += ["--env", env_name]
+    return argv + list(limits) + [image] + list(command)
+
+
+def container_state(podman, name):
+    return [podman, "container", "inspect", "--format", "{{.State.Status}}", name]
+
+
+def logs(podman, name):
+    return [podman, "logs", name]
+
+
+def wait(podman, name):
+    return [podman, "wait", name]
+
+
+def stop(podman, names):
+    return [podman, "stop", "--ignore", "--time", "2"] + list(names)
+
+
+def remove(podman, names):
+    return [podman, "rm", "--force", "--ignore", "--time", "0"] + list(names)

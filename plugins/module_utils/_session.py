@@ -1,0 +1,321 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One sandboxed session: the plan (pure) and its execution on the host.
+
+plan_session() turns validated inputs into everything that will run: the gate's and
+the sandbox's podman command lines, the policy file the entrypoint reads, the gate's
+session configuration and the sandbox's environment. SessionRunner executes a plan
+and removes every container it started on every exit path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import render_sandbox_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
+
+# Inside the sandbox, pasta maps this address to the host's loopback. It must not
+# itself be a loopback address (passt refuses that).
+MAPPED_LOOPBACK = "100.64.0.1"
+NETWORK_MODES = ("allow", "none")
+GATE_PATHS = ("map-host-loopback", "tcp-forward")
+SESSION_LABEL = "aisb.session"
+# The entrypoint writes the ruleset it installed, as nft JSON, to this descriptor and
+# closes it before the harness runs: the record gets it, the agent never holds it.
+REPORT_FD = 3
+GATE_READY_TIMEOUT = 15.0
+# squid's access log line (logformat aisb in _squid.render_session_conf).
+GATE_LOG_LINE = re.compile(
+    r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
+    r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+)$")
+
+
+class SessionError(RuntimeError):
+    """The session could not start or did not end cleanly; the message says why."""
+
+
+def new_session_id():
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def proxy_environment(proxy_url):
+    """Proxy settings for the usual tools: curl, pip, git (lower and upper case), npm,
+    and node's own fetch (NODE_USE_ENV_PROXY)."""
+    if proxy_url is None:
+        return {}
+    local = "localhost,127.0.0.1,::1"
+    return {
+        "HTTP_PROXY": proxy_url, "HTTPS_PROXY": proxy_url, "http_proxy": proxy_url,
+        "https_proxy": proxy_url, "NO_PROXY": local, "no_proxy": local,
+        "npm_config_proxy": proxy_url, "npm_config_https_proxy": proxy_url,
+        "NODE_USE_ENV_PROXY": "1",
+    }
+
+
+def network_plan(mode, gate_path, port):
+    """(podman --network value, gate as the sandbox reaches it or None, proxy URL or None)."""
+    if mode == "none":
+        return "none", None, None
+    if gate_path == "map-host-loopback":
+        # --no-map-gw: the gateway address would otherwise lead to the host's loopback
+        # too, on every port; the ruleset blocks it, this removes it.
+        return ("pasta:--map-host-loopback,%s,--no-map-gw" % MAPPED_LOOPBACK,
+                (MAPPED_LOOPBACK, port), "http://%s:%d" % (MAPPED_LOOPBACK, port))
+    if gate_path == "tcp-forward":
+        # -T PORT: the sandbox's own 127.0.0.1:PORT is forwarded to the host's.
+        return ("pasta:-T,%d,--no-map-gw" % port, ("127.0.0.1", port), "http://127.0.0.1:%d" % port)
+    raise SessionError("gate path %r is not one of %s: the facts name no way to reach a gate"
+                       % (gate_path, ", ".join(GATE_PATHS)))
+
+
+def limit_options(limits, enforceable, required):
+    """podman options for LIMITS ({memory, pids, cpus}); a refusal when the operator
+    requires limits this host cannot enforce, and nothing when it cannot and they are
+    not required (the record says so)."""
+    limits = dict((k, v) for k, v in (limits or {}).items() if v not in (None, ""))
+    if not limits:
+        return []
+    if not enforceable:
+        if required:
+            raise SessionError(
+                "limits %s are required but aisb_host.verdict.limits_enforceable is false on this "
+                "host (rootless podman on cgroup v1 cannot enforce them); move the host to cgroup v2 "
+                "or drop require_limits" % json.dumps(limits, sort_keys=True))
+        return []
+    options = []
+    if "memory" in limits:
+        options.append("--memory=%s" % limits["memory"])
+    if "pids" in limits:
+        options.append("--pids-limit=%d" % int(limits["pids"]))
+    if "cpus" in limits:
+        options.append("--cpus=%s" % limits["cpus"])
+    return options
+
+
+def plan_session(session_id, inputs, facts, port):
+    """Everything a session will run, from validated INPUTS and the host FACTS.
+
+    INPUTS: project (resolved), project_label ("" or "z"), image, gate_image, policy
+    (_policy.Policy), policy_dir, network, environment, command, interactive,
+    allow_unenforced, limits, require_limits.
+    """
+    verdict = facts.get("verdict") or {}
+    network, gate, proxy_url = network_plan(inputs["network"], verdict.get("gate_path"), port)
+    environment = dict(inputs["environment"])
+    environment.update(proxy_environment(proxy_url))
+    environment["AISB_SESSION"] = session_id
+    environment["AISB_REPORT_FD"] = str(REPORT_FD)
+    names = {"gate": "aisb-gate-" + session_id, "sandbox": "aisb-sandbox-" + session_id}
+    labels = {SESSION_LABEL: session_id}
+    plan = {
+        "session_id": session_id,
+        "names": names,
+        "environment": environment,
+        "policy_text": render_sandbox_policy(inputs["policy"], gate),
+        "gate": None,
+        "limits": limit_options(inputs.get("limits"), verdict.get("limits_enforceable") is True,
+                                inputs.get("require_limits", False)),
+    }
+    if gate is not None:
+        plan["gate"] = {
+            "port": port,
+            "conf_text": render_session_conf(port, session_id, _podman.GATE_POLICY_CONF),
+        }
+    plan["sandbox_options"] = {
+        "name": names["sandbox"], "image": inputs["image"], "project": inputs["project"],
+        "project_label": inputs.get("project_label", ""), "network": network,
+        "env_names": sorted(environment), "labels": labels, "limits": plan["limits"],
+        "interactive": inputs.get("interactive", False), "report_fd": REPORT_FD,
+        "command": (["--allow-unenforced"] if inputs.get("allow_unenforced") else []) + list(inputs["command"]),
+    }
+    return plan
+
+
+def parse_gate_log(text):
+    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]}."""
+    decisions = {"allowed": [], "denied": []}
+    for line in text.splitlines():
+        match = GATE_LOG_LINE.match(line.strip())
+        if not match:
+            continue
+        entry = {"time": float(match.group("time")), "method": match.group("method"),
+                 "url": match.group("url"), "status": "%s/%s" % (match.group("status"), match.group("code"))}
+        denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403"
+        decisions["denied" if denied else "allowed"].append(entry)
+    return decisions
+
+
+def free_loopback_port():
+    """A port nothing listens on right now (the gate's bind is the real test)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def state_dir(environ):
+    state = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME", "~"), ".local", "state")
+    return os.path.join(state, "aisb")
+
+
+class Interrupted(Exception):
+    """A signal ended the session early."""
+
+
+class SessionRunner(object):
+    """Runs a plan on this host. Every container it starts is removed on every exit path."""
+
+    def __init__(self, plan, session_dir, podman="podman", environ=None):
+        self.plan = plan
+        self.session_dir = session_dir
+        self.podman = podman
+        self.environ = dict(environ if environ is not None else os.environ)
+        self.commands = []
+        self.gate_log = ""
+        self.gate_died = False
+        self.ruleset = None
+        self._started = []
+        self._finished = False
+        self._process = None
+
+    # -- side effects, each through one of these two
+    def _run(self, argv, check=True, **kwargs):
+        self.commands.append(argv)
+        result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, check=False, **kwargs)
+        if check and result.returncode != 0:
+            raise SessionError("%s failed (exit %d): %s" % (" ".join(argv[:3]), result.returncode,
+                                                            result.stderr.strip()[-500:]))
+        return result
+
+    def write(self, name, text, mode=0o600):
+        path = os.path.join(self.session_dir, name)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as handle:
+            handle.write(text)
+        return path
+
+    # -- the gate
+    def start_gate(self, gate_image, policy_dir):
+        gate = self.plan["gate"]
+        conf = self.write("gate-session.conf", gate["conf_text"], 0o644)
+        name = self.plan["names"]["gate"]
+        self._started.append(name)
+        self._run(_podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
+                                   extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"])]))
+        deadline = time.monotonic() + GATE_READY_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", gate["port"]), timeout=0.2).close()
+                return
+            except OSError:
+                if not self._running(name):
+                    break
+                time.sleep(0.05)
+        self.collect_gate_log()
+        raise SessionError("the gate did not answer on 127.0.0.1:%d within %.0f s: %s"
+                           % (gate["port"], GATE_READY_TIMEOUT, self.gate_log.strip()[-800:]))
+
+    def _running(self, name):
+        result = self._run(_podman.container_state(self.podman, name), check=False)
+        return result.returncode == 0 and result.stdout.strip() == "running"
+
+    def collect_gate_log(self):
+        if self.plan["gate"] is None:
+            return
+        result = self._run(_podman.logs(self.podman, self.plan["names"]["gate"]), check=False)
+        self.gate_log = result.stdout + result.stderr
+
+    def watch_gate(self, stop_sandbox):
+        """Stop the sandbox when the gate dies: a sandbox without its gate has no egress,
+        and the session ends with a status that says so."""
+        name = self.plan["names"]["gate"]
+
+        def watch():
+            result = subprocess.run(_podman.wait(self.podman, name), stdin=subprocess.DEVNULL,
+                                    capture_output=True, text=True, check=False)
+            if result.returncode == 0 and not self._finished:
+                self.gate_died = True
+                stop_sandbox()
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        return thread
+
+    # -- the sandbox
+    def run_sandbox(self, stdout, stdin=None):
+        """Run the sandbox attached; return its exit code. STDOUT receives its output."""
+        policy = self.write("policy", self.plan["policy_text"], 0o644)
+        options = dict(self.plan["sandbox_options"], policy_file=policy)
+        argv = _podman.sandbox_run(self.podman, **options)
+        self.commands.append(argv)
+        self._started.append(options["name"])
+        report_read, report_write = os.pipe()
+        env = dict(self.environ)
+        env.update(self.plan["environment"])
+        reader = threading.Thread(target=self._read_report, args=(report_read,), daemon=True)
+        reader.start()
+        # podman --preserve-fds hands descriptor 3 to the container: a shell puts the
+        # report pipe there, whatever descriptor it has here.
+        relay = ["sh", "-c", 'exec %d>&%d %d>&-; exec "$@"' % (REPORT_FD, report_write, report_write), "sh"]
+        try:
+            process = subprocess.Popen(relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                                       stdout=stdout, stderr=subprocess.STDOUT if stdout is not None else None,
+                                       env=env, pass_fds=(report_write,))
+        finally:
+            os.close(report_write)
+        self._process = process
+        try:
+            return process.wait()
+        finally:
+            self._finished = True
+            reader.join(timeout=2)
+
+    def _read_report(self, fd):
+        with os.fdopen(fd, "r") as report:
+            text = report.read()
+        try:
+            self.ruleset = json.loads(text) if text.strip() else None
+        except ValueError:
+            self.ruleset = {"unparsed": text[:4000]}
+
+    def stop_sandbox(self):
+        self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]]), check=False)
+
+    def cleanup(self):
+        """Remove every container this session started; safe to call more than once."""
+        self._finished = True
+        if self.plan["gate"] is not None and not self.gate_log:
+            self.collect_gate_log()
+        if self._started:
+            self._run(_podman.remove(self.podman, self._started), check=False)
+            self._started = []
+
+
+class signals_raise(object):
+    """Within the block, SIGTERM, SIGINT and SIGHUP raise Interrupted (so cleanup runs)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __enter__(self):
+        self._previous = dict((s, signal.getsignal(s)) for s in self.SIGNALS)
+
+        def handler(signum, _frame):
+            raise Interrupted(signal.Signals(signum).name)
+
+        for s in self.SIGNALS:
+            signal.signal(s, handler)
+        return self
+
+    def __exit__(self, *_exc):
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
+        return False

@@ -1,0 +1,174 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A session from parameters to record: validate, check the facts, plan, run, record.
+
+Shared by the session module (headless, inside a task) and the interactive path
+(the ansible-playbook process, which holds the terminal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _session
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
+    check_host_facts, current_fingerprint, format_time)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
+    SessionInputError, build_environment, check_argv, resolve_project)
+
+SESSION_DIR_MODE = 0o700
+TRANSCRIPT = "transcript.log"
+RECORD = "record.json"
+EXIT_STATUS = {77: "enforcement could not be installed or verified",
+               78: "the sandbox's policy was missing or unreadable"}
+
+
+def _run_capture(argv):
+    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    return result.returncode, result.stdout, result.stderr
+
+
+def prepare(params, environ, now=None):
+    """Validate PARAMS and the host facts; return (inputs, facts, problems, warnings).
+
+    Nothing starts here. PROBLEMS non-empty means the session must not start.
+    """
+    now = time.time() if now is None else now
+    warnings = []
+    home = environ.get("HOME") or os.path.expanduser("~")
+    state = _session.state_dir(environ)
+    protected = [state, os.path.join(home, ".local", "share", "containers")]
+    if environ.get("XDG_RUNTIME_DIR"):
+        protected.append(environ["XDG_RUNTIME_DIR"])
+    try:
+        project = resolve_project(params["project"], home, protected)
+        policy = parse_policy(params["allow"], params["connect_ports"])
+        environment = build_environment(params["environment"], [], {})
+        command = check_argv(params["command"], "command")
+    except (SessionInputError, PolicyError) as error:
+        return None, None, [str(error)], warnings
+    if params["network"] == "allow" and not (params.get("gate_image") and params.get("policy_dir")):
+        return None, None, ["network=allow needs gate_image and policy_dir (run the gate role first)"], warnings
+    facts = params.get("host_facts") or {}
+    fingerprint = current_fingerprint(_run_capture, podman=params["executable"])
+    problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"])
+    if problems and params["allow_unenforced"]:
+        warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
+        problems = []
+    inputs = {
+        "project": project, "project_label": (facts.get("verdict") or {}).get("bind_mount_label", ""),
+        "image": params["image"], "gate_image": params.get("gate_image"),
+        "policy_dir": params.get("policy_dir"), "policy": policy, "network": params["network"],
+        "environment": environment, "command": command, "interactive": params.get("interactive", False),
+        "allow_unenforced": params["allow_unenforced"], "limits": params.get("limits") or {},
+        "require_limits": params.get("require_limits", False),
+    }
+    return inputs, facts, problems, warnings
+
+
+def _image_labels(executable, image):
+    rc, out, _err = _run_capture([executable, "image", "inspect", "--format", "{{json .Labels}}", image])
+    try:
+        return json.loads(out) if rc == 0 else {}
+    except ValueError:
+        return {}
+
+
+def start(inputs, facts, environ):
+    """Plan the session and make its directory; returns (plan, runner)."""
+    session_id = _session.new_session_id()
+    port = _session.free_loopback_port() if inputs["network"] == "allow" else None
+    plan = _session.plan_session(session_id, inputs, facts, port)
+    session_dir = os.path.join(_session.state_dir(environ), "sessions", session_id)
+    os.makedirs(session_dir, mode=SESSION_DIR_MODE)
+    runner = _session.SessionRunner(plan, session_dir, podman=inputs.get("executable", "podman"), environ=environ)
+    return plan, runner
+
+
+def execute(inputs, facts, environ, stdout, stdin=None):
+    """Run a prepared session to its end; return the record (also written to disk)."""
+    plan, runner = start(inputs, facts, environ)
+    started = time.time()
+    rc, status, reason = None, "exited", ""
+    try:
+        with _session.signals_raise():
+            if plan["gate"] is not None:
+                runner.start_gate(inputs["gate_image"], inputs["policy_dir"])
+                runner.watch_gate(runner.stop_sandbox)
+            if stdout is None:
+                with open(os.path.join(runner.session_dir, TRANSCRIPT), "w") as transcript:
+                    rc = runner.run_sandbox(transcript, stdin)
+            else:
+                rc = runner.run_sandbox(stdout, stdin)
+    except _session.Interrupted as signal_name:
+        status, reason = "interrupted", "ansible-playbook received %s" % signal_name
+    except _session.SessionError as error:
+        status, reason = "failed", str(error)
+    finally:
+        runner.cleanup()
+    if runner.gate_died:
+        status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
+    elif status == "exited" and rc in EXIT_STATUS:
+        reason = EXIT_STATUS[rc]
+    record = {
+        "session_id": plan["session_id"],
+        "started_at": format_time(started),
+        "ended_at": format_time(time.time()),
+        "project": inputs["project"],
+        "command": inputs["command"],
+        "network": inputs["network"],
+        "exit_code": rc,
+        "status": status,
+        "reason": reason,
+        "image": {"tag": inputs["image"], "labels": _image_labels(runner.podman, inputs["image"])},
+        "gate_image": inputs.get("gate_image"),
+        "policy_dir": inputs.get("policy_dir"),
+        "policy": plan["policy_text"],
+        "ruleset": runner.ruleset,
+        "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
+        "limits": plan["limits"],
+        "gate": _session.parse_gate_log(runner.gate_log),
+        "environment_names": sorted(inputs["environment"]),
+        "commands": runner.commands,
+        "transcript": os.path.join(runner.session_dir, TRANSCRIPT) if stdout is None else None,
+        "record": os.path.join(runner.session_dir, RECORD),
+    }
+    runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record
+
+
+def summary(record):
+    gate = record["gate"]
+    return {
+        "rc": record["exit_code"], "status": record["status"], "reason": record["reason"],
+        "session_id": record["session_id"], "record": record["record"],
+        "transcript": record["transcript"], "commands": record["commands"],
+        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"])},
+    }
+
+
+def run_headless(params, check_mode, warn):
+    """The session module's body: a result dict (with failed=True on any refusal)."""
+    environ = dict(os.environ)
+    inputs, facts, problems, warnings = prepare(params, environ)
+    for warning in warnings:
+        warn(warning)
+    if problems:
+        return {"failed": True, "status": "refused", "msg": " ".join(problems), "problems": problems,
+                "commands": []}
+    if check_mode:
+        return {"changed": False, "status": "planned", "commands": [], "msg": "check mode: nothing started"}
+    inputs["executable"] = params["executable"]
+    record = execute(inputs, facts, environ, None)
+    result = summary(record)
+    result["changed"] = True
+    if record["status"] != "exited" or record["exit_code"] != 0:
+        result["failed"] = True
+        result["msg"] = "session %s %s%s" % (
+            record["session_id"], record["status"] if record["status"] != "exited" else
+            "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else "")
+    return result

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The session plan: what will run, built from validated inputs and the host facts."""
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _session
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
+
+FACTS = {"verdict": {"model_holds": True, "gate_path": "map-host-loopback", "limits_enforceable": False,
+                     "bind_mount_label": ""}}
+
+
+def inputs(**overrides):
+    base = {"project": "/home/dev/src/app", "project_label": "", "image": "localhost/aisb-sandbox:abc",
+            "gate_image": "localhost/aisb-gate:def", "policy_dir": "/state/policies/p",
+            "policy": parse_policy(["example.com", "198.18.0.7"], [443]), "network": "allow",
+            "environment": {"TOKEN": "secret"}, "command": ["pi", "--version"], "interactive": False,
+            "allow_unenforced": False, "limits": {}, "require_limits": False}
+    base.update(overrides)
+    return base
+
+
+def sandbox_argv(plan):
+    return _podman.sandbox_run("podman", policy_file="/s/policy", **plan["sandbox_options"])
+
+
+def test_allow_mode_reaches_the_gate_through_the_mapped_loopback_address():
+    plan = _session.plan_session("sid", inputs(), FACTS, 40001)
+    argv = sandbox_argv(plan)
+    assert "--network=pasta:--map-host-loopback,100.64.0.1,--no-map-gw" in argv
+    assert plan["policy_text"].splitlines()[1:] == ["gate 100.64.0.1 40001", "pin 198.18.0.7 443"]
+    assert plan["environment"]["HTTPS_PROXY"] == "http://100.64.0.1:40001"
+    assert "http_port 127.0.0.1:40001" in plan["gate"]["conf_text"]
+
+
+def test_tcp_forward_gate_path_uses_the_sandbox_loopback():
+    facts = {"verdict": dict(FACTS["verdict"], gate_path="tcp-forward")}
+    plan = _session.plan_session("sid", inputs(), facts, 40002)
+    assert "--network=pasta:-T,40002,--no-map-gw" in sandbox_argv(plan)
+    assert "gate 127.0.0.1 40002" in plan["policy_text"]
+
+
+def test_no_gate_path_refuses():
+    with pytest.raises(_session.SessionError, match="gate path 'none'"):
+        _session.plan_session("sid", inputs(), {"verdict": {"gate_path": "none"}}, 40003)
+
+
+def test_network_none_has_no_gate_and_no_proxy():
+    plan = _session.plan_session("sid", inputs(network="none"), FACTS, None)
+    assert plan["gate"] is None
+    assert "--network=none" in sandbox_argv(plan)
+    assert "gate none" in plan["policy_text"]
+    assert "HTTPS_PROXY" not in plan["environment"]
+
+
+def test_sandbox_gets_only_the_named_environment_and_never_values_on_the_command_line():
+    plan = _session.plan_session("sid", inputs(), FACTS, 40004)
+    argv = sandbox_argv(plan)
+    names = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
+    assert sorted(names) == sorted(["TOKEN", "AISB_SESSION", "AISB_REPORT_FD"] +
+                                   list(_session.proxy_environment("http://x:1")))
+    assert not any("secret" in a for a in argv)
+
+
+def test_sandbox_mounts_only_the_project_and_the_policy():
+    argv = sandbox_argv(_session.plan_session("sid", inputs(), FACTS, 40005))
+    volumes = [argv[i + 1] for i, a in enumerate(argv) if a == "--volume"]
+    assert volumes == ["/home/dev/src/app:/project", "/s/policy:/etc/aisb/policy:ro"]
+
+
+def test_selinux_label_is_applied_when_the_facts_say_so():
+    argv = sandbox_argv(_session.plan_session("sid", inputs(project_label="z"), FACTS, 40006))
+    assert "/home/dev/src/app:/project:z" in argv
+
+
+def test_security_options_and_the_command_come_last():
+    argv = sandbox_argv(_session.plan_session("sid", inputs(allow_unenforced=True), FACTS, 40007))
+    for option in _podman.SANDBOX_SECURITY:
+        assert option in argv
+    assert argv[-4:] == ["localhost/aisb-sandbox:abc", "--allow-unenforced", "pi", "--version"]
+
+
+def test_limits_are_refused_when_required_but_not_enforceable():
+    with pytest.raises(_session.SessionError, match="limits_enforceable is false"):
+        _session.plan_session("sid", inputs(limits={"memory": "1g"}, require_limits=True), FACTS, 40008)
+
+
+def test_limits_are_dropped_when_not_enforceable_and_not_required():
+    assert _session.plan_session("sid", inputs(limits={"memory": "1g"}), FACTS, 40009)["limits"] == []
+
+
+def test_limits_are_applied_when_enforceable():
+    facts = {"verdict": dict(FACTS["verdict"], limits_enforceable=True)}
+    plan = _session.plan_session("sid", inputs(limits={"memory": "1g", "pids": 64, "cpus": "0.5"}), facts, 40010)
+    assert plan["limits"] == ["--memory=1g", "--pids-limit=64", "--cpus=0.5"]
+
+
+def test_gate_log_is_split_into_allowed_and_denied():
+    log = "\n".join([
+        "1764490000.123 session=sid client=127.0.0.1 TCP_TUNNEL/200 CONNECT example.com:443 dst=198.18.0.10",
+        "1764490001.456 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://evil.test/ dst=-",
+        "squid noise that is not an access line",
+    ])
+    decisions = _session.parse_gate_log(log)
+    assert [d["url"] for d in decisions["allowed"]] == ["example.com:443"]
+    assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/"]
