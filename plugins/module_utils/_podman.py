@@ -44,10 +44,10 @@ def image_exists(podman, reference):
     return [podman, "image", "exists", reference]
 
 
-def build(podman, tag, context, base_image_id, build_args, labels):
+def build(podman, tag, context, base_image_id, labels, build_args=None):
     """Build CONTEXT as TAG from exactly the base image that was hashed (--from its ID)."""
     argv = [podman, "build", "--pull=never", "--from", base_image_id, "--tag", tag]
-    for name, value in sorted(build_args.items()):
+    for name, value in sorted((build_args or {}).items()):
         argv += ["--build-arg", "%s=%s" % (name, value)]
     for name, value in sorted(labels.items()):
         argv += ["--label", "%s=%s" % (name, value)]

@@ -182,7 +182,7 @@ def execute_module(module):
         labels = {LABEL_PREFIX + "content-hash": digest,
                   LABEL_PREFIX + "inputs": json.dumps(inputs, sort_keys=True, separators=(",", ":")),
                   LABEL_PREFIX + "base-image": params["base_image"]}
-        run(_podman.build(podman, tag, params["context"], base_id, build_args, labels))
+        run(_podman.build(podman, tag, params["context"], base_id, labels, build_args))
     module.exit_json(changed=not exists, built=not exists, image=tag, hash=digest, inputs=inputs,
                      commands=run.commands)
 
