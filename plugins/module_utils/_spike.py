@@ -124,11 +124,23 @@ def tag_argv(podman, image, tag):
 
 # --- results ---
 
+def error_line(stderr):
+    """podman's own message (its "Error: ..." line) out of STDERR; the rest is context."""
+    lines = (stderr or "").strip().splitlines() or [""]
+    return next((line for line in lines if line.startswith("Error")), lines[-1])[:300]
+
+
 def result(ok, detail, outcome=None, **values):
     """One probe's entry: ok, a plain sentence, its evidence and any measured values."""
     entry = {"ok": bool(ok), "detail": detail, "evidence": outcome.evidence() if outcome else {}}
     entry.update(values)
     return entry
+
+
+def unmeasured(names, why, outcome=None):
+    """Entries for probes that could not run at all: failed, and marked measured=false so
+    the verdict blames the cause instead of the probe."""
+    return dict((name, result(False, "not measured: " + why, outcome, measured=False)) for name in names)
 
 
 class Outcome(object):
@@ -152,7 +164,7 @@ class Outcome(object):
         if self.rc is None:
             return "hung: no exit within %d s (container removed)" % timeout
         if not self.started():
-            return "the container did not start (rc %s): %s" % (self.rc, self.err.strip()[-200:])
+            return "the container did not start (rc %s): %s" % (self.rc, error_line(self.err))
         return None
 
 
@@ -220,8 +232,6 @@ class Spike(object):
             self.run(remove_argv(self.podman, name), timeout=60)
         return outcome
 
-    def unmeasured(self, names, why):
-        return dict((name, result(False, "not measured: " + why)) for name in names)
 
 
 # --- probes: each returns {name: entry} ---
@@ -322,11 +332,11 @@ def probe_internal_network(spike, enforce=True):
     try:
         address = host_address()
     except OSError as exc:
-        return spike.unmeasured([name], "no default route to find the host's address (%s)" % exc)
+        return unmeasured([name], "no default route to find the host's address (%s)" % exc)
     network = "aisb-probe-" + uuid.uuid4().hex[:12]
     created = spike.command(network_argv(spike.podman, "create", network, internal=enforce))
     if created.rc != 0:
-        return {name: result(False, "podman network create failed", created)}
+        return unmeasured([name], "podman network create failed", created)
     try:
         with Listener(address) as tcp, Listener(address, udp=True) as udp:
             outcome = spike.container(
@@ -338,7 +348,7 @@ def probe_internal_network(spike, enforce=True):
         spike.command(network_argv(spike.podman, "rm", network))
     failure = outcome.failure(spike.timeout)
     if failure or not outcome.values().get("peer"):
-        return {name: result(False, failure or "no host.containers.internal entry to aim at", outcome)}
+        return unmeasured([name], failure or "no host.containers.internal entry to aim at", outcome)
     leaks = [kind for kind, hits in (("TCP", tcp.hits), ("UDP", udp.hits)) if hits]
     return {name: result(not leaks, "leak: %s from the network reached the host's %s"
                          % (" and ".join(leaks), address) if leaks else
@@ -353,13 +363,13 @@ def probe_container_to_container(spike):
     peer = network + "-peer"
     created = spike.command(network_argv(spike.podman, "create", network, internal=True))
     if created.rc != 0:
-        return {name: result(False, "podman network create failed", created)}
+        return unmeasured([name], "podman network create failed", created)
     try:
         started = spike.command(run_argv(spike.podman, peer, ["--detach", "--network=" + network],
                                          spike.image, "exec sleep %d" % spike.timeout))
         address = spike.command(address_argv(spike.podman, peer, network))
         if started.rc != 0 or address.rc != 0:
-            return {name: result(False, "the peer container did not start", started)}
+            return unmeasured([name], started.failure(spike.timeout) or "the peer has no address", started)
         outcome = spike.container(["--network=" + network], 'tcp "$1" 9; echo "tcp=$?"',
                                   [address.out.strip()])
     finally:
@@ -375,10 +385,11 @@ def probe_nft_needs_net_admin(spike, enforce=True):
     outcome = spike.container(caps + [KEEP_ID, "--user=0:0", "--network=none"],
                               'nft add table inet aisb_probe; echo "nft=$?"')
     failure = outcome.failure(spike.timeout)
+    if failure:
+        return unmeasured(["nft_needs_net_admin"], failure, outcome)
     changed = outcome.values().get("nft") == "0"
-    return {"nft_needs_net_admin": result(
-        not failure and not changed, failure or ("leak: nft added a table" if changed
-                                                 else "nft was refused without NET_ADMIN"), outcome)}
+    return {"nft_needs_net_admin": result(not changed, "leak: nft added a table without NET_ADMIN" if changed
+                                          else "nft was refused without NET_ADMIN", outcome)}
 
 
 SANDBOX_SCRIPT = """
@@ -428,7 +439,7 @@ def probe_sandbox(spike, enforce=True):
             v6_hits = v6.close() if v6 else []
     failure = outcome.failure(spike.timeout)
     if failure:
-        return spike.unmeasured(SANDBOX_PROBES, failure)
+        return unmeasured(SANDBOX_PROBES, failure, outcome)
     values = outcome.values()
     status = dict((key, values.get(key, "?")) for key in ("CapEff", "CapBnd", "CapAmb", "NoNewPrivs"))
     locked = (values.get("flush") not in (None, "0") and values.get("uid") == "1000" and
@@ -462,6 +473,8 @@ def probe_limits(spike):
     outcome = spike.container(["--network=none", "--pids-limit=64", "--memory=256m", "--cpus=0.5"],
                               'for f in pids.max memory.max cpu.max; do '
                               'echo "$f=$(cat /sys/fs/cgroup/$f 2>/dev/null)"; done')
+    if outcome.failure(spike.timeout):
+        return unmeasured(["limits"], outcome.failure(spike.timeout), outcome)
     values = outcome.values()
     ok = (values.get("pids.max") == "64" and values.get("memory.max") == "268435456" and
           values.get("cpu.max", "").startswith("50000 "))
@@ -485,10 +498,12 @@ def probe_project_mount(spike):
         owner = os.stat(written).st_uid if os.path.exists(written) else None
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    if outcome.failure(spike.timeout):
+        return unmeasured(["bind_mount", "keep_id_owner"], outcome.failure(spike.timeout), outcome)
     wrote = outcome.values().get("write") == "ok"
     return {
         "bind_mount": result(wrote, ("writable with label %r" % label if label else "writable without a label")
-                             if wrote else outcome.failure(spike.timeout) or "not writable, even with :z",
+                             if wrote else "not writable, even with :z",
                              outcome, label=label if wrote else ""),
         "keep_id_owner": result(owner == os.getuid(), "the file is owned by uid %s (the caller is %d)"
                                 % (owner, os.getuid()), outcome),
@@ -517,7 +532,7 @@ def run_probes(spike, workers=6):
         for entries in pool.map(lambda probe: probe(spike), probes):
             found.update(entries)
     if spike.image_error is not None:
-        found.update(spike.unmeasured(CONTAINER_PROBE_NAMES, spike.image_error))
+        found.update(unmeasured(CONTAINER_PROBE_NAMES, spike.image_error))
     return dict((name, found[name]) for name in ORDER)
 
 
@@ -533,7 +548,7 @@ def verdict(probes):
     else:
         gate_path = "none"
     failed = [name for name in ORDER if name in probes and not ok(name)]
-    reasons = ["%s: %s. %s" % (name, probes[name]["detail"], FIXES[name]) for name in failed if name in FIXES]
+    reasons = sentences(probes, [name for name in failed if name in FIXES], FIXES)
     if gate_path != "map-host-loopback":
         reasons.append("gate_path is %s: the session reaches its gate through pasta's "
                        "--map-host-loopback, which this host lacks." % gate_path)
@@ -543,8 +558,21 @@ def verdict(probes):
         "limits_enforceable": ok("limits"),
         "bind_mount_label": probes.get("bind_mount", {}).get("label", ""),
         "reasons": reasons,
-        "notes": ["%s: %s." % (name, probes[name]["detail"]) for name in failed if name in INFORMATIONAL],
+        "notes": sentences(probes, [name for name in failed if name in INFORMATIONAL], {}),
     }
+
+
+def sentences(probes, failed, fixes):
+    """One sentence per failed probe with its fix; probes that could not run are grouped
+    by their cause, so one missing prerequisite reads as one sentence."""
+    said = ["%s: %s.%s" % (name, probes[name]["detail"], " " + fixes[name] if name in fixes else "")
+            for name in failed if probes[name].get("measured", True)]
+    causes = {}
+    for name in failed:
+        if not probes[name].get("measured", True):
+            causes.setdefault(probes[name]["detail"], []).append(name)
+    return said + ["%s: %s; fix what stops them and measure again." % (", ".join(names), detail)
+                   for detail, names in causes.items()]
 
 
 def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout=900):
@@ -563,7 +591,7 @@ def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout
                 base_image, " (check mode pulls nothing)" if check_mode else "")
         rc, _out, err = run(_podman.pull(podman, base_image), timeout=timeout)
         if rc != 0:
-            return None, False, "pulling %s failed: %s" % (base_image, (err or "").strip()[-200:])
+            return None, False, "pulling %s failed: %s" % (base_image, error_line(err))
         changed = True
     rc, base_id, err = run(_podman.image_id(podman, base_image))
     containerfile = PROBE_CONTAINERFILE.format(base=base_image)
@@ -583,8 +611,7 @@ def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout
     finally:
         shutil.rmtree(context, ignore_errors=True)
     if rc != 0:
-        return None, changed, "building the probe image from %s failed: %s" % (base_image,
-                                                                              (err or "").strip()[-300:])
+        return None, changed, "building the probe image from %s failed: %s" % (base_image, error_line(err))
     return tag, True, None
 
 

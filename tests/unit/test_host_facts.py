@@ -163,3 +163,12 @@ def test_probe_container_command_line():
     argv = _spike.run_argv("podman", "n", ["--network=none"], "img", "echo hi", [1, "a"])
     assert argv[:6] == ["podman", "run", "--rm", "--name", "n", "--network=none"]
     assert argv[6:9] == ["img", "bash", "-c"] and argv[9].endswith("echo hi") and argv[10:] == ["_", "1", "a"]
+
+
+def test_verdict_groups_probes_that_could_not_run_by_cause():
+    entries = probes(failed=("tun",))
+    entries.update(_spike.unmeasured(("raw_tcp_blocked", "udp_blocked"), "pasta failed"))
+    verdict = _spike.verdict(entries)
+    assert verdict["reasons"] == ["tun: d-tun. " + _spike.FIXES["tun"],
+                                  "raw_tcp_blocked, udp_blocked: not measured: pasta failed; fix what stops "
+                                  "them and measure again."]

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The network spike (aisb.sandbox.host_capabilities) with real containers: the verdict on
+Debian 13 and Debian 12, the faults it must name, its cache, and proof that every
+negative probe sees a leak when the protection is missing."""
+
+import json
+
+import pytest
+
+from conftest import install_collection, provision
+from workstation import BASE_IMAGE, Workstation
+
+FACTS = "/home/dev/.local/state/aisb/host_capabilities.json"
+ALIAS = "localhost/aisb-probe:current"
+ENV = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
+# Needed for the model; the informational probes (limits, ...) may fail on a sound host.
+NEEDED = ("rootless", "subids", "tun", "pasta", "host_loopback_reachable", "network_host",
+          "nft_needs_net_admin", "nft_default_drop", "table_allows_gate", "setpriv_locks_table",
+          "raw_tcp_blocked", "udp_blocked", "ipv6_blocked", "bind_mount", "keep_id_owner")
+NEGATIVE = ("internal_network_blackout", "nft_needs_net_admin", "nft_default_drop", "setpriv_locks_table",
+            "raw_tcp_blocked", "udp_blocked", "ipv6_blocked")
+# A podman that logs every command line it is given, to prove what the module started.
+LOGGING_PODMAN = """#!/bin/sh
+printf '%s\\n' "$*" >>/home/dev/podman-calls.log
+exec /usr/bin/podman "$@"
+"""
+# Runs the negative probes with the protection left out (the leak control), inside the
+# workstation, from the installed collection.
+LEAK_CONTROL = """
+import json, os, sys
+sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
+from ansible_collections.aisb.sandbox.plugins.module_utils import _spike
+from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import run
+spike = _spike.Spike(run, "podman", sys.argv[1], 60)
+found = {}
+for probe in (_spike.probe_internal_network, _spike.probe_nft_needs_net_admin, _spike.probe_sandbox):
+    found.update(probe(spike, enforce=False))
+print(json.dumps(found))
+"""
+
+
+def spike(ws, check=False, **args):
+    """Run the module ad hoc as the workstation user; its result as a dict."""
+    argv = ["ansible", "localhost", "-m", "aisb.sandbox.host_capabilities", "-a", json.dumps(args)]
+    if check:
+        argv.append("--check")
+    done = ws.run(argv, check=False, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return json.loads(done.stdout[done.stdout.index("{"):])
+
+
+def facts_of(answer):
+    return answer["ansible_facts"]["aisb_host"]
+
+
+def reasons_of(answer):
+    return " ".join(facts_of(answer)["verdict"]["reasons"])
+
+
+def container_events(ws, since):
+    """Containers podman created since SINCE (its own event log)."""
+    done = ws.run(["podman", "events", "--stream=false", "--since", since, "--filter", "type=container",
+                   "--filter", "event=create", "--format", "{{.Name}}"])
+    return done.stdout.split()
+
+
+def now_inside(ws):
+    return ws.run(["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"]).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def measured(workstation):
+    """A full spike on the Debian 13 workstation, probe image built from the base image."""
+    return spike(workstation, base_image=BASE_IMAGE)
+
+
+@pytest.fixture(scope="module")
+def probe_image(measured):
+    return facts_of(measured)["probe_image"]
+
+
+def test_debian13_model_holds(workstation, measured):
+    facts = facts_of(measured)
+    failed = dict((name, facts["probes"][name]["detail"]) for name in NEEDED if not facts["probes"][name]["ok"])
+    assert failed == {}
+    assert facts["verdict"]["model_holds"] is True and facts["verdict"]["reasons"] == []
+    assert facts["verdict"]["gate_path"] == "map-host-loopback"
+    assert facts["fingerprint"]["podman"] == workstation.run(
+        ["podman", "version", "--format", "{{.Client.Version}}"]).stdout.strip()
+    assert facts["probe_image"].startswith("localhost/aisb-probe:")
+    assert json.loads(workstation.path(FACTS).read_text()) == facts
+
+
+def test_limits_recorded_as_the_cgroup_version_allows(workstation, measured):
+    cgroup2 = workstation.run(["stat", "-f", "-c", "%T", "/sys/fs/cgroup"]).stdout.strip() == "cgroup2fs"
+    assert facts_of(measured)["verdict"]["limits_enforceable"] is cgroup2
+
+
+def test_every_probe_records_its_evidence(measured):
+    for name, entry in facts_of(measured)["probes"].items():
+        if name != "selinux":
+            assert entry["evidence"]["command"], name
+            assert "rc" in entry["evidence"] and "stderr" in entry["evidence"], name
+
+
+def test_cached_mode_starts_no_container(workstation, probe_image):
+    workstation.path("/home/dev/podman-logged").write_text(LOGGING_PODMAN)
+    workstation.run(["chmod", "0755", "/home/dev/podman-logged"])
+    workstation.run(["rm", "-f", "/home/dev/podman-calls.log"])
+    since = now_inside(workstation)
+    before = json.loads(workstation.path(FACTS).read_text())
+    answer = spike(workstation, probe_image=probe_image, cached=True, executable="/home/dev/podman-logged")
+    calls = workstation.path("/home/dev/podman-calls.log").read_text().splitlines()
+    assert answer["cached"] is True and answer["changed"] is False
+    assert facts_of(answer) == before
+    # The wrapper was used (the fingerprint asks podman), and nothing it ran starts a container.
+    assert calls and all(call.split()[0] in ("info", "image") for call in calls), calls
+    assert container_events(workstation, since) == []
+
+
+def test_changed_fingerprint_forces_a_new_probe(workstation, probe_image):
+    before = json.loads(workstation.path(FACTS).read_text())
+    # The probe image the facts were measured with is replaced: the host changed.
+    workstation.run(["podman", "tag", BASE_IMAGE, ALIAS])
+    since = now_inside(workstation)
+    answer = spike(workstation, probe_image=probe_image, cached=True)
+    assert answer["cached"] is False
+    assert container_events(workstation, since), "a new spike must start containers"
+    assert facts_of(answer)["measured_at"] >= before["measured_at"]
+    assert facts_of(answer)["fingerprint"]["probe_image"] == before["fingerprint"]["probe_image"]
+    # ... and the alias names the probe image again, so the cache holds once more.
+    assert spike(workstation, probe_image=probe_image, cached=True)["cached"] is True
+
+
+def test_check_mode_returns_facts_and_writes_nothing(workstation, probe_image):
+    answer = spike(workstation, check=True, probe_image=probe_image, path="/home/dev/check-mode.json")
+    assert facts_of(answer)["verdict"]["model_holds"] is True
+    assert not workstation.path("/home/dev/check-mode.json").exists()
+
+
+def test_a_hung_probe_is_bounded_and_reported(workstation, probe_image):
+    # The sandbox probe waits CONNECT_SECONDS (3 s) on blocked connections: 2 s is too short.
+    answer = spike(workstation, probe_image=probe_image, probe_timeout=2, path="/home/dev/hung.json")
+    detail = facts_of(answer)["probes"]["raw_tcp_blocked"]["detail"]
+    assert detail.startswith("not measured: hung: no exit within 2 s"), detail
+    assert facts_of(answer)["verdict"]["model_holds"] is False
+    assert workstation.run(["podman", "ps", "--all", "--quiet"]).stdout.strip() == ""
+
+
+def test_tun_0600_is_named(workstation, probe_image):
+    workstation.run(["chmod", "0600", "/dev/net/tun"], user="root")
+    try:
+        answer = spike(workstation, probe_image=probe_image, path="/home/dev/tun.json")
+    finally:
+        workstation.run(["chmod", "0666", "/dev/net/tun"], user="root")
+    assert facts_of(answer)["verdict"]["model_holds"] is False
+    assert facts_of(answer)["verdict"]["reasons"][0].startswith("tun: /dev/net/tun cannot be opened by this user")
+    assert "0666" in reasons_of(answer)
+
+
+def test_missing_subids_are_named(workstation, probe_image):
+    save = "cp -p /etc/subuid /root/subuid.saved && cp -p /etc/subgid /root/subgid.saved"
+    workstation.sh(save + " && sed -i '/^dev:/d' /etc/subuid /etc/subgid", user="root")
+    try:
+        workstation.run(["podman", "system", "migrate"])
+        answer = spike(workstation, probe_image=probe_image, path="/home/dev/subids.json")
+    finally:
+        workstation.sh("cp -p /root/subuid.saved /etc/subuid && cp -p /root/subgid.saved /etc/subgid",
+                       user="root")
+        workstation.run(["podman", "system", "migrate"])
+    assert facts_of(answer)["verdict"]["model_holds"] is False
+    assert facts_of(answer)["verdict"]["reasons"][0].startswith("subids: the user namespace maps 1 uids")
+    assert "subordinate uid" in reasons_of(answer)
+
+
+@pytest.fixture(scope="module")
+def leak_control(workstation, probe_image):
+    """The negative probes against a sandbox without its protection."""
+    script = "/home/dev/leak_control.py"
+    workstation.path(script).write_text(LEAK_CONTROL)
+    done = workstation.run(["/opt/ansible/bin/python3", script, probe_image], timeout=300)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative_probe_sees_a_leak(leak_control, measured, name):
+    assert facts_of(measured)["probes"][name]["ok"] is True  # with the protection: held
+    assert leak_control[name]["ok"] is False
+    if name == "setpriv_locks_table":
+        assert "flush rc 0" in leak_control[name]["detail"]
+    else:
+        assert leak_control[name]["detail"].startswith("leak: "), leak_control[name]["detail"]
+
+
+def test_provision_kept_a_local_fact(workstation):
+    local = json.loads(workstation.path("/etc/ansible/facts.d/aisb_host.fact").read_text())
+    assert local["schema_version"] == 1 and "verdict" in local
+
+
+def test_debian12_model_does_not_hold(collection_tarball, tmp_path):
+    with Workstation("bookworm") as ws:
+        install_collection(ws, collection_tarball)
+        provisioned = provision(ws, "-e", "host_require_pasta=false", "-e", "aisb_base_image=" + BASE_IMAGE)
+        # provision.yml ran the spike before anything needed a base image.
+        local = json.loads(ws.path("/etc/ansible/facts.d/aisb_host.fact").read_text())
+        assert local["verdict"]["model_holds"] is False, provisioned.stdout[-3000:]
+        ws.load_base_image()
+        answer = spike(ws, base_image=BASE_IMAGE)
+        (tmp_path / "bookworm.json").write_text(json.dumps(facts_of(answer)))
+    facts = facts_of(answer)
+    assert facts["fingerprint"]["distro"] == "debian 12"
+    assert facts["verdict"]["model_holds"] is False
+    # The first reason is the missing pasta network mode, podman's own words included.
+    first = facts["verdict"]["reasons"][0]
+    assert first.startswith("pasta: the container did not start"), first
+    assert "network with name or ID pasta" in first and "pasta network mode" in first
+    assert facts["verdict"]["gate_path"] == "none"
