@@ -80,7 +80,7 @@ def _network(entry, text):
     try:
         network = ipaddress.ip_network(text, strict=True)
     except ValueError as error:
-        if "/" in text or ":" in text or re.match(r"^[0-9.]+$", text):
+        if ":" in text or re.match(r"^[0-9][0-9.]*(/.*)?$", text):
             # It was meant as an address: say why it is not one.
             _fail(entry, "not a valid IP address or CIDR (%s)" % error)
         return None
@@ -125,10 +125,10 @@ def _entry(entry):
         _fail(entry, "contains %s%s" % (", ".join(repr(char) for char in bad), hint))
     host, port = _split_port(entry, text)
     network = _network(entry, host)
+    if text.startswith("[") and (network is None or ":" not in network):
+        _fail(entry, "only IPv6 addresses go in brackets")
     if network is not None:
         return "pin", network, port
-    if text.startswith("["):
-        _fail(entry, "only IPv6 addresses go in brackets")
     if "/" in host:
         _fail(entry, "a name cannot carry a prefix length")
     return "name", _name(entry, host), port

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Policy validation: hostile allow entries are refused with the entry named."""
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
+    Policy, PolicyError, parse_policy, render_sandbox_policy)
+
+# (entry, words the error must contain besides the entry itself)
+HOSTILE = [
+    ("example.com\nhttp_access allow all", "'\\n'"),
+    ("example.com\rhttp_access allow all", "'\\r'"),
+    ("example.com http_access", "' '"),
+    ("example.com\t", "'\\t'"),
+    ("example.com\x00", "'\\x00'"),
+    ('"example.com"', "'\"'"),
+    ("'example.com'", "\"'\""),
+    ("example.com#", "'#'"),
+    ("#example.com", "'#'"),
+    ("*.example.com", "leading dot"),
+    ("ex*ample.com", "leading dot"),
+    ("example.*", "leading dot"),
+    ("*", "leading dot"),
+    ("example.com?", "'?'"),
+    ("exa_mple.com", "'_'"),
+    ("ex\u00e4mple.com", "'\u00e4'"),
+    ("example.com;", "';'"),
+    ("example.com\\", "'\\\\'"),
+    ("example.com/path", "prefix length"),
+    ("http://example.com", "is not a number"),
+    ("com", "bare top-level"),
+    (".com", "bare top-level"),
+    ("localhost", "bare top-level"),
+    ("..example.com", "empty label"),
+    ("example..com", "empty label"),
+    ("example.com.", "empty label"),
+    (".", "empty label"),
+    ("-example.com", "inner hyphens"),
+    ("example-.com", "inner hyphens"),
+    ("a" * 64 + ".com", "longer than 63"),
+    (".".join(["a" * 50] * 5) + ".com", "longer than 253"),
+    ("x" * 300, "longer than 260"),
+    ("", "empty"),
+    ("example.123", "IP address written as a name"),
+    ("0x7f.0x1", "IP address written as a name"),
+    ("1.2.3", "not a valid IP"),
+    ("256.1.1.1", "not a valid IP"),
+    ("0.0.0.0/0", "too broad"),
+    ("::/0", "too broad"),
+    ("10.0.0.0/7", "too broad"),
+    ("2000::/15", "too broad"),
+    ("198.18.0.5/24", "host bits"),
+    ("0.0.0.0", "unspecified"),
+    ("127.0.0.1", "loopback"),
+    ("::1", "loopback"),
+    ("169.254.169.254", "link-local"),
+    ("fe80::1", "link-local"),
+    ("224.0.0.1", "multicast"),
+    ("::ffff:198.18.0.5", "IPv4-mapped"),
+    ("example.com:0", "1 to 65535"),
+    ("example.com:65536", "1 to 65535"),
+    ("example.com:0443", "leading zeros"),
+    ("example.com:", "1 to 65535"),
+    ("example.com:-1", "1 to 65535"),
+    ("example.com:http", "1 to 65535"),
+    ("example.com:443:443", "not a valid IP"),
+    ("198.18.0.5:99999", "1 to 65535"),
+    ("[2001:db8::1]", "':port'"),
+    ("[2001:db8::1]:", "1 to 65535"),
+    ("[example.com]:443", "only IPv6"),
+    ("[198.18.0.5]:443", "only IPv6"),
+]
+
+
+@pytest.mark.parametrize("entry,reason", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_entry_is_refused_and_named(entry, reason):
+    with pytest.raises(PolicyError) as error:
+        parse_policy([entry])
+    message = str(error.value)
+    shown = repr(entry if len(entry) <= 260 else entry[:40] + "...")
+    assert shown in message
+    assert reason in message
+    assert "allowed forms" in message
+
+
+def test_there_are_at_least_forty_hostile_entries():
+    assert len(HOSTILE) >= 40
+
+
+@pytest.mark.parametrize("entry", [None, 443, True, 1.5, ["example.com"], {"name": "example.com"}, b"example.com"])
+def test_non_strings_are_refused(entry):
+    with pytest.raises(PolicyError, match="must be a string"):
+        parse_policy([entry])
+
+
+@pytest.mark.parametrize("entries", [["example.com", "example.com"], ["example.com", "EXAMPLE.com"],
+                                     ["198.18.0.5", "198.18.0.5/32"], ["a.example.com:22", "a.example.com:22"]])
+def test_duplicates_are_refused(entries):
+    with pytest.raises(PolicyError, match="same as"):
+        parse_policy(entries)
+
+
+@pytest.mark.parametrize("ports", [[], None, "443", [0], [65536], [True], ["443"], [443, 443], 443])
+def test_bad_connect_ports_are_refused(ports):
+    with pytest.raises(PolicyError, match="connect_ports"):
+        parse_policy([], ports)
+
+
+def test_allow_entries_must_be_a_list():
+    with pytest.raises(PolicyError, match="must be a list"):
+        parse_policy("example.com")
+
+
+def test_empty_allowlist_is_legal():
+    assert parse_policy([]) == Policy(domains=(), host_ports=(), pins=(), connect_ports=(443,))
+
+
+def test_every_form_parses():
+    policy = parse_policy(["Example.com", ".github.com", "git.example.org:2222", "198.18.0.5",
+                           "198.18.1.0/24", "198.18.2.7:8080", "2001:db8::/32", "[2001:db8::5]:22",
+                           "198.18.3.0/24:53"], [443, 8443])
+    assert policy.domains == (".github.com", "example.com", "git.example.org")
+    assert policy.host_ports == (("git.example.org", 2222),)
+    assert policy.pins == (
+        ("198.18.0.5", 443), ("198.18.0.5", 8443), ("198.18.1.0/24", 443), ("198.18.1.0/24", 8443),
+        ("198.18.2.7", 8080), ("198.18.3.0/24", 53), ("2001:db8::/32", 443), ("2001:db8::/32", 8443),
+        ("2001:db8::5", 22))
+    assert policy.connect_ports == (443, 8443)
+
+
+def test_longest_legal_name_and_label():
+    label = "a" * 63
+    name = ".".join([label, label, label, "a" * 57, "com"])
+    assert len(name) == 253
+    assert parse_policy([name]).domains == (name,)
+
+
+def test_sandbox_policy_file():
+    policy = parse_policy(["198.18.0.0/24", "[2001:db8::5]:22", "example.com"])
+    assert render_sandbox_policy(policy, ("100.64.0.1", 3128)) == (
+        "# aisb sandbox policy, format 1: read by the image's entrypoint\n"
+        "gate 100.64.0.1 3128\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n")
+    assert "gate none\n" in render_sandbox_policy(policy, None)
+
+
+@pytest.mark.parametrize("gate", [("100.64.0.1\ngate", 3128), ("not-an-ip", 3128), ("100.64.0.1", 0),
+                                  ("100.64.0.1", "3128"), ("100.64.0.1", True)])
+def test_sandbox_policy_refuses_a_bad_gate(gate):
+    with pytest.raises(PolicyError, match="gate"):
+        render_sandbox_policy(parse_policy([]), gate)
