@@ -46,7 +46,10 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Reports whether a build would run; pulls and builds nothing.
+    details:
+      - Reports whether a build would run; pulls and builds nothing.
+      - When podman, the base image or the rendered context is missing (an earlier task
+        would install, import or render it), reports a build with RV(image) null.
   diff_mode:
     support: none
 """
@@ -64,7 +67,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 image:
-  description: The content-addressed tag.
+  description: The content-addressed tag; null in check mode when it cannot be known yet.
   returned: success
   type: str
   sample: localhost/aisb-sandbox:3f2a9c0d1e4b5a67
@@ -150,29 +153,34 @@ def base_image_id(module, run, podman, reference):
     rc, out = run(_podman.image_id(podman, reference), check=False)
     if rc == 0:
         return out
+    if module.check_mode:
+        # It may be imported or pulled by an earlier task that check mode did not run.
+        return None
     if _podman.is_local(reference):
         module.fail_json(msg="base image %s does not exist: a localhost/ image is never pulled" % reference,
                          commands=run.commands)
-    if module.check_mode:
-        return None
     run(_podman.pull(podman, reference))
     return run(_podman.image_id(podman, reference))[1]
 
 
 def execute_module(module):
     params = module.params
-    podman = module.get_bin_path(params["executable"], required=True)
+    # In check mode on a bare host podman is not installed yet: report a build.
+    podman = module.get_bin_path(params["executable"], required=not module.check_mode)
     run = Runner(module)
     try:
         files = read_context(params["context"])
     except (OSError, ValueError) as error:
         module.fail_json(msg="cannot read build context %s: %s" % (params["context"], error))
-    if "Containerfile" not in files:
+    rendered = "Containerfile" in files
+    if not rendered and not module.check_mode:
         module.fail_json(msg="build context %s has no Containerfile" % params["context"])
-    base_id = base_image_id(module, run, podman, params["base_image"])
+    base_id = base_image_id(module, run, podman, params["base_image"]) if podman and rendered else None
     if base_id is None:
+        # Only in check mode: an earlier task would install podman, import or pull the
+        # base image, or render the context, so the tag cannot be known yet.
         module.exit_json(changed=True, built=True, image=None, hash=None, inputs={}, commands=run.commands,
-                         msg="the base image would be pulled first, so the tag is not known yet")
+                         msg="podman, the base image or the build context is not there yet (check mode)")
     build_args = dict((name, str(value)) for name, value in params["build_args"].items())
     inputs = _content_hash.build_inputs(files, base_id, build_args, params["extra_inputs"])
     digest = _content_hash.content_hash(inputs)

@@ -38,13 +38,15 @@ options:
     type: path
     required: true
   gate_image:
-    description: Gate image whose squid parses the rendered configuration.
+    description:
+      - Gate image whose squid parses the rendered configuration.
+      - Required unless the policy directory exists already or in check mode.
     type: str
-    required: true
   sandbox_image:
-    description: Sandbox image whose entrypoint checks the ruleset with C(nft -c).
+    description:
+      - Sandbox image whose entrypoint checks the ruleset with C(nft -c).
+      - Required unless the policy directory exists already or in check mode.
     type: str
-    required: true
   executable:
     description: The podman binary.
     type: str
@@ -112,8 +114,8 @@ def argspec():
         allow=dict(type="list", elements="raw", default=[]),
         connect_ports=dict(type="list", elements="raw", default=[443]),
         state_dir=dict(type="path", required=True),
-        gate_image=dict(type="str", required=True),
-        sandbox_image=dict(type="str", required=True),
+        gate_image=dict(type="str"),
+        sandbox_image=dict(type="str"),
         executable=dict(type="str", default="podman"),
     )
 
@@ -177,6 +179,8 @@ def execute_module(module):
     result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[])
     if os.path.isdir(final) or module.check_mode:
         module.exit_json(changed=not os.path.isdir(final), **result)
+    if not (params["gate_image"] and params["sandbox_image"]):
+        module.fail_json(msg="gate_image and sandbox_image are needed to check a new policy", **result)
     podman = module.get_bin_path(params["executable"], required=True)
     if not os.path.isdir(policies):
         os.makedirs(policies, 0o755)
