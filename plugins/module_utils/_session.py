@@ -10,12 +10,14 @@ and removes every container it started on every exit path.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import signal
 import socket
 import subprocess
+import termios
 import threading
 import time
 import uuid
@@ -252,7 +254,10 @@ class SessionRunner(object):
 
     # -- the sandbox
     def run_sandbox(self, stdout, stdin=None):
-        """Run the sandbox attached; return its exit code. STDOUT receives its output."""
+        """Run the sandbox attached; return its exit code.
+
+        STDOUT receives its output; STDIN, when given, is a terminal shared with stdout
+        (an interactive session: podman gets a TTY and follows its size)."""
         policy = self.write("policy", self.plan["policy_text"], 0o644)
         options = dict(self.plan["sandbox_options"], policy_file=policy)
         argv = _podman.sandbox_run(self.podman, **options)
@@ -267,14 +272,15 @@ class SessionRunner(object):
         # report pipe there, whatever descriptor it has here.
         relay = ["sh", "-c", 'exec %d>&%d %d>&-; exec "$@"' % (REPORT_FD, report_write, report_write), "sh"]
         try:
-            process = subprocess.Popen(relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL,
-                                       stdout=stdout, stderr=subprocess.STDOUT if stdout is not None else None,
-                                       env=env, pass_fds=(report_write,))
+            self._process = subprocess.Popen(
+                relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,
+                stderr=stdout if stdin is not None else subprocess.STDOUT, env=env, pass_fds=(report_write,))
         finally:
             os.close(report_write)
-        self._process = process
+        if stdin is not None:
+            threading.Thread(target=follow_window_size, args=(stdin, self._process), daemon=True).start()
         try:
-            return process.wait()
+            return self._process.wait()
         finally:
             self._finished = True
             reader.join(timeout=2)
@@ -298,6 +304,26 @@ class SessionRunner(object):
         if self._started:
             self._run(_podman.remove(self.podman, self._started), check=False)
             self._started = []
+
+
+def follow_window_size(terminal, process, interval=0.2):
+    """Relay terminal resizes to podman as SIGWINCH.
+
+    The terminal belongs to ansible-playbook's process group, so the kernel's SIGWINCH
+    goes there, not to podman; podman resizes the sandbox's TTY when it gets one."""
+    last = None
+    while process.poll() is None:
+        try:
+            size = fcntl.ioctl(terminal, termios.TIOCGWINSZ, b"\0" * 8)
+        except OSError:
+            return
+        if last is not None and size != last:
+            try:
+                process.send_signal(signal.SIGWINCH)
+            except OSError:
+                return
+        last = size
+        time.sleep(interval)
 
 
 class signals_raise(object):

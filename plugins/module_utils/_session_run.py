@@ -89,8 +89,11 @@ def start(inputs, facts, environ):
     return plan, runner
 
 
-def execute(inputs, facts, environ, stdout, stdin=None):
-    """Run a prepared session to its end; return the record (also written to disk)."""
+def execute(inputs, facts, environ, terminal=None):
+    """Run a prepared session to its end; return the record (also written to disk).
+
+    TERMINAL: a terminal's file descriptor for an interactive session; None runs
+    headless, the output going to the session's transcript."""
     plan, runner = start(inputs, facts, environ)
     started = time.time()
     rc, status, reason = None, "exited", ""
@@ -99,11 +102,11 @@ def execute(inputs, facts, environ, stdout, stdin=None):
             if plan["gate"] is not None:
                 runner.start_gate(inputs["gate_image"], inputs["policy_dir"])
                 runner.watch_gate(runner.stop_sandbox)
-            if stdout is None:
+            if terminal is None:
                 with open(os.path.join(runner.session_dir, TRANSCRIPT), "w") as transcript:
-                    rc = runner.run_sandbox(transcript, stdin)
+                    rc = runner.run_sandbox(transcript)
             else:
-                rc = runner.run_sandbox(stdout, stdin)
+                rc = runner.run_sandbox(terminal, terminal)
     except _session.Interrupted as signal_name:
         status, reason = "interrupted", "ansible-playbook received %s" % signal_name
     except _session.SessionError as error:
@@ -134,7 +137,7 @@ def execute(inputs, facts, environ, stdout, stdin=None):
         "gate": _session.parse_gate_log(runner.gate_log),
         "environment_names": sorted(inputs["environment"]),
         "commands": runner.commands,
-        "transcript": os.path.join(runner.session_dir, TRANSCRIPT) if stdout is None else None,
+        "transcript": os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None,
         "record": os.path.join(runner.session_dir, RECORD),
     }
     runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -163,7 +166,12 @@ def run_headless(params, check_mode, warn):
     if check_mode:
         return {"changed": False, "status": "planned", "commands": [], "msg": "check mode: nothing started"}
     inputs["executable"] = params["executable"]
-    record = execute(inputs, facts, environ, None)
+    record = execute(inputs, facts, environ)
+    return finish(record)
+
+
+def finish(record):
+    """The task result for a finished session: failed unless the harness exited 0."""
     result = summary(record)
     result["changed"] = True
     if record["status"] != "exited" or record["exit_code"] != 0:

@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: aisb developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
@@ -9,16 +11,17 @@ module: session
 short_description: Run one sandboxed harness session behind its own egress gate
 version_added: 0.1.0
 description:
-  - Runs on the workstation as its user. Use the M(aisb.sandbox.session) action, which
-    validates the inputs, reads the host facts and passes them here; this module is its
-    host-side half.
+  - Runs on the workstation as its user. Its action plugin, on the controller, validates
+    the inputs, builds the environment, reads the host facts and either runs this module
+    on the host (headless) or runs the session itself on ansible-playbook's terminal
+    (interactive).
   - Checks the host facts against the host as it is now (fingerprint, schema, age,
     verdict) and refuses to start on any problem unless O(allow_unenforced=true).
   - Starts a squid gate for this session on a free host-loopback port, waits until it
     answers, runs the sandbox attached with its output in a transcript, then removes the
     gate. Every container it started is removed on every exit path, signals included.
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).
-author: aisb developers
+author: aisb developers (@aisb)
 options:
   project:
     description: Directory mounted at /project. C(~) is expanded and symlinks resolved.
@@ -55,13 +58,35 @@ options:
     elements: str
     required: true
   environment:
-    description: The sandbox's whole environment besides the proxy settings.
+    description:
+      - Variables and their values for the sandbox. With O(pass_environment) and
+        O(optional_environment), the sandbox's whole environment besides the proxy settings.
     type: dict
     default: {}
+  pass_environment:
+    description:
+      - Names of variables whose values are read from the controller's environment.
+        A name that is not set there is an error.
+    type: list
+    elements: str
+    default: []
+  optional_environment:
+    description:
+      - Names passed through from the controller's environment when set there (a
+        harness recipe's API key names, say), skipped when not.
+    type: list
+    elements: str
+    default: []
+  interactive:
+    description:
+      - Give the harness ansible-playbook's own terminal (its TUI). Needs a local
+        connection and a terminal; without it the session runs headless and its output
+        goes to a transcript.
+    type: bool
+    default: false
   host_facts:
-    description: C(ansible_facts.aisb_host) as the controller holds it.
+    description: The host facts. Defaults to C(ansible_facts.aisb_host).
     type: dict
-    default: {}
   max_facts_age:
     description: Oldest facts, in seconds, trusted without probing again.
     type: int
@@ -156,7 +181,11 @@ def argument_spec():
         network=dict(type="str", choices=["allow", "none"], default="allow"),
         command=dict(type="list", elements="str", required=True),
         environment=dict(type="dict", default={}, no_log=True),
-        host_facts=dict(type="dict", default={}),
+        # Names, not values: nothing secret.
+        pass_environment=dict(type="list", elements="str", default=[], no_log=False),
+        optional_environment=dict(type="list", elements="str", default=[]),
+        interactive=dict(type="bool", default=False),
+        host_facts=dict(type="dict"),
         max_facts_age=dict(type="int", default=604800),
         limits=dict(type="dict", default={}, options=dict(
             memory=dict(type="str"), pids=dict(type="int"), cpus=dict(type="str"))),
@@ -168,6 +197,10 @@ def argument_spec():
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    # The action plugin resolves these on the controller before this runs.
+    if module.params["interactive"] or module.params["pass_environment"] or module.params["optional_environment"]:
+        module.fail_json(msg="interactive, pass_environment and optional_environment are resolved by the "
+                             "aisb.sandbox.session action on the controller", status="refused")
     result = run_headless(module.params, module.check_mode, module.warn)
     if result.pop("failed", False):
         module.fail_json(**result)

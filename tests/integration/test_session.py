@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Sessions through run_agent.yml in the workstation: real gate, real sandbox, real traffic."""
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import ANSIBLE_ENV, operator_vars
+
+PROJECT = "/home/dev/src/app"
+
+
+def run_agent(ws, *extra, command=None, env=None, project=PROJECT, timeout=300):
+    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={project}"]
+    if command is not None:
+        argv += ["-e", json.dumps({"command": command})]
+    return ws.run(argv + list(extra), check=False, env=dict(ANSIBLE_ENV, **(env or {})), timeout=timeout)
+
+
+def allow(*entries):
+    return ["-e", json.dumps({"aisb_allow": list(entries)})]
+
+
+def session_containers(ws):
+    return ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format", "{{.Names}}"]).stdout.split()
+
+
+def record_of(ws, output):
+    path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
+    assert path, output[-3000:]
+    return json.loads(ws.path(path.group(1)).read_text())
+
+
+def session_dirs(ws):
+    sessions = ws.path("/home/dev/.local/state/aisb/sessions")
+    return sorted(p.name for p in sessions.iterdir()) if sessions.exists() else []
+
+
+@pytest.fixture(scope="module")
+def project(workstation):
+    workstation.sh(f"mkdir -p {PROJECT} && echo 'print(1)' > {PROJECT}/main.py")
+    return PROJECT
+
+
+def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(workstation, internet, project):
+    before = len(internet.requests())
+    script = ("curl -s http://allowed.test/; "
+              "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/; "
+              "curl -s --proxytunnel http://allowed.test:443/ ; exit 7")
+    result = run_agent(workstation, *allow("allowed.test"), command=["sh", "-c", script])
+    assert result.returncode != 0  # the harness exited 7: the task fails with it
+    record = record_of(workstation, result.stdout)
+    assert record["exit_code"] == 7 and record["status"] == "exited"
+    transcript = workstation.path(record["transcript"]).read_text()
+    assert "hello from allowed.test port 80" in transcript
+    assert "other=403" in transcript
+    assert "hello from allowed.test:443 port 443" in transcript  # CONNECT to 443 works
+    seen = internet.requests()[before:]
+    assert {(r["host"], r["port"]) for r in seen} == {("allowed.test", 80), ("allowed.test:443", 443)}
+    assert len(record["gate"]["allowed"]) == 2 and len(record["gate"]["denied"]) == 1
+    assert record["ruleset"]["nftables"], "the ruleset as installed is recorded"
+    assert session_containers(workstation) == []
+
+
+def test_pi_runs_headless(workstation, project):
+    result = run_agent(workstation, command=["pi", "--version"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(workstation, result.stdout)
+    assert record["exit_code"] == 0
+    assert re.search(r"\d+\.\d+\.\d+", workstation.path(record["transcript"]).read_text())
+    assert session_containers(workstation) == []
+
+
+def test_unnamed_caller_environment_stays_out(workstation, project):
+    result = run_agent(workstation, "-e", json.dumps({"aisb_pass_environment": ["NAMED_VAR"],
+                                                      "aisb_environment": {"GIVEN_VAR": "given"}}),
+                       command=["sh", "-c", "env"], env={"NAMED_VAR": "named", "UNNAMED_SECRET": "leak"})
+    assert result.returncode == 0, result.stdout[-3000:]
+    inside = workstation.path(record_of(workstation, result.stdout)["transcript"]).read_text()
+    assert "NAMED_VAR=named" in inside and "GIVEN_VAR=given" in inside
+    assert "UNNAMED_SECRET" not in inside and "leak" not in inside
+
+
+BAD_PROJECTS = ["/", "/etc", "/usr/lib", "/home", "/home/dev", "/home/dev/.ssh", "/home/dev/.local/state/aisb",
+                "/run/user/1000", "/home/dev/missing", "/home/dev/src/a:b", "/home/dev/src/a,ro", "relative",
+                "/proc/self"]
+
+
+@pytest.mark.parametrize("bad", BAD_PROJECTS)
+def test_bad_project_paths_are_refused_before_anything_starts(workstation, bad):
+    workstation.sh("mkdir -p '/home/dev/src/a:b' '/home/dev/src/a,ro' /home/dev/.ssh")
+    before = session_dirs(workstation)
+    result = run_agent(workstation, command=["true"], project=bad)
+    assert result.returncode != 0
+    assert "project" in result.stdout and "refused" in result.stdout, result.stdout[-2000:]
+    assert session_dirs(workstation) == before
+    assert session_containers(workstation) == []
+
+
+@pytest.mark.parametrize("name", ["1BAD", "BAD-NAME", "HTTPS_PROXY", "A B"])
+def test_bad_environment_names_are_refused(workstation, project, name):
+    result = run_agent(workstation, "-e", json.dumps({"aisb_environment": {name: "x"}}), command=["true"])
+    assert result.returncode != 0
+    assert repr(name) in result.stdout, result.stdout[-2000:]
+    assert session_containers(workstation) == []
+
+
+def test_stale_facts_are_refused(workstation, project):
+    facts_file = workstation.path("/home/dev/.local/state/aisb/host_capabilities.json")
+    original = facts_file.read_text()
+    facts = json.loads(original)
+    try:
+        # What podman reports now differs from what was measured: the cached spike
+        # measures again, so a stale file given to the session directly must be refused.
+        facts["fingerprint"]["podman"] = "0.0.1"
+        result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
+            "project": PROJECT, "image": "x", "network": "none", "command": ["true"], "host_facts": facts})],
+            check=False, env=ANSIBLE_ENV)
+        assert result.returncode != 0
+        assert "fingerprint is stale" in result.stdout and "podman" in result.stdout, result.stdout[-2000:]
+    finally:
+        facts_file.write_text(original)
+
+
+def test_model_not_holding_is_refused(workstation, project):
+    facts = json.loads(workstation.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
+    facts["verdict"]["model_holds"] = False
+    facts["verdict"]["reasons"] = ["tun: /dev/net/tun is not usable."]
+    result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
+        "project": PROJECT, "image": "x", "network": "none", "command": ["true"], "host_facts": facts})],
+        check=False, env=ANSIBLE_ENV)
+    assert result.returncode != 0
+    assert "model_holds is false" in result.stdout and "tun" in result.stdout, result.stdout[-2000:]
+
+
+def test_missing_facts_are_refused(workstation, project):
+    result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
+        "project": PROJECT, "image": "x", "network": "none", "command": ["true"]})], check=False, env=ANSIBLE_ENV)
+    assert result.returncode != 0
+    assert "aisb_host is missing" in result.stdout, result.stdout[-2000:]
+
+
+def start_in_background(ws, command, *extra):
+    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={PROJECT}",
+            "-e", json.dumps({"command": command}), *extra]
+    return subprocess.Popen(ws.command(argv, env=ANSIBLE_ENV), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_sandbox(ws, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        names = [n for n in session_containers(ws) if n.startswith("aisb-sandbox-")]
+        if names:
+            return names[0]
+        time.sleep(0.2)
+    raise AssertionError("no sandbox started")
+
+
+@pytest.mark.parametrize("signame", ["TERM", "INT"])
+def test_signal_to_ansible_playbook_leaves_nothing_running(workstation, project, signame):
+    playbook = start_in_background(workstation, ["sleep", "300"])
+    try:
+        wait_for_sandbox(workstation)
+        workstation.run(["pkill", f"-{signame}", "-f", "^/opt/ansible/bin/python3 /usr/local/bin/ansible-playbook"])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and session_containers(workstation):
+            time.sleep(0.2)
+        assert session_containers(workstation) == []
+    finally:
+        playbook.kill()
+        playbook.wait()
+
+
+def test_gate_killed_mid_session_ends_it_with_a_clear_status(workstation, internet, project):
+    script = ("curl -s http://allowed.test/; touch /project/.first-done; sleep 2; "
+              "curl -s -m 5 -o /dev/null -w 'after=%{http_code}\\n' http://allowed.test/; sleep 300")
+    workstation.sh(f"rm -f {PROJECT}/.first-done")
+    playbook = start_in_background(workstation, ["sh", "-c", script], *allow("allowed.test"))
+    try:
+        sandbox = wait_for_sandbox(workstation)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not workstation.path(f"{PROJECT}/.first-done").exists():
+            time.sleep(0.2)
+        workstation.run(["podman", "kill", sandbox.replace("aisb-sandbox-", "aisb-gate-")])
+        output = playbook.communicate(timeout=60)[0]
+    finally:
+        playbook.kill()
+    record = record_of(workstation, output)
+    assert record["status"] == "gate-died", record
+    assert "gate exited" in record["reason"]
+    assert session_containers(workstation) == []
+
+
+def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, internet, project):
+    names = [f"site{i}.test" for i in range(5)]
+    script = "; ".join(f"curl -s -o /dev/null -w '{n}=%{{http_code}}\\n' http://{n}/" for n in names)
+    playbooks = [start_in_background(workstation, ["sh", "-c", script], *allow(name)) for name in names]
+    outputs = [p.communicate(timeout=300)[0] for p in playbooks]
+    for mine, output in zip(names, outputs):
+        record = record_of(workstation, output)
+        transcript = workstation.path(record["transcript"]).read_text()
+        codes = dict(line.split("=") for line in transcript.split() if "=" in line)
+        assert codes == {n: ("200" if n == mine else "403") for n in names}, (mine, transcript)
+    assert session_containers(workstation) == []
