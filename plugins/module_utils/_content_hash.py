@@ -46,4 +46,3 @@ def content_hash(inputs):
 def image_tag(repository, digest):
     """The image reference for REPOSITORY tagged by DIGEST."""
     return "%s:%s" % (repository, digest[:TAG_LENGTH])
-

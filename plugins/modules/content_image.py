@@ -1,5 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 DOCUMENTATION = r"""
@@ -15,7 +16,7 @@ description:
     pulled once when missing.
   - Labels on the image record the full hash and the hashed inputs.
 version_added: 0.1.0
-author: aisb developers
+author: aisb developers (!UNKNOWN)
 options:
   name:
     description: Image repository without a tag, e.g. C(localhost/aisb-sandbox).
@@ -39,18 +40,25 @@ options:
     description: Other data the build depends on (for example the harness recipe); hashed too.
     type: dict
     default: {}
+  fact_name:
+    description:
+      - When set, also return the tag as the fact C(<fact_name>) and the hashed inputs as
+        C(<fact_name>_inputs).
+    type: str
   executable:
     description: The podman binary.
     type: str
     default: podman
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details:
       - Reports whether a build would run; pulls and builds nothing.
       - When podman, the base image or the rendered context is missing (an earlier task
         would install, import or render it), reports a build with RV(image) null.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 """
 
@@ -62,7 +70,7 @@ EXAMPLES = r"""
     base_image: docker.io/library/ubuntu:24.04
     extra_inputs:
       recipe: {packages: [nodejs], install: [], command: [pi]}
-  register: sandbox_image
+    fact_name: aisb_sandbox_image
 """
 
 RETURN = r"""
@@ -89,6 +97,11 @@ built:
   description: Whether this run built the image (or would, in check mode).
   returned: success
   type: bool
+ansible_facts:
+  description: The tag and the inputs as facts, when O(fact_name) is set.
+  returned: success and O(fact_name) is set
+  type: dict
+  sample: {aisb_sandbox_image: "localhost/aisb-sandbox:3f2a9c0d1e4b5a67", aisb_sandbox_image_inputs: {}}
 commands:
   description: The podman commands that ran, in order.
   returned: success
@@ -112,6 +125,7 @@ def argspec():
         base_image=dict(type="str", required=True),
         build_args=dict(type="dict", default={}),
         extra_inputs=dict(type="dict", default={}),
+        fact_name=dict(type="str"),
         executable=dict(type="str", default="podman"),
     )
 
@@ -163,6 +177,12 @@ def base_image_id(module, run, podman, reference):
     return run(_podman.image_id(podman, reference))[1]
 
 
+def facts(params, tag, inputs):
+    if not params["fact_name"]:
+        return {}
+    return {params["fact_name"]: tag, params["fact_name"] + "_inputs": inputs}
+
+
 def execute_module(module):
     params = module.params
     # In check mode on a bare host podman is not installed yet: report a build.
@@ -180,6 +200,7 @@ def execute_module(module):
         # Only in check mode: an earlier task would install podman, import or pull the
         # base image, or render the context, so the tag cannot be known yet.
         module.exit_json(changed=True, built=True, image=None, hash=None, inputs={}, commands=run.commands,
+                         ansible_facts=facts(params, None, {}),
                          msg="podman, the base image or the build context is not there yet (check mode)")
     build_args = dict((name, str(value)) for name, value in params["build_args"].items())
     inputs = _content_hash.build_inputs(files, base_id, build_args, params["extra_inputs"])
@@ -192,7 +213,7 @@ def execute_module(module):
                   LABEL_PREFIX + "base-image": params["base_image"]}
         run(_podman.build(podman, tag, params["context"], base_id, labels, build_args))
     module.exit_json(changed=not exists, built=not exists, image=tag, hash=digest, inputs=inputs,
-                     commands=run.commands)
+                     commands=run.commands, ansible_facts=facts(params, tag, inputs))
 
 
 def main():

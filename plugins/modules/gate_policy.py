@@ -1,5 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 DOCUMENTATION = r"""
@@ -9,13 +10,14 @@ description:
   - Validates the allow entries and CONNECT ports strictly; an invalid entry fails with
     a message naming it, before anything is written.
   - Renders the gate's squid policy part and a C(policy.json) record into
-    C(STATE_DIR/policies/<policy hash>/), where the hash covers the rendered files.
+    C(STATE_DIR/policies/<policy hash>/), where the hash covers the rendered files, and
+    returns them as the facts C(aisb_policy_hash), C(aisb_policy_dir), C(aisb_policy).
   - A new directory is checked with the real parsers before it appears under its final
     name, C(squid -k parse) in the gate image (with a sample session part including the
     policy part) and C(nft -c) through the sandbox entrypoint's C(--check) (with a
     sample gate address); an existing one is left alone.
 version_added: 0.1.0
-author: aisb developers
+author: aisb developers (!UNKNOWN)
 options:
   allow:
     description:
@@ -53,9 +55,11 @@ options:
     default: podman
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Validates the entries and reports the hash; writes and runs nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 """
 
@@ -89,6 +93,10 @@ policy:
     domains: [.github.com]
     host_ports: []
     pins: [[198.18.0.0/24, 443]]
+ansible_facts:
+  description: RV(policy_hash), RV(policy_dir) and RV(policy) as C(aisb_policy_hash), C(aisb_policy_dir) and C(aisb_policy).
+  returned: success
+  type: dict
 commands:
   description: The podman commands that ran, in order.
   returned: success
@@ -176,7 +184,8 @@ def execute_module(module):
     digest = _content_hash.content_hash({"scheme": POLICY_SCHEME, "files": _content_hash.file_digests(files)})
     policies = os.path.join(params["state_dir"], "policies")
     final = os.path.join(policies, digest[:_content_hash.TAG_LENGTH])
-    result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[])
+    result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[],
+                  ansible_facts=dict(aisb_policy_hash=digest, aisb_policy_dir=final, aisb_policy=record))
     if os.path.isdir(final) or module.check_mode:
         module.exit_json(changed=not os.path.isdir(final), **result)
     if not (params["gate_image"] and params["sandbox_image"]):

@@ -23,8 +23,9 @@ RECIPE = {"recipe": {"packages": ["nodejs"], "install": ["npm i -g x@1"], "comma
 GOLDEN = "76135cc27bd6034ca65f3db7939f42ee2c7fee78208a805106d6ae9f410b232e"
 
 
-def digest(files=FILES, base=BASE_ID, args=BUILD_ARGS, extra=RECIPE):
-    return content_hash(build_inputs(files, base, args, extra))
+def digest(files=None, base=BASE_ID, args=None, extra=None):
+    return content_hash(build_inputs(FILES if files is None else files, base,
+                                     BUILD_ARGS if args is None else args, RECIPE if extra is None else extra))
 
 
 def test_golden_hash():

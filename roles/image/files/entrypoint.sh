@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # aisb sandbox entrypoint. Runs as root in the container's own user namespace with
 # NET_ADMIN, SETUID, SETGID and SETPCAP; the harness never does.
@@ -61,10 +61,10 @@ read_policy() {
 
 # The rules the table must hold beyond its base, one "FAMILY ADDRESS PORT" a line, sorted.
 expected_rules() {
-  local entry
+  local entry address port
   for entry in ${GATE:+"$GATE"} "${PINS[@]}"; do
-    set -- $entry
-    echo "$(family "$1") $1 $2"
+    read -r address port <<<"$entry"
+    echo "$(family "$address") $address $port"
   done | sort
 }
 
@@ -81,6 +81,8 @@ ruleset() {
 
 # Every rule of chain output, reduced to "oif lo", "ct established,related",
 # "FAMILY ADDRESS PORT", or "unexpected <json>" for anything else.
+# \(...) below is jq's string interpolation, not the shell's:
+# shellcheck disable=SC2016
 readonly CANONICAL='
   def accept: {"accept": null};
   def address: if type == "object" and .prefix then "\(.prefix.addr)/\(.prefix.len)" else . end;
@@ -118,7 +120,10 @@ verify() {
 
 enforce() {
   local script
-  command -v nft >/dev/null && command -v jq >/dev/null || { say "nft or jq is missing from the image"; return 1; }
+  if ! command -v nft >/dev/null || ! command -v jq >/dev/null; then
+    say "nft or jq is missing from the image"
+    return 1
+  fi
   script=$(ruleset) || { say "cannot read the ruleset template $RULESET"; return 1; }
   nft -f - <<<"$script" || { say "nft refused the ruleset"; return 1; }
   verify
@@ -128,7 +133,9 @@ unenforced=0
 case ${1:-} in
   --check)
     read_policy
-    script=$(ruleset) && nft -c -f - <<<"$script" && exit 0
+    if script=$(ruleset) && nft -c -f - <<<"$script"; then
+      exit 0
+    fi
     say "the ruleset for this policy does not pass nft -c"
     exit "$EX_ENFORCEMENT"
     ;;

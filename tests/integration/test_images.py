@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The image and gate roles for real: content-hashed images that are built once, an
+entrypoint that refuses to run unenforced, configurations the real parsers accept, and
+a gate started from the rendered configuration that relays only what the policy names."""
+
+import importlib.util
+import json
+import random
+import re
+import socket
+
+import pytest
+
+from conftest import ANSIBLE_ENV, REPO, operator_vars
+
+GATE_ADDR = "100.64.0.1"
+WORK = "/home/dev/images-test"
+RULESET = "/usr/local/lib/aisb/ruleset.nft"
+
+
+def module_utils(name):
+    """The collection's own pure module (no collection imports), loaded from the checkout."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "plugins" / "module_utils" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+podman_argv = module_utils("_podman")
+policy_lib = module_utils("_policy")
+squid_lib = module_utils("_squid")
+
+
+def provision_with(ws, extra_vars):
+    return ws.run(["ansible-playbook", "aisb.sandbox.provision", "-e", operator_vars(ws), "-e", json.dumps(extra_vars)],
+                  check=False, env=ANSIBLE_ENV)
+
+
+def images(ws):
+    """{name:tag: (id, created)} of the collection's images."""
+    found = {}
+    for image in json.loads(ws.run(["podman", "images", "--format", "json"]).stdout):
+        for name in image.get("Names") or []:
+            if name.startswith(("localhost/aisb-sandbox:", "localhost/aisb-gate:")):
+                found[name] = (image["Id"], image["Created"])
+    return found
+
+
+def newest(ws, repository):
+    candidates = [(created, name) for name, (_id, created) in images(ws).items() if name.startswith(repository + ":")]
+    assert candidates, f"no {repository} image"
+    return max(candidates)[1]
+
+
+def task_status(output, task):
+    """'ok' or 'changed' (or whatever ansible said) for the task named TASK."""
+    match = re.search(r"TASK \[[^\]]*" + re.escape(task) + r"[^\]]*\][^\n]*\n(\w+):", output)
+    assert match, f"task {task!r} not in the output"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def sandbox_image(workstation):
+    return newest(workstation, "localhost/aisb-sandbox")
+
+
+@pytest.fixture(scope="module")
+def work(workstation):
+    workstation.run(["mkdir", "-p", WORK])
+    return WORK
+
+
+def write(ws, path, text):
+    ws.path(path).write_text(text)
+    return path
+
+
+def sandbox(ws, image, policy, *args, caps=None, mounts=()):
+    """Run IMAGE like a session would (pasta with the gate address, every flag of the
+    sandbox's security set), the policy mounted read-only unless POLICY is None."""
+    security = list(podman_argv.SANDBOX_SECURITY)
+    if caps is not None:
+        security[1] = "--cap-add=" + caps
+    volumes = [] if policy is None else ["--volume", f"{policy}:{podman_argv.SANDBOX_POLICY}:ro"]
+    for source, target in mounts:
+        volumes += ["--volume", f"{source}:{target}:ro"]
+    return ws.run(["podman", "run", "--rm", f"--network=pasta:--map-host-loopback,{GATE_ADDR}", *security,
+                   *volumes, image, *args], check=False, timeout=120)
+
+
+# --- the images and their tags -------------------------------------------------------
+
+def test_images_are_tagged_by_their_content_hash(workstation, sandbox_image):
+    gate_image = newest(workstation, "localhost/aisb-gate")
+    for tag in (sandbox_image, gate_image):
+        labels = json.loads(workstation.run(["podman", "image", "inspect", "--format", "{{json .Labels}}", tag]).stdout)
+        assert tag.endswith(":" + labels["io.aisb.content-hash"][:16])
+        inputs = json.loads(labels["io.aisb.inputs"])
+        assert inputs["base_image_id"].startswith(
+            workstation.run(["podman", "image", "inspect", "--format", "{{.Id}}", "localhost/aisb-base:trixie"]).stdout.strip())
+        assert "Containerfile" in inputs["files"]
+    sandbox_files = json.loads(workstation.run(["podman", "image", "inspect", "--format", "{{json .Labels}}",
+                                                sandbox_image]).stdout)["io.aisb.inputs"]
+    # The workstation's extra CA anchors are build inputs, and so is the recipe.
+    assert "ca/0-" in sandbox_files and "ruleset.nft" in sandbox_files and "pi-coding-agent" in sandbox_files
+
+
+def test_unchanged_second_provision_builds_nothing(workstation):
+    before = images(workstation)
+    second = provision_with(workstation, {})
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert task_status(second.stdout, "Build the sandbox image unless one with these inputs exists") == "ok"
+    assert task_status(second.stdout, "Build the gate image unless one with these inputs exists") == "ok"
+    assert images(workstation) == before
+
+
+def test_policy_change_rebuilds_nothing_and_passes_the_real_parsers(workstation):
+    before = images(workstation)
+    allow = ["allowed.test", ".example.org", "git.example.org:2222", "198.18.0.0/24", "[2001:db8::5]:22"]
+    changed = provision_with(workstation, {"aisb_allow": allow, "aisb_connect_ports": [443, 8443]})
+    assert changed.returncode == 0, changed.stdout[-3000:]
+    # The policy is no input of either image: nothing is built, not even the tool layer.
+    assert task_status(changed.stdout, "Build the sandbox image unless one with these inputs exists") == "ok"
+    assert task_status(changed.stdout, "Build the gate image unless one with these inputs exists") == "ok"
+    assert images(workstation) == before
+    # gate_policy ran squid -k parse and nft -c before the directory got its name.
+    assert task_status(changed.stdout, "Validate the policy, render it and check it with squid and nft") == "changed"
+    policies = sorted(workstation.path("/home/dev/.local/state/aisb/policies").iterdir())
+    conf = [p for p in policies if "allowed.test" in (p / "squid-policy.conf").read_text()]
+    assert len(conf) == 1
+    record = json.loads((conf[0] / "policy.json").read_text())
+    assert record["pins"] == [["198.18.0.0/24", 443], ["198.18.0.0/24", 8443], ["2001:db8::5", 22]]
+
+
+def test_hostile_policy_fails_before_anything_is_written(workstation):
+    policies = workstation.path("/home/dev/.local/state/aisb/policies")
+    before = sorted(policies.iterdir())
+    result = provision_with(workstation, {"aisb_allow": ["example.com\nhttp_access allow all"]})
+    assert result.returncode != 0
+    assert re.search(r"allow entry 'example\.com\\+nhttp_access allow all'", result.stdout), result.stdout[-2000:]
+    assert sorted(policies.iterdir()) == before
+
+
+# --- the entrypoint ----------------------------------------------------------------------
+
+def test_no_policy_exits_78(workstation, sandbox_image):
+    result = sandbox(workstation, sandbox_image, None, "id")
+    assert result.returncode == 78, result.stderr
+
+
+def test_malformed_policy_exits_78(workstation, sandbox_image, work):
+    policy = write(workstation, f"{work}/malformed", "gate 100.64.0.1 3128\nallow everything\n")
+    result = sandbox(workstation, sandbox_image, policy, "id")
+    assert result.returncode == 78, result.stderr
+    assert "line 2" in result.stderr
+
+
+def test_without_net_admin_exits_77(workstation, sandbox_image, work):
+    policy = write(workstation, f"{work}/policy", f"gate {GATE_ADDR} 3128\n")
+    result = sandbox(workstation, sandbox_image, policy, "id", caps="SETUID,SETGID,SETPCAP")
+    assert result.returncode == 77, result.stderr
+    assert "refusing to start" in result.stderr
+
+
+@pytest.mark.parametrize("change", [
+    ("policy drop", "policy accept"),
+    ("ct state established,related accept", "ct state established,related accept\n\t\ttcp dport 22 accept"),
+    ("oif \"lo\" accept", "oif \"lo\" accept\n\t\tjump more"),
+], ids=["no-drop-policy", "extra-accept", "jump"])
+def test_ruleset_that_loads_but_fails_verification_exits_77(workstation, sandbox_image, work, change):
+    template = (REPO / "roles/image/files/ruleset.nft").read_text()
+    assert change[0] in template
+    bad = template.replace(change[0], change[1])
+    if "jump more" in bad:
+        bad = bad.replace("table inet aisb {", "table inet aisb {\n\tchain more {\n\t\taccept\n\t}")
+    ruleset = write(workstation, f"{work}/bad-{abs(hash(change))}.nft", bad)
+    policy = write(workstation, f"{work}/policy", f"gate {GATE_ADDR} 3128\n")
+    # Mounting another template over the baked one is the test's lever: whoever can add
+    # mounts to the podman command could run anything anyway.
+    result = sandbox(workstation, sandbox_image, policy, "id", mounts=[(ruleset, RULESET)])
+    assert result.returncode == 77, result.stdout + result.stderr
+    unenforced = sandbox(workstation, sandbox_image, policy, "--allow-unenforced", "id", "-u",
+                         mounts=[(ruleset, RULESET)])
+    assert unenforced.returncode == 0, unenforced.stderr
+    assert unenforced.stdout.strip() == "1000"
+    assert "EGRESS IS NOT ENFORCED" in unenforced.stderr
+
+
+def test_enforced_harness_runs_without_privileges(workstation, sandbox_image, work):
+    policy = write(workstation, f"{work}/policy-pins",
+                   f"# test\ngate {GATE_ADDR} 3128\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n")
+    script = ("id -u; id -g; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status; "
+              "nft flush ruleset 2>/dev/null && echo flushed || echo refused")
+    result = sandbox(workstation, sandbox_image, policy, "bash", "-c", script)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    assert lines[:2] == ["1000", "1000"]
+    status = dict(line.split(":\t") for line in lines[2:8])
+    assert status == {"CapInh": "0" * 16, "CapPrm": "0" * 16, "CapEff": "0" * 16, "CapBnd": "0" * 16,
+                      "CapAmb": "0" * 16, "NoNewPrivs": "1"}, result.stdout
+    assert lines[8] == "refused"
+
+
+def test_check_mode_of_the_entrypoint_runs_nft_c(workstation, sandbox_image, work):
+    good = write(workstation, f"{work}/check-good", f"gate {GATE_ADDR} 3128\npin 198.18.0.0/24 443\n")
+    bad = write(workstation, f"{work}/check-bad", f"gate {GATE_ADDR} 3128\npin 198.18.0.999 443\n")
+    assert workstation.run(podman_argv.ruleset_check("podman", sandbox_image, good), check=False).returncode == 0
+    assert workstation.run(podman_argv.ruleset_check("podman", sandbox_image, bad), check=False).returncode == 77
+
+
+def test_pi_runs_in_the_built_image(workstation, sandbox_image, work):
+    policy = write(workstation, f"{work}/policy-nogate", "gate none\n")
+    result = sandbox(workstation, sandbox_image, policy, "pi", "--version")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"\b0\.73\.1\b", result.stdout + result.stderr)
+
+
+# --- the gate, from the rendered configuration ---------------------------------------------
+
+CLIENT = r"""
+import json, socket, sys
+port = int(sys.argv[1])
+def ask(request, then=None):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(request.encode())
+    head = s.recv(4096).decode(errors="replace")
+    status = int(head.split()[1])
+    if then and status == 200:
+        s.sendall(then.encode())
+        status = int(s.recv(4096).decode(errors="replace").split()[1])
+    s.close()
+    return status
+out = {}
+for name, request, then in json.loads(sys.argv[2]):
+    out[name] = ask(request, then)
+print(json.dumps(out))
+"""
+
+
+def free_port():
+    # The workstation shares the build machine's network namespace.
+    for _attempt in range(50):
+        port = random.randint(20000, 60000)
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise RuntimeError("no free port")
+
+
+def test_gate_relays_only_what_the_policy_names(workstation, internet, work):
+    workstation.sh("grep -q ' loop.test$' /etc/hosts || echo '127.0.0.1 loop.test' >>/etc/hosts", user="root")
+    policy = policy_lib.parse_policy(["allowed.test", "loop.test"], [443])
+    policy_dir = f"{work}/gate-policy"
+    workstation.run(["mkdir", "-p", policy_dir])
+    write(workstation, f"{policy_dir}/squid-policy.conf", squid_lib.render_policy_conf(policy))
+    port, session = free_port(), "itest-gate"
+    conf = write(workstation, f"{work}/gate-session.conf",
+                 squid_lib.render_session_conf(port, session, podman_argv.GATE_POLICY_CONF))
+    gate_image = newest(workstation, "localhost/aisb-gate")
+    name = f"aisb-gate-{session}"
+    workstation.run(podman_argv.gate_run("podman", gate_image, name, policy_dir, conf, extra=["--detach"]))
+    try:
+        workstation.sh(f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && exit 0; "
+                       "sleep 0.1; done; exit 1")
+        ip = internet.address
+
+        def get(host):
+            return f"GET http://{host}/ HTTP/1.1\r\nHost: {host.split(':')[0]}\r\nConnection: close\r\n\r\n"
+
+        def connect(hostport):
+            return f"CONNECT {hostport} HTTP/1.1\r\nHost: {hostport}\r\n\r\n"
+
+        through = "GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"
+        cases = [
+            ("allowed", get("allowed.test"), None),
+            ("unlisted", get("other.test"), None),
+            ("ip literal", get(ip), None),
+            ("other http port", get("allowed.test:8443"), None),
+            ("resolves to loopback", get("loop.test"), None),
+            ("connect 443", connect("allowed.test:443"), through),
+            ("connect other port", connect("allowed.test:8443"), None),
+            ("connect unlisted", connect("other.test:443"), None),
+            ("connect ip literal", connect(f"{ip}:443"), None),
+        ]
+        client = write(workstation, f"{work}/client.py", CLIENT)
+        result = json.loads(workstation.run(["python3", client, str(port), json.dumps(cases)]).stdout)
+        assert result == {"allowed": 200, "unlisted": 403, "ip literal": 403, "other http port": 403,
+                          "resolves to loopback": 403, "connect 443": 200, "connect other port": 403,
+                          "connect unlisted": 403, "connect ip literal": 403}
+        seen = {(r["host"], r["port"]) for r in internet.requests()}
+        assert ("allowed.test", 80) in seen and ("allowed.test", 443) in seen
+        assert not any(host.startswith("other.test") for host, _port in seen)
+        log = workstation.run(["podman", "logs", name]).stdout
+        decisions = [line for line in log.splitlines() if f"session={session} " in line]
+        assert len(decisions) == len(cases)
+        assert sum("TCP_DENIED/403" in line for line in decisions) == 7
+    finally:
+        workstation.run(["podman", "rm", "--force", "--time", "0", name], check=False)
