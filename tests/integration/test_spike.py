@@ -7,12 +7,10 @@ import json
 
 import pytest
 
-from conftest import install_collection, provision
-from workstation import BASE_IMAGE, Workstation
+from spike_host import FACTS, provisioned, run_spike as spike
+from workstation import BASE_IMAGE
 
-FACTS = "/home/dev/.local/state/aisb/host_capabilities.json"
 ALIAS = "localhost/aisb-probe:current"
-ENV = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
 # Needed for the model; the informational probes (limits, ...) may fail on a sound host.
 NEEDED = ("rootless", "subids", "tun", "pasta", "host_loopback_reachable", "network_host",
           "nft_needs_net_admin", "nft_default_drop", "table_allows_gate", "setpriv_locks_table",
@@ -37,16 +35,6 @@ for probe in (_spike.probe_internal_network, _spike.probe_nft_needs_net_admin, _
     found.update(probe(spike, enforce=False))
 print(json.dumps(found))
 """
-
-
-def spike(ws, check=False, **args):
-    """Run the module ad hoc as the workstation user; its result as a dict."""
-    argv = ["ansible", "localhost", "-m", "aisb.sandbox.host_capabilities", "-a", json.dumps(args)]
-    if check:
-        argv.append("--check")
-    done = ws.run(argv, check=False, env=ENV, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    return json.loads(done.stdout[done.stdout.index("{"):])
 
 
 def facts_of(answer):
@@ -103,13 +91,13 @@ def test_every_probe_records_its_evidence(measured):
             assert "rc" in entry["evidence"] and "stderr" in entry["evidence"], name
 
 
-def test_cached_mode_starts_no_container(workstation, probe_image):
-    workstation.path("/home/dev/podman-logged").write_text(LOGGING_PODMAN)
-    workstation.run(["chmod", "0755", "/home/dev/podman-logged"])
+def test_cached_mode_starts_no_container(workstation, measured):
+    workstation.run(["sh", "-c", "cat >/home/dev/podman-logged && chmod 0755 /home/dev/podman-logged"],
+                    input=LOGGING_PODMAN)
     workstation.run(["rm", "-f", "/home/dev/podman-calls.log"])
     since = now_inside(workstation)
     before = json.loads(workstation.path(FACTS).read_text())
-    answer = spike(workstation, probe_image=probe_image, cached=True, executable="/home/dev/podman-logged")
+    answer = spike(workstation, base_image=BASE_IMAGE, cached=True, executable="/home/dev/podman-logged")
     calls = workstation.path("/home/dev/podman-calls.log").read_text().splitlines()
     assert answer["cached"] is True and answer["changed"] is False
     assert facts_of(answer) == before
@@ -118,18 +106,18 @@ def test_cached_mode_starts_no_container(workstation, probe_image):
     assert container_events(workstation, since) == []
 
 
-def test_changed_fingerprint_forces_a_new_probe(workstation, probe_image):
+def test_changed_fingerprint_forces_a_new_probe(workstation, measured):
     before = json.loads(workstation.path(FACTS).read_text())
     # The probe image the facts were measured with is replaced: the host changed.
     workstation.run(["podman", "tag", BASE_IMAGE, ALIAS])
     since = now_inside(workstation)
-    answer = spike(workstation, probe_image=probe_image, cached=True)
+    answer = spike(workstation, base_image=BASE_IMAGE, cached=True)
     assert answer["cached"] is False
     assert container_events(workstation, since), "a new spike must start containers"
     assert facts_of(answer)["measured_at"] >= before["measured_at"]
     assert facts_of(answer)["fingerprint"]["probe_image"] == before["fingerprint"]["probe_image"]
     # ... and the alias names the probe image again, so the cache holds once more.
-    assert spike(workstation, probe_image=probe_image, cached=True)["cached"] is True
+    assert spike(workstation, base_image=BASE_IMAGE, cached=True)["cached"] is True
 
 
 def test_check_mode_returns_facts_and_writes_nothing(workstation, probe_image):
@@ -197,16 +185,12 @@ def test_provision_kept_a_local_fact(workstation):
     assert local["schema_version"] == 1 and "verdict" in local
 
 
-def test_debian12_model_does_not_hold(collection_tarball, tmp_path):
-    with Workstation("bookworm") as ws:
-        install_collection(ws, collection_tarball)
-        provisioned = provision(ws, "-e", "host_require_pasta=false", "-e", "aisb_base_image=" + BASE_IMAGE)
-        # provision.yml ran the spike before anything needed a base image.
+def test_debian12_model_does_not_hold():
+    with provisioned("bookworm", "-e", "host_require_pasta=false") as (ws, done):
+        # provision.yml ran the spike and kept its verdict, whatever came after it.
         local = json.loads(ws.path("/etc/ansible/facts.d/aisb_host.fact").read_text())
-        assert local["verdict"]["model_holds"] is False, provisioned.stdout[-3000:]
-        ws.load_base_image()
         answer = spike(ws, base_image=BASE_IMAGE)
-        (tmp_path / "bookworm.json").write_text(json.dumps(facts_of(answer)))
+    assert local["verdict"]["model_holds"] is False, done.stdout[-3000:]
     facts = facts_of(answer)
     assert facts["fingerprint"]["distro"] == "debian 12"
     assert facts["verdict"]["model_holds"] is False
