@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """How long the network spike takes: a full measurement and a cached answer.
 
@@ -42,7 +41,7 @@ print(json.dumps(times))
 
 def timed_ansible(ws, runs, cached):
     times = []
-    for _ in range(runs):
+    for _run in range(runs):
         start = time.monotonic()
         answer = run_spike(ws, base_image=BASE_IMAGE, cached=cached)
         times.append(time.monotonic() - start)

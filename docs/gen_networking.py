@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Regenerate the measured table in docs/networking.md from host_capabilities facts.
 

@@ -13,7 +13,6 @@ Commands run through RUN(argv, timeout=None) -> (rc, stdout, stderr); rc is None
 the command did not finish within TIMEOUT.
 """
 
-import errno
 import json
 import os
 import shutil
@@ -231,7 +230,6 @@ class Spike(object):
         if outcome.rc is None:
             self.run(remove_argv(self.podman, name), timeout=60)
         return outcome
-
 
 
 # --- probes: each returns {name: entry} ---

@@ -1,10 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 module: host_capabilities
@@ -24,8 +21,7 @@ description:
   - Run it as the workstation user, without become; rootless podman is what it measures.
   - The probe image must be Debian or Ubuntu based when the module builds it (it installs
     nftables with apt). It needs bash, coreutils C(timeout), util-linux C(setpriv) and C(nft).
-author:
-  - aisb developers
+author: aisb developers (!UNKNOWN)
 options:
   base_image:
     description:
@@ -71,8 +67,10 @@ notes:
     or builds no image; without the probe image the container probes report that.
 attributes:
   check_mode:
+    description: Probes as usual; writes no facts file and builds no image.
     support: full
   diff_mode:
+    description: No diff.
     support: none
 """
 

@@ -16,7 +16,9 @@ INFO = {
 }
 
 
-def fake_run(info=INFO, image_id="sha256:aaa", pasta=""):
+def fake_run(info="default", image_id="sha256:aaa", pasta=""):
+    """A RUN that answers like podman; info=None: podman is missing."""
+    info = INFO if info == "default" else info
     calls = []
 
     def run(argv, timeout=None):

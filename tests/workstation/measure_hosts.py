@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Measure the two reference hosts and regenerate the table in docs/networking.md.
 
@@ -13,7 +12,6 @@ then docs/gen_networking.py rewrites the table from them.
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from spike_host import REPO, provisioned, run_spike
 from workstation import BASE_IMAGE

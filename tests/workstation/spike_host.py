@@ -41,4 +41,3 @@ def provisioned(suite, *extra):
         if ws.run(["podman", "image", "exists", BASE_IMAGE], check=False).returncode != 0:
             ws.load_base_image()
         yield ws, done
-
