@@ -38,8 +38,12 @@ def parse_time(text):
     return calendar.timegm(time.strptime(text, TIME_FORMAT))
 
 
+def info_argv(podman):
+    return [podman, "info", "--format", "json"]
+
+
 def _podman_info(run, podman):
-    rc, out, _err = run([podman, "info", "--format", "json"])
+    rc, out, _err = run(info_argv(podman))
     if rc != 0:
         return {}
     try:

@@ -104,6 +104,11 @@ def run_argv(podman, name, options, image, script, args=()):
             [image, "bash", "-c", PRELUDE + script, "_"] + [str(a) for a in args])
 
 
+def unshare_argv(podman, argv):
+    """ARGV in the user namespace rootless podman sets up for this user."""
+    return [podman, "unshare"] + list(argv)
+
+
 def remove_argv(podman, name):
     return [podman, "rm", "--force", "--ignore", "--time", "0", name]
 
@@ -186,7 +191,10 @@ class Listener(object):
         self._thread.start()
 
     def _serve(self):
-        while not self._stop.is_set():
+        # After close() is asked for, keep going until the socket has been idle for one
+        # timeout: a connection still queued in the backlog is a leak too.
+        while True:
+            stopping = self._stop.is_set()
             try:
                 if self.udp:
                     self.hits.append(self.sock.recvfrom(512)[1][0])
@@ -195,7 +203,8 @@ class Listener(object):
                     conn.close()
                     self.hits.append(peer[0])
             except socket.timeout:
-                continue
+                if stopping:
+                    return
             except OSError:
                 return
 
@@ -235,7 +244,7 @@ class Spike(object):
 # --- probes: each returns {name: entry} ---
 
 def probe_rootless(spike):
-    outcome = spike.command([spike.podman, "info", "--format", "json"])
+    outcome = spike.command(_host_facts.info_argv(spike.podman))
     try:
         rootless = json.loads(outcome.out)["host"]["security"]["rootless"]
     except (ValueError, KeyError, TypeError):
@@ -245,7 +254,7 @@ def probe_rootless(spike):
 
 
 def probe_subids(spike):
-    outcome = spike.command([spike.podman, "unshare", "cat", "/proc/self/uid_map", "/proc/self/gid_map"])
+    outcome = spike.command(unshare_argv(spike.podman, ["cat", "/proc/self/uid_map", "/proc/self/gid_map"]))
     lines = [line.split() for line in outcome.out.splitlines() if len(line.split()) == 3]
     if outcome.rc != 0 or not lines:
         return {"subids": result(False, "podman unshare failed", outcome)}
@@ -592,6 +601,8 @@ def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout
             return None, False, "pulling %s failed: %s" % (base_image, error_line(err))
         changed = True
     rc, base_id, err = run(_podman.image_id(podman, base_image))
+    if rc != 0:
+        return None, changed, "reading the ID of %s failed: %s" % (base_image, error_line(err))
     containerfile = PROBE_CONTAINERFILE.format(base=base_image)
     digest = _content_hash.content_hash(_content_hash.build_inputs(
         {"Containerfile": containerfile.encode("utf-8")}, base_id.strip()))
