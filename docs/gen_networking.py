@@ -28,7 +28,7 @@ QUESTIONS = {
     "network_host": "`--network=host` reaches the host's loopback",
     "internal_network_blackout": "`--internal` network lets no TCP/UDP out",
     "container_to_container": "two containers on one network reach each other",
-    "nft_needs_net_admin": "`nft` is refused without NET_ADMIN",
+    "nft_needs_net_admin": "`nft` is refused to root with podman's default capabilities",
     "nft_default_drop": "the default-drop table blocks root's TCP",
     "table_allows_gate": "the gate's address and port pass the table",
     "setpriv_locks_table": "after setpriv: flush refused, CapEff/CapBnd/CapAmb 0, NoNewPrivs 1",
