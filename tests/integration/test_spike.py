@@ -132,7 +132,8 @@ def test_a_hung_probe_is_bounded_and_reported(workstation, probe_image):
     detail = facts_of(answer)["probes"]["raw_tcp_blocked"]["detail"]
     assert detail.startswith("not measured: hung: no exit within 2 s"), detail
     assert facts_of(answer)["verdict"]["model_holds"] is False
-    assert workstation.run(["podman", "ps", "--all", "--quiet"]).stdout.strip() == ""
+    # Every probe container is named aisb-probe-*: none may be left behind.
+    assert workstation.run(["podman", "ps", "--all", "--quiet", "--filter", "name=aisb-probe"]).stdout.strip() == ""
 
 
 def test_tun_0600_is_named(workstation, probe_image):
