@@ -44,8 +44,13 @@ QUESTIONS = {
 def cell(entry):
     if entry is None:
         return "(not probed)"
-    mark = "yes" if entry["ok"] else ("not measured" if entry.get("measured") is False else "**no**")
+    if entry["ok"]:
+        mark = "yes"
+    else:
+        mark = "not measured" if entry.get("measured") is False else "**no**"
     detail = entry["detail"].replace("|", "\\|").replace("\n", " ")
+    if detail.startswith("not measured: "):
+        detail = detail[len("not measured: "):]
     if len(detail) > 140:
         detail = detail[:137] + "..."
     return "%s: %s" % (mark, detail)
@@ -62,7 +67,8 @@ def table(documents):
     """The markdown table: one row per probe, one column per host, then the verdicts."""
     hosts = ["host %d: %s" % (n, host_name(facts)) for n, facts in enumerate(documents, 1)]
     lines = ["Hosts:", ""] + ["- " + host for host in hosts] + [""]
-    lines.append("| probe | " + " | ".join("host %d" % n for n in range(1, len(documents) + 1)) + " |")
+    lines.append("| probe | " + " | ".join("host %d (%s)" % (n, facts["fingerprint"]["distro"])
+                                          for n, facts in enumerate(documents, 1)) + " |")
     lines.append("|---" * (len(documents) + 1) + "|")
     names = list(QUESTIONS) + sorted(set().union(*(facts["probes"] for facts in documents)) - set(QUESTIONS))
     for name in names:
