@@ -129,7 +129,7 @@ def argspec():
 
 
 def render(allow, connect_ports):
-    """(policy record, {file name: bytes}) for a policy; raises PolicyError."""
+    """(Policy, policy.json record, {file name: bytes}) for a policy; raises PolicyError."""
     policy = _policy.parse_policy(allow, connect_ports)
     record = {"allow": sorted(allow), "connect_ports": list(policy.connect_ports),
               "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
@@ -160,16 +160,17 @@ def check(module, podman, staging, policy):
             "session.conf": _squid.render_session_conf(SAMPLE_GATE[1], "parse-check", _podman.GATE_POLICY_CONF).encode(),
             "sandbox-policy": _policy.render_sandbox_policy(policy, SAMPLE_GATE).encode(),
         })
-        commands = [
-            _podman.squid_parse(podman, params["gate_image"], staging, os.path.join(scratch, "session.conf")),
-            _podman.ruleset_check(podman, params["sandbox_image"], os.path.join(scratch, "sandbox-policy")),
+        checks = [
+            ("squid -k parse", _podman.squid_parse(podman, params["gate_image"], staging,
+                                                   os.path.join(scratch, "session.conf"))),
+            ("nft -c", _podman.ruleset_check(podman, params["sandbox_image"], os.path.join(scratch, "sandbox-policy"))),
         ]
-        for argv in commands:
+        commands = [argv for _name, argv in checks]
+        for name, argv in checks:
             rc, out, err = module.run_command(argv)
             if rc != 0:
                 module.fail_json(msg="the rendered policy does not pass %s (rc=%d): %s"
-                                 % ("squid -k parse" if "squid" in argv else "nft -c", rc, (err or out).strip()[-2000:]),
-                                 commands=commands)
+                                 % (name, rc, (err or out).strip()[-2000:]), commands=commands)
         return commands
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
