@@ -148,7 +148,8 @@ def parse_gate_log(text):
     decisions = {"allowed": [], "denied": []}
     for line in text.splitlines():
         match = GATE_LOG_LINE.match(line.strip())
-        if not match:
+        # The readiness probe connects and leaves before sending a request.
+        if not match or match.group("url").startswith("error:"):
             continue
         entry = {"time": float(match.group("time")), "method": match.group("method"),
                  "url": match.group("url"), "status": "%s/%s" % (match.group("status"), match.group("code"))}
@@ -269,8 +270,9 @@ class SessionRunner(object):
         reader = threading.Thread(target=self._read_report, args=(report_read,), daemon=True)
         reader.start()
         # podman --preserve-fds hands descriptor 3 to the container: a shell puts the
-        # report pipe there, whatever descriptor it has here.
-        relay = ["sh", "-c", 'exec %d>&%d %d>&-; exec "$@"' % (REPORT_FD, report_write, report_write), "sh"]
+        # report pipe there, whatever descriptor it has here (bash: dash reads only
+        # single-digit descriptors in redirections).
+        relay = ["bash", "-c", 'exec %d>&%d %d>&-; exec "$@"' % (REPORT_FD, report_write, report_write), "bash"]
         try:
             self._process = subprocess.Popen(
                 relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,

@@ -206,3 +206,52 @@ def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, inte
         codes = dict(line.split("=") for line in transcript.split() if "=" in line)
         assert codes == {n: ("200" if n == mine else "403") for n in names}, (mine, transcript)
     assert session_containers(workstation) == []
+
+
+def screen(ws, session):
+    return ws.run(["tmux", "capture-pane", "-p", "-t", session]).stdout
+
+
+def wait_for_screen(ws, session, text, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = screen(ws, session)
+        if text in shown:
+            return shown
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared on the terminal:\n{screen(ws, session)}")
+
+
+def test_interactive_session_in_a_real_terminal(workstation, project):
+    log = "/home/dev/interactive.log"
+    playbook = (f"ansible-playbook aisb.sandbox.run_agent -e {operator_vars(workstation)} -e project={PROJECT} "
+                "-e '{\"command\": [\"bash\", \"--norc\", \"-i\"], \"interactive\": true}' 2>&1 | tee " + log)
+    workstation.run(["tmux", "new-session", "-d", "-s", "agent", "-x", "100", "-y", "30", playbook],
+                    env={"ANSIBLE_NOCOLOR": "1"})
+    try:
+        wait_for_screen(workstation, "agent", "bash", timeout=120)
+        # Keys reach the harness.
+        workstation.run(["tmux", "send-keys", "-t", "agent", "echo typed-$((6*7))", "Enter"])
+        wait_for_screen(workstation, "agent", "typed-42")
+        # A resize reaches the harness's TTY.
+        workstation.run(["tmux", "resize-window", "-t", "agent", "-x", "120", "-y", "40"])
+        time.sleep(1)
+        workstation.run(["tmux", "send-keys", "-t", "agent", "echo size-$(stty size | tr ' ' x)", "Enter"])
+        wait_for_screen(workstation, "agent", "size-40x120")
+        # Ctrl-C interrupts the harness's foreground command, not ansible-playbook.
+        workstation.run(["tmux", "send-keys", "-t", "agent", "sleep 100", "Enter"])
+        time.sleep(1)
+        workstation.run(["tmux", "send-keys", "-t", "agent", "C-c"])
+        workstation.run(["tmux", "send-keys", "-t", "agent", "echo still-$((1+1))-here", "Enter"])
+        wait_for_screen(workstation, "agent", "still-2-here")
+        # Leaving the harness ends the playbook with the harness's exit code.
+        workstation.run(["tmux", "send-keys", "-t", "agent", "exit 3", "Enter"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "PLAY RECAP" not in workstation.path(log).read_text():
+            time.sleep(0.2)
+        output = workstation.path(log).read_text()
+        record = record_of(workstation, output)
+        assert record["exit_code"] == 3 and record["status"] == "exited", output[-2000:]
+        assert session_containers(workstation) == []
+    finally:
+        workstation.run(["tmux", "kill-server"], check=False)

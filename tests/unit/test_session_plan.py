@@ -104,3 +104,8 @@ def test_gate_log_is_split_into_allowed_and_denied():
     decisions = _session.parse_gate_log(log)
     assert [d["url"] for d in decisions["allowed"]] == ["example.com:443"]
     assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/"]
+
+
+def test_gate_log_skips_connections_that_sent_no_request():
+    log = "1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers dst=-"
+    assert _session.parse_gate_log(log) == {"allowed": [], "denied": []}

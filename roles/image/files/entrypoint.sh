@@ -156,6 +156,14 @@ if ! enforce; then
   done
 fi
 
+# The session records the table as installed: it hands in descriptor 3 and names it in
+# AISB_REPORT_FD. The descriptor is closed here, so the harness never holds it.
+if [ "${AISB_REPORT_FD:-}" = 3 ] && { true >&3; } 2>/dev/null; then
+  nft -j list table inet aisb >&3 2>/dev/null || true
+  exec 3>&-
+fi
+unset AISB_REPORT_FD
+
 export HOME=/home/agent USER=agent LOGNAME=agent
 exec setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --ambient-caps=-all \
   --bounding-set=-all --no-new-privs -- "$@"
