@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Fixtures for the integration tests: a provisioned disposable Debian 13 workstation."""
 
-import json
-import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -12,110 +9,26 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "workstation"))
 
-from workstation import BASE_IMAGE, BASE_IMAGE_TAR, TRANSFER_DIR, Workstation  # noqa: E402  pylint: disable=wrong-import-position
-
-# No registry is reachable: the base image comes from Debian's archive (the harness's
-# minbase tarball), and images trust the same extra CA anchors as the workstation.
-PROVISION_VARS = {
-    "aisb_base_image": BASE_IMAGE,
-    "aisb_base_image_archive": BASE_IMAGE_TAR,
-}
-
-
-@pytest.fixture(scope="session")
-def collection_tarball(tmp_path_factory):
-    """The collection as `ansible-galaxy collection build` makes it from this checkout."""
-    out = tmp_path_factory.mktemp("collection")
-    subprocess.run(["ansible-galaxy", "collection", "build", "--output-path", str(out), str(REPO)],
-                   check=True, capture_output=True)
-    return next(out.glob("aisb-sandbox-*.tar.gz"))
-
-
-def install_collection(ws, tarball):
-    """Install the built tarball for the workstation user, as a user would."""
-    inside = f"{TRANSFER_DIR}/{tarball.name}"
-    ws.path(inside).write_bytes(tarball.read_bytes())
-    ws.run(["ansible-galaxy", "collection", "install", "--force", inside])
-
-
-ANSIBLE_ENV = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
-
-
-def operator_vars(ws):
-    """The workstation's operator variables, as a file for -e @FILE (what group_vars
-    would hold on a real workstation)."""
-    anchors = sorted("/" + str(p.relative_to(ws.root))
-                     for p in ws.path("/usr/local/share/ca-certificates").glob("*.crt"))
-    path = f"{TRANSFER_DIR}/operator-vars.json"
-    ws.path(path).write_text(json.dumps(dict(PROVISION_VARS, aisb_extra_ca_certificates=anchors)))
-    return "@" + path
+from scenario import Internet, playbook  # noqa: E402  pylint: disable=wrong-import-position
+from workstation import Workstation, install_checkout  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def provision(ws, *extra):
     """Run the collection's own provision.yml inside the workstation."""
-    return ws.run(["ansible-playbook", "aisb.sandbox.provision", "-e", operator_vars(ws), *extra],
-                  check=False, env=ANSIBLE_ENV)
+    return playbook(ws, "provision", *extra, timeout=3600)
 
 
 @pytest.fixture(scope="session")
-def workstation(collection_tarball):
-    """A Debian 13 workstation provisioned from bare by provision.yml, base image loaded."""
+def workstation():
+    """A Debian 13 workstation provisioned from bare by this checkout's provision.yml."""
     with Workstation("trixie") as ws:
-        install_collection(ws, collection_tarball)
+        install_checkout(ws)
         ws.check_mode_provision = provision(ws, "--check")
         ws.podman_after_check_mode = ws.run(["sh", "-c", "command -v podman"], check=False).returncode == 0
         first = provision(ws)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
         ws.first_provision = first
         yield ws
-
-
-class Internet:
-    """A test "internet" for one workstation: a network namespace joined by a veth pair,
-    with an address from 198.18.0.0/15 and a listener that logs every request. Names in
-    NAMES resolve to it through the workstation's /etc/hosts, which the gate reads."""
-
-    NAMES = ["allowed.test", "other.test"] + [f"site{i}.test" for i in range(5)]
-    PORTS = [80, 443, 8443]
-
-    def __init__(self, ws):
-        self.ws = ws
-        suffix = uuid.uuid4().hex[:6]
-        # A /30 of 198.18.0.0/16 of its own: concurrent workstations share the build
-        # machine's network namespace.
-        third, fourth = int(suffix[:2], 16), int(suffix[2:4], 16) & 0xFC
-        self.host_side, self.address = f"198.18.{third}.{fourth + 1}", f"198.18.{third}.{fourth + 2}"
-        self.veth, self.netns = f"aisb{suffix}", f"inet{suffix}"
-        self.log = f"{TRANSFER_DIR}/internet-{suffix}.log"
-
-    def start(self):
-        listener = f"{TRANSFER_DIR}/listener.py"
-        self.ws.path(listener).write_text((REPO / "tests/integration/files/listener.py").read_text())
-        self.ws.path(self.log).write_text("")
-        self.ws.sh(f"""
-            ip netns add {self.netns}
-            ip link add {self.veth} type veth peer name eth0 netns {self.netns}
-            ip addr add {self.host_side}/30 dev {self.veth}
-            ip link set {self.veth} up
-            ip -n {self.netns} addr add {self.address}/30 dev eth0
-            ip -n {self.netns} link set eth0 up
-            ip -n {self.netns} link set lo up
-            echo "{self.address} {' '.join(self.NAMES)}" >>/etc/hosts
-            ip netns exec {self.netns} setsid python3 {listener} {self.address} {self.log} {' '.join(map(str, self.PORTS))} \\
-              >{TRANSFER_DIR}/listener-{self.netns}.out 2>&1 &
-            for _ in $(seq 50); do grep -q ready {TRANSFER_DIR}/listener-{self.netns}.out && break; sleep 0.1; done
-            grep -q ready {TRANSFER_DIR}/listener-{self.netns}.out
-        """, user="root")
-        return self
-
-    def stop(self):
-        # The veth's peer lives in the namespace: deleting one end deletes both.
-        self.ws.run(["ip", "link", "del", self.veth], user="root", check=False)
-        self.ws.run(["ip", "netns", "del", self.netns], user="root", check=False)
-
-    def requests(self):
-        """Every request the listener saw, oldest first."""
-        return [json.loads(line) for line in self.ws.path(self.log).read_text().splitlines()]
 
 
 @pytest.fixture(scope="session")

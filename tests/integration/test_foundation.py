@@ -4,8 +4,8 @@ and an nft default-drop table that an unprivileged process cannot remove."""
 
 import re
 
-from conftest import install_collection, provision
-from workstation import BASE_IMAGE, Workstation
+from conftest import provision
+from workstation import BASE_IMAGE, Workstation, install_checkout
 
 PROBE_IMAGE = f"""FROM {BASE_IMAGE}
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables curl \\
@@ -120,9 +120,9 @@ def test_check_mode_after_provisioning_reports_no_change(workstation):
         check.stdout[-3000:]
 
 
-def test_debian_12_is_refused_with_a_reason_naming_pasta(collection_tarball):
+def test_debian_12_is_refused_with_a_reason_naming_pasta():
     with Workstation("bookworm") as ws:
-        install_collection(ws, collection_tarball)
+        install_checkout(ws)
         refused = provision(ws)
         assert refused.returncode != 0
         assert "has no pasta network mode" in refused.stdout, refused.stdout[-3000:]

@@ -11,7 +11,8 @@ import socket
 
 import pytest
 
-from conftest import ANSIBLE_ENV, REPO, operator_vars
+from conftest import REPO
+from scenario import ANSIBLE_ENV, operator_vars
 
 GATE_ADDR = "100.64.0.1"
 WORK = "/home/dev/images-test"

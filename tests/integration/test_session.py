@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import ANSIBLE_ENV, operator_vars
+from scenario import ANSIBLE_ENV, operator_vars
 
 PROJECT = "/home/dev/src/app"
 

@@ -10,7 +10,9 @@ that started it goes away, however that happens (parent-death signal).
 
 import fcntl
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -227,13 +229,41 @@ def copy_checkout(ws, repo: Path) -> str:
     return inside
 
 
+def install_checkout(ws) -> None:
+    """Build this checkout into a collection inside the workstation and install it for
+    the workstation user, as `ansible-galaxy` would from a release tarball."""
+    src = copy_checkout(ws, HERE.parents[1])
+    ws.sh(f"cd {src} && ansible-galaxy collection build --force --output-path {TRANSFER_DIR} . >/dev/null"
+          f" && ansible-galaxy collection install --force {TRANSFER_DIR}/aisb-sandbox-*.tar.gz >/dev/null")
+
+
 def demo(suite: str) -> int:
-    """Set up a fresh workstation from bare Debian and provision it with this collection."""
+    """Provision a fresh workstation from bare Debian with this checkout, then run one
+    sandboxed session on examples/hello: one allowed request, two refused."""
+    from scenario import Internet, playbook  # pylint: disable=import-outside-toplevel
+
     with Workstation(suite) as ws:
-        src = copy_checkout(ws, HERE.parents[1])
-        ws.sh(f"cd {src} && ansible-galaxy collection build --force --output-path {TRANSFER_DIR} . >/dev/null"
-              f" && ansible-galaxy collection install {TRANSFER_DIR}/aisb-sandbox-*.tar.gz")
-        return subprocess.run(ws.command(["ansible-playbook", "aisb.sandbox.provision"]), check=False).returncode
+        install_checkout(ws)
+        print("provisioning a bare Debian workstation (podman, the spike, the images)...", flush=True)
+        provisioned = playbook(ws, "provision", timeout=3600)
+        if provisioned.returncode != 0:
+            print(provisioned.stdout[-4000:])
+            return provisioned.returncode
+        internet = Internet(ws).start()
+        project = "/home/dev/hello"
+        shutil.copytree(HERE.parents[1] / "examples" / "hello", ws.path(project))
+        subprocess.run(["chown", "-R", f"{USER_UID}:{USER_UID}", str(ws.path(project))], check=True)
+        print("running a sandboxed session on examples/hello...", flush=True)
+        session = playbook(ws, "run_agent", "-e", f"project={project}", "-e", json.dumps({
+            "command": ["sh", "/project/check-egress.sh"], "aisb_allow": ["allowed.test"],
+            "aisb_environment": {"DEMO_SERVER": internet.address}}))
+        print("\n".join(line for line in session.stdout.splitlines() if "PLAY RECAP" in line or "session " in line))
+        record = re.search(r"record (\S+record\.json)", session.stdout)
+        if record:
+            details = json.loads(ws.path(record.group(1)).read_text())
+            print(ws.path(details["transcript"]).read_text())
+            print(json.dumps({k: details[k] for k in ("session_id", "exit_code", "status", "gate")}, indent=2))
+        return session.returncode
 
 
 def main(argv) -> int:
