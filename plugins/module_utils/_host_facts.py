@@ -105,7 +105,9 @@ def stale_reasons(facts, fingerprint, now, max_age, schema_version=SCHEMA_VERSIO
         return ["aisb_host.schema_version is %r but this collection reads %r: %s."
                 % (facts.get("schema_version"), schema_version, fix)]
     recorded = facts.get("fingerprint") or {}
-    if recorded.get("hash") != fingerprint.get("hash"):
+    # The recorded values are recomputed too: a hash that no longer matches its own
+    # values means the file was edited, and is as stale as a changed host.
+    if recorded.get("hash") != fingerprint.get("hash") or fingerprint_hash(recorded) != fingerprint.get("hash"):
         changes = ["%s %r -> %r" % (key, recorded.get(key, ""), fingerprint.get(key, ""))
                    for key in FINGERPRINT_KEYS if recorded.get(key, "") != fingerprint.get(key, "")]
         return ["aisb_host.fingerprint is stale (%s): the host changed since it was measured; %s."

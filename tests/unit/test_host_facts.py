@@ -174,3 +174,14 @@ def test_verdict_groups_probes_that_could_not_run_by_cause():
     assert verdict["reasons"] == ["tun: d-tun. " + _spike.FIXES["tun"],
                                   "raw_tcp_blocked, udp_blocked: not measured: pasta failed; fix what stops "
                                   "them and measure again."]
+
+
+def test_facts_whose_values_were_edited_under_their_hash_are_stale():
+    current = {"podman": "5.4.2", "passt": "p", "runtime": "crun", "kernel": "6", "distro": "debian 13",
+               "probe_image": "sha256:x"}
+    current["hash"] = _host_facts.fingerprint_hash(current)
+    recorded = dict(current, podman="0.0.1")  # the old hash kept beside an edited value
+    facts = {"schema_version": _host_facts.SCHEMA_VERSION, "fingerprint": recorded,
+             "measured_at": _host_facts.format_time(1000), "verdict": {"model_holds": True}}
+    problems = _host_facts.check_host_facts(facts, current, 1000, 60)
+    assert problems and "podman '0.0.1' -> '5.4.2'" in problems[0]
