@@ -104,6 +104,8 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "forwarded_for delete",
         "httpd_suppress_version_string on",
         "shutdown_lifetime 1 seconds",
+        # The ICMP pinger needs a raw socket, which the unprivileged gate cannot open.
+        "pinger_enable off",
         "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a" % session_id,
         "access_log %s logformat=aisb" % access_log,
         "cache_log /dev/stderr",

@@ -298,7 +298,8 @@ def test_gate_relays_only_what_the_policy_names(workstation, internet, work):
         log = workstation.run(["podman", "logs", name]).stdout
         # The readiness probe above connected and closed without a request: NONE_NONE/000.
         decisions = [line for line in log.splitlines() if f"session={session} " in line and "NONE_NONE/000" not in line]
-        assert len(decisions) == len(cases)
-        assert sum("TCP_DENIED/403" in line for line in decisions) == len(cases) - 2
+        assert len(decisions) == len(cases), log
+        # _ABORTED when the client hung up before squid finished writing the 403.
+        assert sum(bool(re.search(r" TCP_DENIED\w*/403 ", line)) for line in decisions) == len(cases) - 2, decisions
     finally:
         workstation.run(["podman", "rm", "--force", "--time", "0", name], check=False)
