@@ -67,8 +67,8 @@ def table(documents):
     """The markdown table: one row per probe, one column per host, then the verdicts."""
     hosts = ["host %d: %s" % (n, host_name(facts)) for n, facts in enumerate(documents, 1)]
     lines = ["Hosts:", ""] + ["- " + host for host in hosts] + [""]
-    lines.append("| probe | " + " | ".join("host %d (%s)" % (n, facts["fingerprint"]["distro"])
-                                          for n, facts in enumerate(documents, 1)) + " |")
+    columns = ["host %d (%s)" % (n, facts["fingerprint"]["distro"]) for n, facts in enumerate(documents, 1)]
+    lines.append("| probe | " + " | ".join(columns) + " |")
     lines.append("|---" * (len(documents) + 1) + "|")
     names = list(QUESTIONS) + sorted(set().union(*(facts["probes"] for facts in documents)) - set(QUESTIONS))
     for name in names:
