@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Controller side of aisb.sandbox.fleet_report: build the report (pure functions in
+module_utils/_fleet_report.py) and write its two files on the controller."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _fleet_report
+from ansible_collections.aisb.sandbox.plugins.modules.fleet_report import argument_spec
+
+
+def write_atomically(path, text):
+    """A reader never sees half a report: write beside PATH, then rename."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".fleet-report.")
+    with os.fdopen(handle, "w") as out:
+        out.write(text)
+    os.chmod(temporary, 0o644)
+    os.rename(temporary, path)
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=argument_spec())
+        report = _fleet_report.fleet_report(args["results"].items(),
+                                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        dest = os.path.abspath(args["dest"])
+        paths = {"json_path": os.path.join(dest, "fleet-report.json"),
+                 "markdown_path": os.path.join(dest, "fleet-report.md")}
+        if not self._task.check_mode:
+            if not os.path.isdir(dest):
+                os.makedirs(dest)
+            write_atomically(paths["json_path"], _fleet_report.render_json(report))
+            write_atomically(paths["markdown_path"], _fleet_report.render_markdown(report))
+        line = _fleet_report.summary_line(report["summary"])
+        result.update(paths, changed=not self._task.check_mode, summary=report["summary"], summary_line=line,
+                      hosts=dict((entry["host"], entry["status"]) for entry in report["hosts"]))
+        if args["require_all"] and not _fleet_report.all_hold(report):
+            result.update(failed=True, msg="the networking model does not hold on every host (%s); see %s"
+                          % (line, paths["markdown_path"]))
+        else:
+            result["msg"] = line
+        return result

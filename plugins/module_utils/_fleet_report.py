@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fleet report: one row per host from what verify.yml's probe task returned.
+
+Plain functions over plain data, no I/O: the fleet_report action plugin writes what
+they return. One pass over the hosts, so a report costs O(hosts).
+"""
+
+import json
+
+REPORT_VERSION = 1
+HOLDS = "holds"
+DOES_NOT_HOLD = "does not hold"
+UNREACHABLE = "unreachable"
+FAILED = "probe failed"
+# The Markdown table, in this order.
+COLUMNS = ("host", "distro", "podman", "passt", "gate path", "model holds", "limits enforceable", "reasons")
+
+
+def host_entry(host, answer):
+    """HOST's report entry from ANSWER, the result its probe task registered (None when
+    it has none). Every probe keeps its evidence; a host never reached or never
+    measured says so in `error` instead of being left out."""
+    entry = {"host": host, "status": UNREACHABLE, "error": "", "cached": False, "measured_at": "",
+             "fingerprint": {}, "probes": {}, "verdict": {}, "reasons": []}
+    if not answer:
+        return dict(entry, error="no result: the play never reached this host")
+    if answer.get("unreachable"):
+        return dict(entry, error=answer.get("msg") or "unreachable")
+    facts = (answer.get("ansible_facts") or {}).get("aisb_host")
+    if answer.get("failed") or not facts:
+        return dict(entry, status=FAILED,
+                    error=answer.get("msg") or "host_capabilities returned no aisb_host facts")
+    verdict = facts.get("verdict") or {}
+    return dict(entry, status=HOLDS if verdict.get("model_holds") is True else DOES_NOT_HOLD,
+                cached=bool(answer.get("cached")), measured_at=facts.get("measured_at", ""),
+                fingerprint=facts.get("fingerprint") or {}, probes=facts.get("probes") or {},
+                verdict=verdict, reasons=list(verdict.get("reasons") or []))
+
+
+def fleet_report(answers, generated_at):
+    """The report for ANSWERS, (host, registered result) pairs in inventory order."""
+    hosts = [host_entry(host, answer) for host, answer in answers]
+    counts = dict((status, 0) for status in (HOLDS, DOES_NOT_HOLD, UNREACHABLE, FAILED))
+    for entry in hosts:
+        counts[entry["status"]] += 1
+    return {
+        "report_version": REPORT_VERSION,
+        "generated_at": generated_at,
+        "summary": {"hosts": len(hosts), "hold": counts[HOLDS], "do_not_hold": counts[DOES_NOT_HOLD],
+                    "unreachable": counts[UNREACHABLE], "probe_failed": counts[FAILED]},
+        "hosts": hosts,
+    }
+
+
+def summary_line(summary):
+    """"N hosts, N hold, N do not, N unreachable, N probe failed"."""
+    return "%(hosts)d hosts, %(hold)d hold, %(do_not_hold)d do not, %(unreachable)d unreachable, " \
+           "%(probe_failed)d probe failed" % summary
+
+
+def all_hold(report):
+    summary = report["summary"]
+    return summary["hold"] == summary["hosts"]
+
+
+def render_json(report):
+    return json.dumps(report, indent=2, sort_keys=True) + "\n"
+
+
+def _cell(text):
+    # A pipe would end the cell and a newline the row.
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _yes_no(value):
+    return "yes" if value is True else "**no**"
+
+
+def table_row(entry):
+    """ENTRY's cells, in COLUMNS order."""
+    if entry["status"] in (UNREACHABLE, FAILED):
+        return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", _cell(entry["error"])]
+    fingerprint, verdict = entry["fingerprint"], entry["verdict"]
+    return [entry["host"], fingerprint.get("distro", ""), fingerprint.get("podman", ""),
+            fingerprint.get("passt", "") or "unknown", verdict.get("gate_path", ""),
+            _yes_no(verdict.get("model_holds")), _yes_no(verdict.get("limits_enforceable")),
+            "<br>".join(_cell(reason) for reason in entry["reasons"])]
+
+
+def render_markdown(report):
+    lines = ["# Sandbox networking model: fleet report", "",
+             "Generated %s by aisb.sandbox.verify. %s." % (report["generated_at"], summary_line(report["summary"])),
+             "", "| %s |" % " | ".join(COLUMNS), "|%s" % ("---|" * len(COLUMNS))]
+    lines += ["| %s |" % " | ".join(table_row(entry)) for entry in report["hosts"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""verify.yml over real SSH against a fleet of disposable workstations: one where the
+model holds, a Debian 12 one (no pasta), a Debian 13 one whose /dev/net/tun the user
+cannot open; plus inventory entries nothing answers on: a closed port, a port that
+accepts and stays silent, and a host whose module hangs."""
+
+import json
+import re
+import socket
+from contextlib import ExitStack
+
+import pytest
+
+from fleet import HANGING_PYTHON, free_port, inventory, prepare, run_verify, ssh_key
+from workstation import Workstation
+
+TIMEOUT = 20
+
+
+def markdown_rows(text):
+    """host -> {column: cell} from the report's table."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    columns = [cell.strip() for cell in lines[0].strip("|").split(" | ")]
+    rows = [dict(zip(columns, (cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]))) for line in lines[1:]]
+    return dict((row["host"], row) for row in rows)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """The three workstations provisioned and reachable over SSH, and an inventory."""
+    directory = tmp_path_factory.mktemp("fleet")
+    key = ssh_key(directory)
+    with ExitStack() as stack, socket.socket() as silent:
+        # Started here, in the test's own thread: each workstation dies with its starter.
+        hosts = {
+            "debian13": (stack.enter_context(Workstation("trixie")), (), None),
+            "debian12": (stack.enter_context(Workstation("bookworm")), ("-e", "host_require_pasta=false"), None),
+            "debian13-tun": (stack.enter_context(Workstation("trixie")), (), "chmod 0600 /dev/net/tun"),
+        }
+        ports = prepare(hosts, f"{key}.pub")
+        # Accepts TCP and never speaks SSH: a host that hangs before it can be asked anything.
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        path = inventory(directory / "fleet.yml", key, {
+            "debian13": {"ansible_port": ports["debian13"]},
+            "debian12": {"ansible_port": ports["debian12"]},
+            "debian13-tun": {"ansible_port": ports["debian13-tun"]},
+            "debian12-hung": {"ansible_port": ports["debian12"], "ansible_python_interpreter": HANGING_PYTHON,
+                              "verify_timeout": TIMEOUT},
+            "closed": {"ansible_port": free_port()},
+            "silent": {"ansible_port": silent.getsockname()[1]},
+        })
+        fresh = run_verify(directory, path)
+        yield directory, path, fresh
+
+
+@pytest.fixture(scope="module")
+def report(fleet):
+    directory, _path, fresh = fleet
+    assert (directory / "aisb-fleet-report" / "fleet-report.json").exists(), fresh.stdout[-4000:] + fresh.stderr
+    return json.loads((directory / "aisb-fleet-report" / "fleet-report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def rows(fleet, report):
+    return markdown_rows((fleet[0] / "aisb-fleet-report" / "fleet-report.md").read_text())
+
+
+def entry(report, host):
+    return next(item for item in report["hosts"] if item["host"] == host)
+
+
+def test_every_inventory_host_is_a_row_in_inventory_order(report, rows):
+    names = ["debian13", "debian12", "debian13-tun", "debian12-hung", "closed", "silent"]
+    assert [item["host"] for item in report["hosts"]] == names
+    assert list(rows) == names
+
+
+def test_summary_counts_every_outcome(fleet, report):
+    assert report["summary"] == {"hosts": 6, "hold": 1, "do_not_hold": 2, "unreachable": 2, "probe_failed": 1}
+    markdown = (fleet[0] / "aisb-fleet-report" / "fleet-report.md").read_text()
+    assert "6 hosts, 1 hold, 2 do not, 2 unreachable, 1 probe failed" in markdown
+
+
+def test_a_host_that_does_not_hold_fails_the_run(fleet):
+    fresh = fleet[2]
+    assert fresh.returncode == 2, fresh.stdout[-3000:]
+    assert "the networking model does not hold on every host" in fresh.stdout
+
+
+def test_debian13_holds(report, rows):
+    item = entry(report, "debian13")
+    assert item["status"] == "holds" and item["cached"] is False and item["reasons"] == []
+    assert item["fingerprint"]["distro"] == "debian 13" and item["fingerprint"]["podman"] == "5.4.2"
+    assert item["verdict"]["gate_path"] == "map-host-loopback"
+    row = rows["debian13"]
+    assert (row["distro"], row["podman"], row["gate path"], row["model holds"]) == \
+        ("debian 13", "5.4.2", "map-host-loopback", "yes")
+    assert row["passt"] == item["fingerprint"]["passt"] and "passt" in row["passt"]
+
+
+def test_every_probe_comes_with_its_evidence(report):
+    probes = entry(report, "debian13")["probes"]
+    assert len(probes) >= 20
+    for name, probe in probes.items():
+        if name != "selinux":
+            assert probe["evidence"]["command"] and "rc" in probe["evidence"], name
+
+
+def test_debian12_does_not_hold_because_of_pasta(report, rows):
+    item = entry(report, "debian12")
+    assert item["status"] == "does not hold" and item["fingerprint"]["podman"] == "4.3.1"
+    assert item["reasons"][0].startswith("pasta: the container did not start"), item["reasons"]
+    row = rows["debian12"]
+    assert (row["distro"], row["gate path"], row["model holds"]) == ("debian 12", "none", "**no**")
+    assert row["reasons"].startswith("pasta: ") and "pasta network mode" in row["reasons"]
+
+
+def test_tun_fault_is_named(report, rows):
+    item = entry(report, "debian13-tun")
+    assert item["status"] == "does not hold"
+    assert item["reasons"][0].startswith("tun: /dev/net/tun cannot be opened by this user"), item["reasons"]
+    assert rows["debian13-tun"]["model holds"] == "**no**"
+    assert rows["debian13-tun"]["reasons"].startswith("tun: ")
+
+
+def test_unreachable_hosts_are_reported_not_dropped(report, rows):
+    closed, silent = entry(report, "closed"), entry(report, "silent")
+    assert closed["status"] == silent["status"] == "unreachable"
+    assert "Connection refused" in closed["error"]
+    # ssh's own bound (Ansible's connection timeout) ended the wait for a banner.
+    assert "timed out" in silent["error"].lower(), silent["error"]
+    assert rows["closed"]["model holds"] == rows["silent"]["model holds"] == "**unreachable**"
+
+
+def test_a_hung_module_is_bounded_by_verify_timeout(report, rows):
+    item = entry(report, "debian12-hung")
+    assert item["status"] == "probe failed"
+    # 2.17/2.18 say "expected time frame (N)", 2.19 and later "Timed out after N second(s)".
+    assert "time" in item["error"].lower() and str(TIMEOUT) in item["error"], item["error"]
+    assert rows["debian12-hung"]["model holds"] == "**probe failed**"
+
+
+def test_cached_run_can_be_told_not_to_fail(fleet):
+    directory, path, _fresh = fleet
+    again = run_verify(directory, path, "--limit", "debian13,debian12,debian13-tun,closed",
+                       "-e", "verify_cached=true", "-e", "verify_require_all=false",
+                       "-e", "verify_report_dir=cached")
+    assert again.returncode == 0, again.stdout[-3000:]
+    cached = json.loads((directory / "cached" / "fleet-report.json").read_text())
+    assert [item["host"] for item in cached["hosts"]] == ["debian13", "debian12", "debian13-tun", "closed"]
+    assert all(item["cached"] for item in cached["hosts"][:3])
+    assert [item["status"] for item in cached["hosts"]] == ["holds", "does not hold", "does not hold", "unreachable"]

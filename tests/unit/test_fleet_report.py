@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fleet report: one row per host whatever happened to it, counts, and rendering."""
+
+import json
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _fleet_report
+
+FINGERPRINT = {"distro": "debian 13", "podman": "5.4.2", "passt": "passt_0.0~git20250503", "hash": "abc"}
+
+
+def probed(holds, reasons=(), cached=False, gate_path="map-host-loopback"):
+    """What host_capabilities registers on a host it measured."""
+    return {"changed": False, "cached": cached, "ansible_facts": {"aisb_host": {
+        "measured_at": "2026-11-30T09:00:00Z", "fingerprint": FINGERPRINT,
+        "probes": {"pasta": {"ok": holds, "detail": "d", "evidence": {"command": ["podman"], "rc": 0}}},
+        "verdict": {"model_holds": holds, "gate_path": gate_path, "limits_enforceable": False,
+                    "reasons": list(reasons)}}}}
+
+
+UNREACHABLE = {"unreachable": True, "changed": False, "msg": "ssh: connect to host 127.0.0.1 port 9: Connection refused"}
+TIMED_OUT = {"failed": True, "msg": "Timed out after 20 second(s).", "timedout": {"period": 20}}
+
+
+def report(*answers):
+    return _fleet_report.fleet_report(answers, "2026-11-30T10:00:00Z")
+
+
+def test_measured_hosts_keep_fingerprint_probes_and_verdict():
+    entry = report(("a", probed(True, cached=True)))["hosts"][0]
+    assert entry["status"] == "holds" and entry["cached"] is True and entry["error"] == ""
+    assert entry["fingerprint"] == FINGERPRINT
+    assert entry["probes"]["pasta"]["evidence"]["command"] == ["podman"]
+    assert entry["verdict"]["gate_path"] == "map-host-loopback"
+
+
+def test_every_outcome_is_a_row_and_counted():
+    built = report(("holds", probed(True)), ("no-pasta", probed(False, ["pasta: missing."], gate_path="none")),
+                   ("gone", UNREACHABLE), ("hung", TIMED_OUT), ("never", None),
+                   ("broken", {"failed": True, "msg": "podman: not found"}))
+    assert [(e["host"], e["status"]) for e in built["hosts"]] == [
+        ("holds", "holds"), ("no-pasta", "does not hold"), ("gone", "unreachable"), ("hung", "probe failed"),
+        ("never", "unreachable"), ("broken", "probe failed")]
+    assert built["summary"] == {"hosts": 6, "hold": 1, "do_not_hold": 1, "unreachable": 2, "probe_failed": 2}
+    assert [e["error"] for e in built["hosts"][2:]] == [
+        UNREACHABLE["msg"], TIMED_OUT["msg"], "no result: the play never reached this host", "podman: not found"]
+    assert built["hosts"][1]["reasons"] == ["pasta: missing."]
+    assert not _fleet_report.all_hold(built)
+
+
+def test_a_result_without_facts_is_a_failed_probe():
+    entry = report(("odd", {"changed": False}))["hosts"][0]
+    assert entry["status"] == "probe failed" and "no aisb_host facts" in entry["error"]
+
+
+def test_all_hold_only_when_every_host_holds():
+    assert _fleet_report.all_hold(report(("a", probed(True)), ("b", probed(True))))
+    assert not _fleet_report.all_hold(report(("a", probed(True)), ("b", UNREACHABLE)))
+    # An empty inventory proves nothing, but nothing failed to hold either.
+    assert _fleet_report.all_hold(report())
+
+
+def test_summary_line():
+    built = report(("a", probed(True)), ("b", probed(False, ["x."])), ("c", UNREACHABLE))
+    assert _fleet_report.summary_line(built["summary"]) == "3 hosts, 1 hold, 1 do not, 1 unreachable, 0 probe failed"
+
+
+def test_json_round_trips():
+    built = report(("a", probed(True)), ("b", UNREACHABLE))
+    assert json.loads(_fleet_report.render_json(built)) == built
+
+
+def test_markdown_table_one_row_per_host_with_escaped_cells():
+    built = report(("ok", probed(True)),
+                   ("bad", probed(False, ["pasta: a | b\nc.", "gate_path is none."], gate_path="none")),
+                   ("gone", UNREACHABLE))
+    lines = _fleet_report.render_markdown(built).splitlines()
+    assert "3 hosts, 1 hold, 1 do not, 1 unreachable, 0 probe failed" in lines[2]
+    table = [line for line in lines if line.startswith("|")]
+    assert table[0] == ("| host | distro | podman | passt | gate path | model holds | limits enforceable "
+                        "| reasons |")
+    assert table[2] == "| ok | debian 13 | 5.4.2 | passt_0.0~git20250503 | map-host-loopback | yes | **no** |  |"
+    assert table[3].endswith("| **no** | **no** | pasta: a \\| b c.<br>gate_path is none. |")
+    assert table[4] == "| gone |  |  |  |  | **unreachable** |  | %s |" % UNREACHABLE["msg"]
+    assert len(table) == 5
+
+
+def test_unknown_passt_version_says_so():
+    answer = probed(False, ["x."])
+    answer["ansible_facts"]["aisb_host"]["fingerprint"] = dict(FINGERPRINT, passt="")
+    assert "| unknown |" in _fleet_report.render_markdown(report(("h", answer)))
+
+
+def test_report_time_grows_linearly_with_hosts():
+    """O(hosts): ten times the hosts may not cost much more than ten times the time."""
+    def timed(count):
+        answers = [("h%d" % i, probed(i % 2 == 0, ["r."] if i % 2 else [])) for i in range(count)]
+        start = time.perf_counter()
+        for _ in range(5):
+            _fleet_report.render_markdown(_fleet_report.fleet_report(answers, "t"))
+        return time.perf_counter() - start
+
+    small, large = timed(200), timed(2000)
+    assert large < small * 30, (small, large)
