@@ -89,7 +89,7 @@ FIXES = {
     "ipv6_blocked": "An IPv6 connection passed the table: the sandbox would not hold.",
     "bind_mount": "The project mount was not writable even with :z: check the SELinux policy.",
     "keep_id_owner": "Files written under --userns=keep-id:uid=1000,gid=1000 were not owned by "
-                     "the caller: podman too old for keep-id:uid=?",
+                     "the caller: keep-id with uid and gid needs podman >= 4.3.",
 }
 # Probes measured for the record (and the fleet report) that do not decide the verdict.
 INFORMATIONAL = ("selinux", "map_host_loopback", "tcp_forward", "internal_network_blackout",
