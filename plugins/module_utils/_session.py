@@ -29,7 +29,6 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_
 # Inside the sandbox, pasta maps this address to the host's loopback. It must not
 # itself be a loopback address (passt refuses that).
 MAPPED_LOOPBACK = "100.64.0.1"
-NETWORK_MODES = ("allow", "none")
 GATE_PATHS = ("map-host-loopback", "tcp-forward")
 SESSION_LABEL = "aisb.session"
 # The entrypoint writes the ruleset it installed, as nft JSON, to this descriptor and

@@ -16,6 +16,8 @@ description:
     pulled once when missing.
   - Labels on the image record the full hash and the hashed inputs.
 version_added: 0.1.0
+extends_documentation_fragment:
+  - aisb.sandbox.podman
 author: aisb developers (!UNKNOWN)
 options:
   name:
@@ -45,10 +47,6 @@ options:
       - When set, also return the tag as the fact C(<fact_name>) and the hashed inputs as
         C(<fact_name>_inputs).
     type: str
-  executable:
-    description: The podman binary.
-    type: str
-    default: podman
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.

@@ -17,6 +17,8 @@ description:
     policy part) and C(nft -c) through the sandbox entrypoint's C(--check) (with a
     sample gate address); an existing one is left alone.
 version_added: 0.1.0
+extends_documentation_fragment:
+  - aisb.sandbox.podman
 author: aisb developers (!UNKNOWN)
 options:
   allow:
@@ -49,10 +51,6 @@ options:
       - Sandbox image whose entrypoint checks the ruleset with C(nft -c).
       - Required unless the policy directory exists already or in check mode.
     type: str
-  executable:
-    description: The podman binary.
-    type: str
-    default: podman
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.

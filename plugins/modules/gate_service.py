@@ -10,6 +10,8 @@ DOCUMENTATION = r"""
 module: gate_service
 short_description: A long-lived egress gate for one policy (gate up / gate down)
 version_added: 0.1.0
+extends_documentation_fragment:
+  - aisb.sandbox.podman
 description:
   - Sessions start and remove a gate of their own. This module is the one named
     exception, a gate that outlives any session, for tools that want a standing proxy
@@ -35,10 +37,6 @@ options:
   port:
     description: Host-loopback port to listen on. A free one is picked when not given.
     type: int
-  executable:
-    description: The podman binary.
-    type: str
-    default: podman
 attributes:
   check_mode:
     description: Reports what would change and starts or removes nothing.

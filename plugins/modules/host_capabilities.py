@@ -7,6 +7,8 @@ DOCUMENTATION = r"""
 module: host_capabilities
 short_description: Measure what rootless podman gives this host and record it as facts
 version_added: 0.1.0
+extends_documentation_fragment:
+  - aisb.sandbox.podman
 description:
   - Runs the network spike as the connecting user. Real containers measure every part of
     the sandbox's networking model (pasta and its host-loopback mapping, the in-container
@@ -57,11 +59,6 @@ options:
         reported as hung.
     type: int
     default: 60
-  executable:
-    description:
-      - The podman to run.
-    type: str
-    default: podman
 notes:
   - Check mode probes as usual (probes change nothing) but writes no facts file and pulls
     or builds no image; without the probe image the container probes report that.

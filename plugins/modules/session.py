@@ -10,6 +10,8 @@ DOCUMENTATION = r"""
 module: session
 short_description: Run one sandboxed harness session behind its own egress gate
 version_added: 0.1.0
+extends_documentation_fragment:
+  - aisb.sandbox.podman
 description:
   - Runs on the workstation as its user. Its action plugin, on the controller, validates
     the inputs, builds the environment, reads the host facts and either runs this module
@@ -115,10 +117,6 @@ options:
         entrypoint run when it cannot install or verify the ruleset. For debugging only.
     type: bool
     default: false
-  executable:
-    description: The podman binary.
-    type: str
-    default: podman
 notes:
   - Check mode validates everything and starts nothing.
 """
