@@ -42,6 +42,14 @@ unified=/sys/fs/cgroup/unified/cgroup.controllers
 if [ -r "$unified" ]; then
   # The file is one line of space-separated names.
   read -r controllers <"$unified" || true
+  # While another workstation holds such a controller as v1, it is missing from that
+  # list, and it returns to cgroup2 when that workstation ends: a v1 controller (its
+  # hierarchy is not 0) mounted nowhere in this namespace is taken too, so this
+  # workstation holds it for its own lifetime.
+  for controller in $(awk 'NR > 1 && $2 != 0 {print $1}' /proc/cgroups); do
+    grep -Eq " - cgroup cgroup ([^ ]*,)?$controller(,| |\$)" /proc/self/mountinfo ||
+      controllers="$controllers $controller"
+  done
   for controller in $controllers; do
     mkdir -p "$root/run/aisb-cgroup-v1/$controller"
     mount -t cgroup -o "$controller" cgroup "$root/run/aisb-cgroup-v1/$controller"
