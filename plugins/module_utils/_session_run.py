@@ -24,7 +24,11 @@ SESSION_DIR_MODE = 0o700
 TRANSCRIPT = "transcript.log"
 RECORD = "record.json"
 EXIT_STATUS = {77: "enforcement could not be installed or verified",
-               78: "the sandbox's policy was missing or unreadable"}
+               78: "the sandbox's policy was missing or unreadable",
+               # podman's own exit codes: it, not the harness, failed.
+               125: "podman could not run the sandbox",
+               126: "podman could not execute the harness command",
+               127: "podman did not find the harness command"}
 
 
 def _run_capture(argv):
@@ -117,6 +121,9 @@ def execute(inputs, facts, environ, terminal=None):
         status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
     elif status == "exited" and rc in EXIT_STATUS:
         reason = EXIT_STATUS[rc]
+    elif status == "exited" and rc is not None and rc > 128:
+        # podman exits 128+N when a signal N ended the sandbox's first process.
+        reason = "the sandbox was killed by signal %d" % (rc - 128)
     record = {
         "session_id": plan["session_id"],
         "started_at": format_time(started),
@@ -140,7 +147,12 @@ def execute(inputs, facts, environ, terminal=None):
         "transcript": os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None,
         "record": os.path.join(runner.session_dir, RECORD),
     }
-    runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    try:
+        runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    except OSError as error:
+        # Everything has stopped already; say so instead of failing without a status.
+        record["record_error"] = "the record could not be written to %s: %s" % (record["record"], error.strerror)
+        record["record"] = None
     return record
 
 
@@ -174,9 +186,14 @@ def finish(record):
     """The task result for a finished session: failed unless the harness exited 0."""
     result = summary(record)
     result["changed"] = True
+    problems = []
     if record["status"] != "exited" or record["exit_code"] != 0:
-        result["failed"] = True
-        result["msg"] = "session %s %s%s" % (
+        problems.append("session %s %s%s" % (
             record["session_id"], record["status"] if record["status"] != "exited" else
-            "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else "")
+            "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else ""))
+    if record.get("record_error"):
+        problems.append(record["record_error"])
+    if problems:
+        result["failed"] = True
+        result["msg"] = "; ".join(problems)
     return result

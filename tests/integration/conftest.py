@@ -9,6 +9,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "workstation"))
 
+import tally  # noqa: E402  pylint: disable=wrong-import-position
 from scenario import Internet, playbook  # noqa: E402  pylint: disable=wrong-import-position
 from workstation import Workstation, install_checkout  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -36,3 +37,10 @@ def internet(workstation):
     net = Internet(workstation).start()
     yield net
     net.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The bypass battery's count of real-traffic cases and leaks, when it ran."""
+    line = tally.summary()
+    if line:
+        terminalreporter.write_line(line)

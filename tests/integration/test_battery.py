@@ -1,0 +1,319 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The bypass battery: every class of ../shared/THREATS.md (named in each case) tried
+with real traffic from inside a real session, each case asserting both the refusal and
+that no listener saw the traffic. The listeners are tripwires in network namespaces the
+test creates (and on the workstation's loopback): nothing is sent off this machine."""
+
+import json
+import re
+import uuid
+
+import pytest
+
+import tally
+from conftest import REPO
+from scenario import TRANSFER_DIR
+from test_session import PROJECT, allow, record_of, run_agent, session_containers
+
+TRIPWIRE = TRANSFER_DIR + "/tripwire.py"
+GATE_ADDR = "100.64.0.1"
+# The gate and pasta resolve through the workstation's resolv.conf: the battery points
+# it at its own DNS server, so a lookup the gate should never make is logged.
+DNS_OPTIONS = "options timeout:1 attempts:1\n"
+# Names only the battery's DNS server knows (none is in /etc/hosts).
+ALLOWED_NAMES = ["allowed.test", "b-allowed.test", "b-loop.test", "b-mapped.test", "b-private10.test",
+                 "b-private172.test", "b-private192.test", "b-linklocal.test", "b-metadata.test", "b-ula.test"]
+
+
+class Tripwires:
+    """Extra addresses and listeners around the test internet: private, link-local and
+    metadata addresses routed into its namespace, an IPv6 network of the documentation
+    prefix and a ULA, a loopback address and a host-loopback service, a DNS server."""
+
+    def __init__(self, ws, internet):
+        self.ws, self.internet = ws, internet
+        third, fourth = (int(n) for n in internet.address.split(".")[2:])
+        self.v4 = internet.address
+        self.v6 = f"2001:db8:{third:x}:{fourth:x}::2"
+        self.v6_host = f"2001:db8:{third:x}:{fourth:x}::1"
+        self.ula = f"fd5e:{third:x}:{fourth:x}::2"
+        self.loop = f"127.83.{third}.{fourth}"
+        self.private = {"b-private10.test": f"10.255.{third}.{fourth}",
+                        "b-private172.test": f"172.31.{third}.{fourth}",
+                        "b-private192.test": f"192.168.{third}.{fourth}",
+                        "b-linklocal.test": f"169.254.{third}.{fourth + 1}",
+                        # A leak to the metadata address must stay here too: it is routed
+                        # into the namespace for the battery's few seconds.
+                        "b-metadata.test": "169.254.169.254"}
+        self.host_port = None
+        self.log = f"{TRANSFER_DIR}/tripwires-{internet.netns}.log"
+        self.zone = {"b-allowed.test": {"A": [self.v4]}, "b-unlisted.test": {"A": [self.v4]},
+                     "b-loop.test": {"A": [self.loop]}, "b-mapped.test": {"AAAA": [f"::ffff:{self.loop}"]},
+                     "b-ula.test": {"AAAA": [self.ula]}}
+        self.zone.update({name: {"A": [address]} for name, address in self.private.items()})
+        self.resolv = None
+
+    def start(self):
+        ws, net = self.ws, self.internet
+        ws.path(TRIPWIRE).write_text((REPO / "tests" / "workstation" / "tripwire.py").read_text())
+        ws.path(self.log).write_text("")
+        self.host_port = int(ws.run(["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0));"
+                                     "print(s.getsockname()[1])"]).stdout)
+        inside = {"tcp": [[self.v4, p] for p in (22, 25, 53, 8080)] + [[a, p] for a in self.private.values()
+                                                                     for p in (80, 443)]
+                  + [[self.v6, p] for p in (80, 443, 8080)] + [[self.ula, 80], [self.ula, 443]],
+                  "udp": [[self.v4, 123], [self.v4, 5353], [self.v6, 53]],
+                  "dns": [self.v4, 53], "zone": self.zone}
+        outside = {"tcp": [[self.loop, 80], [self.loop, 443], ["127.0.0.1", self.host_port]]}
+        routes = "\n".join(f"ip -n {net.netns} addr add {a}/32 dev eth0\nip route replace {a}/32 via {self.v4}"
+                           for a in self.private.values())
+        self.resolv = ws.path("/etc/resolv.conf").read_text()
+        ws.sh(f"""
+            {routes}
+            ip addr add {self.v6_host}/64 dev {net.veth} nodad
+            ip -n {net.netns} addr add {self.v6}/64 dev eth0 nodad
+            ip -n {net.netns} addr add {self.ula}/128 dev eth0 nodad
+            ip -6 route replace {self.ula}/128 via {self.v6}
+            ip -n {net.netns} route add default via {net.host_side}
+            ip -n {net.netns} -6 route add default via {self.v6_host}
+            ip netns exec {net.netns} setsid python3 {TRIPWIRE} {self.log} '{json.dumps(inside)}' \\
+              >{self.log}.inside 2>&1 &
+            echo $! >{self.log}.pids
+            setsid python3 {TRIPWIRE} {self.log} '{json.dumps(outside)}' >{self.log}.outside 2>&1 &
+            echo $! >>{self.log}.pids
+            for _ in $(seq 50); do grep -q ready {self.log}.inside && grep -q ready {self.log}.outside && break
+              sleep 0.1; done
+            grep -q ready {self.log}.inside && grep -q ready {self.log}.outside
+            printf 'nameserver {self.v4}\\n{DNS_OPTIONS}' >/etc/resolv.conf
+        """, user="root")
+        return self
+
+    def stop(self):
+        self.ws.path("/etc/resolv.conf").write_text(self.resolv)
+        script = "\n".join(f"ip route del {a}/32 via {self.v4}" for a in self.private.values())
+        self.ws.sh(f"""
+            {script}
+            ip -6 route del {self.ula}/128 via {self.v6} || true
+            kill $(cat {self.log}.pids) || true
+        """, user="root", check=False)
+
+    def events(self):
+        return [json.loads(line) for line in self.ws.path(self.log).read_text().splitlines()]
+
+
+PROBE_HELPERS = r"""
+say() { printf 'RESULT %s %s\n' "$1" "$2"; }
+# Through the gate (the session's proxy variables): the status code squid answered.
+gate() { local id=$1 url=$2; shift 2
+  say "$id" "http=$(curl -s -m 8 -o /dev/null -w '%{http_code}' "$@" "$url")"; }
+# Around the gate: no proxy at all.
+direct() { local id=$1 url=$2; shift 2
+  if curl -s -m 5 --noproxy '*' -o /dev/null "$@" "$url"; then say "$id" open; else say "$id" blocked; fi; }
+# A TCP connection: "refused" means a packet got through to a closed port, "blocked" that
+# none left the sandbox (the ruleset answers EPERM).
+tcp() { local err
+  if err=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /c-%s\r\n\r\n" "$3" >&3' _ "$2" "$3" "$1" 2>&1)
+  then say "$1" open; elif [[ $err == *"refused"* ]]; then say "$1" refused; else say "$1" blocked; fi; }
+udp() { if timeout 5 bash -c 'printf "c-%s\n" "$3" >"/dev/udp/$1/$2"' _ "$2" "$3" "$1" 2>/dev/null
+        then say "$1" sent; else say "$1" blocked; fi; }
+# A DNS query for NAME (type A) to RESOLVER port 53.
+raw_dns() { local id=$1 resolver=$2 name=$3 query='\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00' label
+  for label in ${name//./ }; do query+=$(printf '\\x%02x' ${#label})$label; done
+  query+='\x00\x00\x01\x00\x01'
+  if timeout 5 bash -c 'printf "$2" >"/dev/udp/$1/53"' _ "$resolver" "$query" 2>/dev/null
+  then say "$id" sent; else say "$id" blocked; fi; }
+"""
+
+
+PRIVATE_NAMES = ["b-private10.test", "b-private172.test", "b-private192.test", "b-linklocal.test", "b-metadata.test"]
+
+# (id, THREATS class, probe, expected result). Probes use the helpers above; @V4@, @V6@
+# (the test internet), @LO@ (a host-loopback service's port) and @GATE@ are filled in
+# per run. Every probe's traffic carries c-ID (a path, a payload or a DNS label), so a
+# leak names its case.
+CASES = [
+    ("http-allowed", "positive control", "gate http-allowed http://allowed.test/c-http-allowed", "http=200"),
+    ("connect-allowed", "positive control",
+     "gate connect-allowed http://allowed.test:443/c-connect-allowed --proxytunnel", "http=200"),
+    ("dns-only-allowed", "positive control: the gate resolves through the battery's DNS server",
+     "gate dns-only-allowed http://b-allowed.test/c-dns-only-allowed", "http=200"),
+    ("unlisted-name", "proxy resolves denied names",
+     "gate unlisted-name http://b-unlisted.test/c-unlisted-name", "http=403"),
+    ("unlisted-connect", "proxy resolves denied names",
+     "gate unlisted-connect http://b-unlisted.test:443/c-unlisted-connect --proxytunnel", "http=403"),
+    ("ip-literal-v4", "proxy resolves denied names", "gate ip-literal-v4 http://@V4@/c-ip-literal-v4", "http=403"),
+    ("ip-literal-v4-connect", "proxy resolves denied names",
+     "gate ip-literal-v4-connect http://@V4@:443/c-ip-literal-v4-connect --proxytunnel", "http=403"),
+    ("ip-literal-v6", "proxy resolves denied names",
+     "gate ip-literal-v6 'http://[@V6@]/c-ip-literal-v6' -g", "http=403"),
+    ("connect-other-port", "CONNECT to any port of an allowed name",
+     "gate connect-other-port http://allowed.test:8443/c-connect-other-port --proxytunnel", "http=403"),
+    ("connect-ssh-port", "CONNECT to any port of an allowed name",
+     "gate connect-ssh-port http://b-allowed.test:22/c-connect-ssh-port --proxytunnel", "http=403"),
+    ("http-other-port", "CONNECT to any port of an allowed name",
+     "gate http-other-port http://allowed.test:8443/c-http-other-port", "http=403"),
+] + [
+    ("resolves-" + name[2:-5], "allowed name -> loopback, private or metadata address",
+     "gate resolves-%s http://%s/c-resolves-%s" % (name[2:-5], name, name[2:-5]), "http=403")
+    for name in ["b-loop.test", "b-mapped.test", "b-ula.test"] + PRIVATE_NAMES
+] + [
+    ("host-loopback-service", "the whole host loopback mapped into the sandbox",
+     "tcp host-loopback-service @GATE@ @LO@", "blocked"),
+    ("gate-other-port", "the whole host loopback mapped into the sandbox",
+     "tcp gate-other-port @GATE@ $(( ${HTTP_PROXY##*:} + 1 ))", "blocked"),
+    ("gateway-address", "host ports reachable without the proxy",
+     "tcp gateway-address \"$(ip route 2>/dev/null | awk '/default/{print $3; exit}')\" @LO@", "blocked"),
+    ("raw-tcp-literal", "host ports reachable without the proxy", "tcp raw-tcp-literal @V4@ 22", "blocked"),
+    ("raw-tcp-literal-8080", "host ports reachable without the proxy",
+     "tcp raw-tcp-literal-8080 @V4@ 8080", "blocked"),
+    ("raw-udp-literal", "DNS to any resolver (no UDP at all)", "udp raw-udp-literal @V4@ 123", "blocked"),
+    ("dns-literal-resolver", "DNS to any resolver",
+     "raw_dns dns-literal-resolver @V4@ c-dns-literal-resolver.b-leak.test", "blocked"),
+    ("dns-pasta-resolver", "DNS to any resolver",
+     "RES_OPTIONS='timeout:1 attempts:1' getent hosts c-dns-pasta-resolver.b-leak.test >/dev/null"
+     " && say dns-pasta-resolver resolved || say dns-pasta-resolver blocked", "blocked"),
+    ("dns-pasta-resolver-raw", "DNS to any resolver",
+     "for ns in $(awk '/^nameserver/{print $2}' /etc/resolv.conf); do"
+     " raw_dns dns-pasta-resolver-raw \"$ns\" c-dns-pasta-resolver-raw.b-leak.test; done", "blocked"),
+    ("ipv6-direct", "IPv6 left open", "direct ipv6-direct 'http://[@V6@]/c-ipv6-direct' -g -6", "blocked"),
+    ("ipv6-tcp", "IPv6 left open", "tcp ipv6-tcp @V6@ 8080", "blocked"),
+    ("ipv6-udp", "IPv6 left open", "udp ipv6-udp @V6@ 53", "blocked"),
+    ("proxy-vars-removed", "clients that ignore proxy variables",
+     "direct proxy-vars-removed http://@V4@/c-proxy-vars-removed", "blocked"),
+    ("proxy-vars-removed-name", "clients that ignore proxy variables",
+     "direct proxy-vars-removed-name http://allowed.test/c-proxy-vars-removed-name", "blocked"),
+    ("node-ignores-proxy", "clients that ignore proxy variables",
+     "timeout 8 node -e 'const s = require(\"net\").connect(80, process.argv[1]);"
+     " s.on(\"connect\", () => { s.end(\"GET /c-node-ignores-proxy\\r\\n\\r\\n\");"
+     " console.log(\"RESULT node-ignores-proxy open\") });"
+     " s.on(\"error\", () => console.log(\"RESULT node-ignores-proxy blocked\"))' @V4@", "blocked"),
+    ("nested-netns", "nested containers or sockets passed in",
+     "unshare -Urn bash -c 'curl -s -m 3 --noproxy \"*\" http://@V4@/c-nested-netns' >/dev/null 2>&1"
+     " && say nested-netns open || say nested-netns blocked", "blocked"),
+    ("nested-userns-nft", "the agent keeps NET_ADMIN",
+     "unshare -Ur bash -c 'nft flush ruleset; nft add rule inet aisb output accept' >/dev/null 2>&1;"
+     " direct nested-userns-nft http://@V4@/c-nested-userns-nft", "blocked"),
+    ("nft-flush", "the agent keeps NET_ADMIN",
+     "{ nft flush ruleset; nft add rule inet aisb output accept; nft add table inet open; } >/dev/null 2>&1;"
+     " direct nft-flush http://@V4@/c-nft-flush", "blocked"),
+    ("setpriv-regain", "the agent keeps NET_ADMIN",
+     "{ setpriv --inh-caps=+net_admin --ambient-caps=+net_admin nft flush ruleset;"
+     " setpriv --reuid=0 nft flush ruleset;"
+     " for suid in $(find / -xdev -perm -4000 -type f); do \"$suid\" -c 'nft flush ruleset' root </dev/null; done;"
+     " } >/dev/null 2>&1; direct setpriv-regain http://@V4@/c-setpriv-regain", "blocked"),
+]
+CASE_IDS = [case[0] for case in CASES]
+
+
+# Cases that send nothing: they run in the same session, with their own expectations.
+LOCAL_PROBES = r"""
+caps=$(awk '/^Cap(Inh|Prm|Eff|Bnd|Amb):/{print $2}' /proc/self/status | sort -u)
+say capabilities "$caps"
+written=""; for dir in / /etc /usr /usr/local/bin /var/lib; do
+  touch "$dir/c-write-outside" 2>/dev/null && written="$written $dir"; done
+say write-outside "written=${written:-none}"
+for dir in /tmp /home/agent /var/tmp /project; do echo x >"$dir/$MARKER" 2>/dev/null; done
+echo 'gate 0.0.0.0 1' 2>/dev/null >/etc/aisb/policy && say policy-readonly written || say policy-readonly refused
+sockets=$(find / -xdev -type s 2>/dev/null | wc -l)
+for s in /run/podman/podman.sock /run/user/1000/podman/podman.sock /var/run/docker.sock /run/user/1000/bus; do
+  [ -e "$s" ] && sockets=$((sockets + 1)); done
+say sockets "count=$sockets"
+say host-env "count=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' \
+  | grep -c -e "^$HOST_SECRET_NAME=" -e must-not-cross)"
+"""
+
+
+@pytest.fixture(scope="module")
+def tripwires(workstation, internet):
+    wires = Tripwires(workstation, internet).start()
+    yield wires
+    wires.stop()
+
+
+def probe_script(wires):
+    lines = [probe.replace("@V4@", wires.v4).replace("@V6@", wires.v6).replace("@LO@", str(wires.host_port))
+             .replace("@GATE@", GATE_ADDR) for _id, _threat, probe, _expected in CASES]
+    return PROBE_HELPERS + "\n".join(lines) + "\n" + LOCAL_PROBES
+
+
+@pytest.fixture(scope="module")
+def battery(workstation, internet, tripwires):
+    """One session runs every probe; the tests below read its results and the logs."""
+    marker = "aisb-battery-" + uuid.uuid4().hex[:8]
+    secret_name = "BATTERY_HOST_SECRET_" + uuid.uuid4().hex[:8].upper()
+    workstation.sh(f"mkdir -p {PROJECT}")
+    workstation.path(f"{PROJECT}/battery.sh").write_text(probe_script(tripwires))
+    http_before, events_before = len(internet.requests()), len(tripwires.events())
+    result = run_agent(workstation, *allow(*ALLOWED_NAMES), "-e", json.dumps({"aisb_environment": {
+        "MARKER": marker, "HOST_SECRET_NAME": secret_name}}), command=["bash", "/project/battery.sh"],
+        env={secret_name: "must-not-cross"}, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:]
+    record = record_of(workstation, result.stdout)
+    transcript = workstation.path(record["transcript"]).read_text()
+    return {"results": dict(re.findall(r"^RESULT (\S+) ?(.*)$", transcript, re.M)), "transcript": transcript,
+            "record": record, "http": internet.requests()[http_before:],
+            "events": tripwires.events()[events_before:], "marker": marker}
+
+
+def seen(battery, case_id):
+    """Every listener entry that carries c-CASE_ID: what reached a listener from that case."""
+    token = re.compile(r"c-" + re.escape(case_id) + r"(?![\w-])")
+    return ([r for r in battery["http"] if token.search(r["path"])] +
+            [e for e in battery["events"] if token.search(e.get("data", "") + " " + e.get("name", ""))])
+
+
+@pytest.mark.parametrize("case_id", CASE_IDS)
+def test_case(battery, case_id):
+    _id, threat, _probe, expected = CASES[CASE_IDS.index(case_id)]
+    result = battery["results"].get(case_id)
+    assert result is not None, f"{case_id} ({threat}) did not run:\n{battery['transcript'][-3000:]}"
+    hits = seen(battery, case_id)
+    if expected == "http=200":
+        tally.record(case_id, leaked=False)
+        assert result == expected, threat
+        assert len(hits) == 1, (threat, hits)
+        return
+    tally.record(case_id, leaked=bool(hits))
+    assert hits == [], f"LEAK ({threat}): {hits}"
+    assert result == expected, f"{threat}: {result}"
+
+
+def test_unlisted_name_is_never_resolved(battery):
+    names = {e["name"] for e in battery["events"] if e["kind"] == "dns"}
+    # The gate does resolve through this server (an allowed, DNS-only name) ...
+    assert "b-allowed.test" in names, names
+    # ... but never a name the allowlist refuses, for plain http or CONNECT.
+    assert "b-unlisted.test" not in names
+
+
+def test_no_listener_saw_anything_unexplained(battery):
+    """Beyond the per-case checks: a leak that carried no case id (a bare connect) is
+    still a leak. Only the gate's lookups of allowed names and the positive controls
+    may appear."""
+    unexplained = [e for e in battery["events"] if not (e["kind"] == "dns" and e["name"] in ALLOWED_NAMES)]
+    assert unexplained == []
+    assert sorted(r["path"] for r in battery["http"]) == [
+        "/c-connect-allowed", "/c-dns-only-allowed", "/c-http-allowed"]
+
+
+def test_gate_decisions_match_the_cases(battery):
+    gate = battery["record"]["gate"]
+    refused = [c for c in CASES if c[3] == "http=403"]
+    assert len(gate["allowed"]) == 3 and len(gate["denied"]) == len(refused), gate
+
+
+def test_nothing_outside_the_project_and_no_privilege(battery, workstation):
+    results = battery["results"]
+    # "nested containers or sockets passed in": only the project crosses into the sandbox.
+    assert results["sockets"] == "count=0"
+    assert results["write-outside"] == "written=none"
+    found = workstation.run(["find", "/home", "/tmp", "/var/tmp", "/root", "-name", battery["marker"]],
+                            user="root", check=False).stdout.split()
+    assert found == [f"{PROJECT}/{battery['marker']}"]
+    # "policy widened by the agent": the policy is mounted read-only from outside the project.
+    assert results["policy-readonly"] == "refused"
+    # "the agent keeps NET_ADMIN": every capability set is empty.
+    assert results["capabilities"] == "0000000000000000"
+    # Reading the host environment: a variable of ansible-playbook's own environment
+    # that nobody named never reaches any process in the sandbox.
+    assert results["host-env"] == "count=0"

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Fault injection: whatever breaks mid-session (the gate frozen, the sandbox killed,
+podman failing, the host changed under the facts, the disk full), nothing stays
+running, no egress opens, and the session ends with a status that says what happened.
+The gate killed mid-session is test_session.test_gate_killed_mid_session_ends_it_with_a_clear_status."""
+
+import json
+import time
+
+import pytest
+
+import tally
+from scenario import ANSIBLE_ENV
+from test_images import newest
+from test_session import (PROJECT, allow, record_of, run_agent, session_containers, session_dirs,
+                          start_in_background, wait_for_sandbox)
+
+STATE = "/home/dev/.local/state/aisb"
+
+
+def wait_for_file(ws, path, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ws.path(path).exists():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{path} never appeared")
+
+
+@pytest.fixture(scope="module")
+def project(workstation):
+    workstation.sh(f"mkdir -p {PROJECT} && rm -f {PROJECT}/.fault-*")
+    return PROJECT
+
+
+def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, internet, project):
+    # After the gate is frozen, the sandbox's requests through it time out and no route
+    # around it exists; the session still ends and removes the stopped gate.
+    script = ("curl -s -o /dev/null http://allowed.test/c-before-stop; touch /project/.fault-ready; "
+              "for _ in $(seq 300); do [ -e /project/.fault-go ] && break; sleep 0.2; done; "
+              "echo after=$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://allowed.test/c-after-stop); "
+              f"curl -s -m 5 --noproxy '*' http://{internet.address}/c-after-stop-direct && echo direct=open "
+              "|| echo direct=blocked")
+    before = len(internet.requests())
+    playbook = start_in_background(workstation, ["bash", "-c", script], *allow("allowed.test"))
+    try:
+        sandbox = wait_for_sandbox(workstation)
+        wait_for_file(workstation, f"{PROJECT}/.fault-ready")
+        workstation.run(["podman", "kill", "--signal", "STOP", sandbox.replace("aisb-sandbox-", "aisb-gate-")])
+        workstation.path(f"{PROJECT}/.fault-go").touch()
+        output = playbook.communicate(timeout=120)[0]
+    finally:
+        playbook.kill()
+    record = record_of(workstation, output)
+    transcript = workstation.path(record["transcript"]).read_text()
+    paths = [r["path"] for r in internet.requests()[before:]]
+    tally.record("gate-stopped", leaked=any("after-stop" in p for p in paths))
+    assert paths == ["/c-before-stop"]
+    assert "after=000" in transcript and "direct=blocked" in transcript, transcript
+    assert record["status"] == "exited" and record["exit_code"] == 0, record
+    assert session_containers(workstation) == []
+
+
+def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, project):
+    playbook = start_in_background(workstation, ["sleep", "300"])
+    try:
+        sandbox = wait_for_sandbox(workstation)
+        workstation.run(["podman", "kill", sandbox])
+        output = playbook.communicate(timeout=120)[0]
+    finally:
+        playbook.kill()
+    record = record_of(workstation, output)
+    assert record["exit_code"] == 137, record
+    assert record["reason"] == "the sandbox was killed by signal 9", record
+    assert session_containers(workstation) == []
+
+
+def images_and_policy(ws):
+    """Arguments the session module needs beside the inputs under test: the built images
+    and the policy directory provisioning rendered for the operator's (empty) allowlist."""
+    facts = json.loads(ws.path(f"{STATE}/host_capabilities.json").read_text())
+    policies = [p for p in ws.path(f"{STATE}/policies").iterdir()
+                if json.loads((p / "policy.json").read_text()).get("allow") == []]
+    assert policies, "provisioning rendered no policy for an empty allowlist"
+    return {"image": newest(ws, "localhost/aisb-sandbox"), "gate_image": newest(ws, "localhost/aisb-gate"),
+            "policy_dir": "/" + str(policies[0].relative_to(ws.root)), "allow": [], "host_facts": facts}
+
+
+def session_module(ws, **args):
+    """The session module itself, as a task would run it, with ARGS over a working default."""
+    module_args = dict(images_and_policy(ws), project=PROJECT, command=["true"])
+    module_args.update(args)
+    return ws.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps(module_args)],
+                  check=False, env=ANSIBLE_ENV, timeout=300)
+
+
+def wrapper(ws, name, body):
+    """A podman wrapper at ~/bin/NAME: BODY (sh) runs first, then the real podman."""
+    path = f"/home/dev/bin/{name}"
+    ws.sh(f"mkdir -p /home/dev/bin && cat >{path} <<'EOF'\n#!/bin/sh\n{body}\nexec podman \"$@\"\nEOF\n"
+          f"chmod +x {path}")
+    return path
+
+
+@pytest.mark.parametrize("which", ["gate", "sandbox"])
+def test_podman_failing_to_run_a_container_ends_with_a_clear_status(workstation, project, which):
+    failing = wrapper(workstation, f"podman-fails-{which}",
+                      f'case " $* " in *" --name aisb-{which}-"*) echo "injected: podman cannot run the {which}" >&2;'
+                      " exit 125;; esac")
+    result = session_module(workstation, executable=failing)
+    assert result.returncode != 0
+    assert session_containers(workstation) == []
+    if which == "gate":
+        assert '"status": "failed"' in result.stdout and f"injected: podman cannot run the {which}" in result.stdout
+    else:
+        record = record_of(workstation, result.stdout)
+        assert record["exit_code"] == 125 and record["reason"] == "podman could not run the sandbox", record
+        assert f"injected: podman cannot run the {which}" in workstation.path(record["transcript"]).read_text()
+
+
+@pytest.mark.parametrize("component,pattern", [
+    ("podman", r's/"Version": "[0-9][^"]*"/"Version": "0.0.1-injected"/'),
+    ("passt", r's/"package": "passt[^"]*"/"package": "passt_0.0.0-injected"/'),
+])
+def test_podman_or_passt_changed_after_the_spike_is_refused(workstation, project, component, pattern):
+    changed = wrapper(workstation, f"podman-changed-{component}",
+                      f'if [ "$1" = info ]; then podman "$@" | sed -e \'{pattern}\'; exit; fi')
+    before = session_dirs(workstation)
+    result = session_module(workstation, executable=changed)
+    assert result.returncode != 0
+    assert "fingerprint is stale" in result.stdout and component in result.stdout, result.stdout[-2000:]
+    assert session_dirs(workstation) == before
+    assert session_containers(workstation) == []
+
+
+def test_disk_full_while_writing_the_record(workstation, project):
+    sessions = f"{STATE}/sessions"
+    # Five pages: the gate's configuration, the policy and a two-page transcript fill
+    # four; the record (image labels, commands, the ruleset) needs more than the last.
+    workstation.run(["mount", "-t", "tmpfs", "-o", "size=20k,uid=1000,gid=1000,mode=0700", "tmpfs", sessions],
+                    user="root")
+    try:
+        result = run_agent(workstation, *allow("allowed.test"),
+                           command=["bash", "-c", "head -c 8000 /dev/zero | tr '\\0' x"])
+        assert result.returncode != 0
+        assert "the record could not be written" in result.stdout, result.stdout[-3000:]
+        assert "No space left on device" in result.stdout
+        assert session_containers(workstation) == []
+    finally:
+        workstation.run(["umount", sessions], user="root")
