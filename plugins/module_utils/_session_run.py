@@ -31,6 +31,16 @@ EXIT_STATUS = {77: "enforcement could not be installed or verified",
                127: "podman did not find the harness command"}
 
 
+def exit_reason(rc):
+    """What an exit code of the sandbox's podman says beyond the harness's own result."""
+    if rc in EXIT_STATUS:
+        return EXIT_STATUS[rc]
+    if rc is not None and rc > 128:
+        # podman exits 128+N when signal N ended the sandbox's first process.
+        return "the sandbox was killed by signal %d" % (rc - 128)
+    return ""
+
+
 def _run_capture(argv):
     result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     return result.returncode, result.stdout, result.stderr
@@ -119,11 +129,8 @@ def execute(inputs, facts, environ, terminal=None):
         runner.cleanup()
     if runner.gate_died:
         status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
-    elif status == "exited" and rc in EXIT_STATUS:
-        reason = EXIT_STATUS[rc]
-    elif status == "exited" and rc is not None and rc > 128:
-        # podman exits 128+N when a signal N ended the sandbox's first process.
-        reason = "the sandbox was killed by signal %d" % (rc - 128)
+    elif status == "exited":
+        reason = exit_reason(rc)
     record = {
         "session_id": plan["session_id"],
         "started_at": format_time(started),
