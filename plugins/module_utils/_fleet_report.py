@@ -73,10 +73,6 @@ def _cell(text):
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _yes_no(value):
-    return "yes" if value is True else "**no**"
-
-
 def table_row(entry):
     """ENTRY's cells, in COLUMNS order."""
     if entry["status"] in (UNREACHABLE, FAILED):
@@ -84,7 +80,9 @@ def table_row(entry):
     fingerprint, verdict = entry["fingerprint"], entry["verdict"]
     return [entry["host"], fingerprint.get("distro", ""), fingerprint.get("podman", ""),
             fingerprint.get("passt", "") or "unknown", verdict.get("gate_path", ""),
-            _yes_no(verdict.get("model_holds")), _yes_no(verdict.get("limits_enforceable")),
+            "yes" if verdict.get("model_holds") is True else "**no**",
+            # Limits are informational (the model holds without them): no alarm in bold.
+            "yes" if verdict.get("limits_enforceable") is True else "no",
             "<br>".join(_cell(reason) for reason in entry["reasons"])]
 
 
