@@ -70,8 +70,8 @@ def fleet_runs():
         start = time.monotonic()
         ports = prepare(hosts, f"{key}.pub")
         print("fleet of 3 provisioned and reachable over SSH in %.0f s" % (time.monotonic() - start))
-        path = inventory(directory / "fleet.yml", key, dict((name, {"ansible_port": port})
-                                                              for name, port in ports.items()))
+        hostvars = dict((name, {"ansible_port": port}) for name, port in ports.items())
+        path = inventory(directory / "fleet.yml", key, hostvars)
         names = [name for name, _suite, _extra, _fault in HOSTS]
         print("verify.yml wall time over SSH (controller: the build machine, forks 10):")
         for mode, extra in (("fresh", ()), ("cached", ("-e", "verify_cached=true"))):

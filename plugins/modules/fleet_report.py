@@ -11,7 +11,7 @@ module: fleet_report
 short_description: Write the fleet report of the sandbox networking model on the controller
 version_added: 0.1.0
 description:
-  - An action that runs on the controller only: it turns what M(aisb.sandbox.host_capabilities)
+  - An action that runs on the controller only. It turns what M(aisb.sandbox.host_capabilities)
     returned on every host into one report and writes it to O(dest) on the controller.
   - C(fleet-report.json) holds one object per host (status, fingerprint, every probe with
     its evidence, verdict, reasons); C(fleet-report.md) one table (host, distro, podman,

@@ -96,7 +96,7 @@ def test_report_time_grows_linearly_with_hosts():
     def timed(count):
         answers = [("h%d" % i, probed(i % 2 == 0, ["r."] if i % 2 else [])) for i in range(count)]
         start = time.perf_counter()
-        for _ in range(5):
+        for _run in range(5):
             _fleet_report.render_markdown(_fleet_report.fleet_report(answers, "t"))
         return time.perf_counter() - start
 

@@ -46,10 +46,12 @@ if [ -r "$unified" ]; then
   # list, and it returns to cgroup2 when that workstation ends: a v1 controller (its
   # hierarchy is not 0) mounted nowhere in this namespace is taken too, so this
   # workstation holds it for its own lifetime.
-  for controller in $(awk 'NR > 1 && $2 != 0 {print $1}' /proc/cgroups); do
+  while read -r controller hierarchy _rest; do
+    case $controller in '#'*) continue ;; esac
+    [ "$hierarchy" != 0 ] || continue
     grep -Eq " - cgroup cgroup ([^ ]*,)?$controller(,| |\$)" /proc/self/mountinfo ||
       controllers="$controllers $controller"
-  done
+  done </proc/cgroups
   for controller in $controllers; do
     mkdir -p "$root/run/aisb-cgroup-v1/$controller"
     mount -t cgroup -o "$controller" cgroup "$root/run/aisb-cgroup-v1/$controller"
