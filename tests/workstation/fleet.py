@@ -3,8 +3,10 @@
 
 Each workstation runs its own sshd on the build machine's loopback (they share its
 network namespace), on a port of its own, accepting one key the caller generated.
-The controller is the build machine itself: the test venv's ansible-playbook (an
-older ansible-core than the workstations carry), with this checkout as the collection.
+The controller is the build machine itself, with this checkout as the collection: it
+stands outside the fleet as a real controller does, its test venv's ansible-core (2.19)
+is older than the workstations' (2.21) so the controller/target split runs across
+versions, the reports land where the test reads them, and no fourth workstation is built.
 Shared by tests/integration/test_fleet.py and bench/verify.py.
 """
 
