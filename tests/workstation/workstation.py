@@ -257,7 +257,7 @@ def demo(suite: str) -> int:
         session = playbook(ws, "run_agent", "-e", f"project={project}", "-e", json.dumps({
             "command": ["sh", "/project/check-egress.sh"], "aisb_allow": ["allowed.test"],
             "aisb_environment": {"DEMO_SERVER": internet.address}}))
-        print("\n".join(line for line in session.stdout.splitlines() if "PLAY RECAP" in line or "session " in line))
+        print("\n".join(line for line in session.stdout.splitlines() if "session " in line or "ok=" in line))
         record = re.search(r"record (\S+record\.json)", session.stdout)
         if record:
             details = json.loads(ws.path(record.group(1)).read_text())
