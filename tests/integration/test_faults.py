@@ -77,13 +77,15 @@ def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, proje
 
 def images_and_policy(ws):
     """Arguments the session module needs beside the inputs under test: the built images
-    and the policy directory provisioning rendered for the operator's (empty) allowlist."""
+    and the smallest policy rendered so far (provisioning's: the harness recipe's own)."""
     facts = json.loads(ws.path(f"{STATE}/host_capabilities.json").read_text())
-    policies = [p for p in ws.path(f"{STATE}/policies").iterdir()
-                if json.loads((p / "policy.json").read_text()).get("allow") == []]
-    assert policies, "provisioning rendered no policy for an empty allowlist"
+    policies = sorted((len(json.loads((p / "policy.json").read_text())["allow"]), p.name)
+                      for p in ws.path(f"{STATE}/policies").iterdir())
+    assert policies, "provisioning rendered no policy"
+    policy_dir = f"{STATE}/policies/{policies[0][1]}"
     return {"image": newest(ws, "localhost/aisb-sandbox"), "gate_image": newest(ws, "localhost/aisb-gate"),
-            "policy_dir": "/" + str(policies[0].relative_to(ws.root)), "allow": [], "host_facts": facts}
+            "policy_dir": policy_dir, "allow": json.loads(ws.path(f"{policy_dir}/policy.json").read_text())["allow"],
+            "host_facts": facts}
 
 
 def session_module(ws, **args):

@@ -118,11 +118,14 @@ def test_no_refused_case_left_a_session_or_a_container(outcomes, workstation):
     assert session_containers(workstation) == []
 
 
-# Shell, template and terminal syntax that must reach the harness as it was written.
+# Shell and terminal syntax that must reach the harness as it was written. (Template
+# syntax is Ansible's to evaluate in any extra var; prompt_file carries it verbatim.)
 VERBATIM = ["$(touch /project/pwned)", "`touch /project/pwned`", "; touch /project/pwned", "a && b || c | d",
             "'single' \"double\"", "line1\nline2", "tab\there", "back\\slash\\", "*", "~", "$HOME", "%s%n%x",
-            "-rf", "--privileged", "{{ 7 * 7 }}", "{% raw %}x{% endraw %}", "\u00fcn\u00efc\u00f6d\u00e9 \u2713",
-            "\x1b]0;title\x07", " leading and trailing ", "", "-e", "--", "> /project/pwned"]
+            "-rf", "--privileged", "\u00fcn\u00efc\u00f6d\u00e9 \u2713", "\x1b]0;title\x07", " leading and trailing ",
+            "", "-e", "--", "> /project/pwned"]
+TEMPLATES = ["{{ 7 * 7 }}", "{% raw %}x{% endraw %}", "{{ lookup('ansible.builtin.pipe', 'touch /home/dev/pwned') }}",
+             "{# comment #}"]
 
 
 def test_harness_arguments_arrive_verbatim(workstation):
@@ -135,13 +138,16 @@ def test_harness_arguments_arrive_verbatim(workstation):
     assert not workstation.path(f"{PROJECT}/pwned").exists()
 
 
-def test_prompt_text_arrives_verbatim(workstation):
+def test_prompt_file_arrives_verbatim(workstation):
     # The prompt goes to the recipe's harness (pi -p PROMPT) as one argument, never
-    # through a shell; no network, so the harness cannot send it anywhere.
-    prompt = "\n".join(VERBATIM)
-    result = run_agent(workstation, "-e", json.dumps({"prompt": prompt, "aisb_network": "none"}))
+    # through a shell or a template; no network, so the harness cannot send it anywhere.
+    prompt = "\n".join(VERBATIM + TEMPLATES) + "\n"
+    workstation.path(f"{TRANSFER_DIR}/prompt.md").write_text(prompt)
+    workstation.run(["rm", "-f", "/home/dev/pwned", f"{PROJECT}/pwned"])
+    result = run_agent(workstation, "-e", json.dumps({"prompt_file": f"{TRANSFER_DIR}/prompt.md",
+                                                      "aisb_network": "none"}))
     record = record_of(workstation, result.stdout)
     assert record["command"] == ["pi", "-p", prompt]
     sandbox_argv = [argv for argv in record["commands"] if "run" in argv and "--init" in argv][0]
     assert sandbox_argv[-3:] == ["pi", "-p", prompt]
-    assert not workstation.path(f"{PROJECT}/pwned").exists()
+    assert not workstation.path("/home/dev/pwned").exists() and not workstation.path(f"{PROJECT}/pwned").exists()

@@ -108,12 +108,12 @@ def main(logfile, config_json):
         listener.listen(64)
         threads.append(threading.Thread(target=serve_tcp, args=(handle, listener, address, port)))
     for address, port in config.get("udp", []):
-        threads.append(threading.Thread(target=serve_udp, args=(handle, bound(address, port, socket.SOCK_DGRAM),
-                                                               address, port)))
+        sock = bound(address, port, socket.SOCK_DGRAM)
+        threads.append(threading.Thread(target=serve_udp, args=(handle, sock, address, port)))
     if config.get("dns"):
         zone = {name.lower(): records for name, records in config["zone"].items()}
-        threads.append(threading.Thread(target=serve_dns, args=(handle, bound(*config["dns"], socket.SOCK_DGRAM),
-                                                               zone)))
+        sock = bound(*config["dns"], socket.SOCK_DGRAM)
+        threads.append(threading.Thread(target=serve_dns, args=(handle, sock, zone)))
     for thread in threads:
         thread.daemon = True
         thread.start()
