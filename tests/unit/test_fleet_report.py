@@ -95,10 +95,13 @@ def test_report_time_grows_linearly_with_hosts():
     """O(hosts): ten times the hosts may not cost much more than ten times the time."""
     def timed(count):
         answers = [("h%d" % i, probed(i % 2 == 0, ["r."] if i % 2 else [])) for i in range(count)]
-        start = time.perf_counter()
+        times = []
         for _run in range(5):
+            start = time.perf_counter()
             _fleet_report.render_markdown(_fleet_report.fleet_report(answers, "t"))
-        return time.perf_counter() - start
+            times.append(time.perf_counter() - start)
+        # The best run: a busy machine slows some runs, not the work.
+        return min(times)
 
     small, large = timed(200), timed(2000)
     assert large < small * 30, (small, large)
