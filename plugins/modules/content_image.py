@@ -18,7 +18,7 @@ description:
 version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
-author: aisb developers (!UNKNOWN)
+author: aisb developers (@aisb)
 options:
   name:
     description: Image repository without a tag, e.g. C(localhost/aisb-sandbox).

@@ -19,7 +19,7 @@ description:
 version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
-author: aisb developers (!UNKNOWN)
+author: aisb developers (@aisb)
 options:
   allow:
     description:
