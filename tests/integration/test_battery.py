@@ -20,9 +20,12 @@ GATE_ADDR = "100.64.0.1"
 # The gate and pasta resolve through the workstation's resolv.conf: the battery points
 # it at its own DNS server, so a lookup the gate should never make is logged.
 DNS_OPTIONS = "options timeout:1 attempts:1\n"
-# Names only the battery's DNS server knows (none is in /etc/hosts).
-ALLOWED_NAMES = ["allowed.test", "b-allowed.test", "b-loop.test", "b-mapped.test", "b-private10.test",
-                 "b-private172.test", "b-private192.test", "b-linklocal.test", "b-metadata.test", "b-ula.test"]
+# Allowed names that resolve to addresses the gate must never relay to, through the
+# battery's DNS server only.
+PRIVATE_NAMES = ["b-private10.test", "b-private172.test", "b-private192.test", "b-linklocal.test", "b-metadata.test"]
+# The session's allowlist: allowed.test (in /etc/hosts) and names only the battery's DNS
+# server knows.
+ALLOWED_NAMES = ["allowed.test", "b-allowed.test", "b-loop.test", "b-mapped.test", "b-ula.test"] + PRIVATE_NAMES
 
 
 class Tripwires:
@@ -38,13 +41,11 @@ class Tripwires:
         self.v6_host = f"2001:db8:{third:x}:{fourth:x}::1"
         self.ula = f"fd5e:{third:x}:{fourth:x}::2"
         self.loop = f"127.83.{third}.{fourth}"
-        self.private = {"b-private10.test": f"10.255.{third}.{fourth}",
-                        "b-private172.test": f"172.31.{third}.{fourth}",
-                        "b-private192.test": f"192.168.{third}.{fourth}",
-                        "b-linklocal.test": f"169.254.{third}.{fourth + 1}",
-                        # A leak to the metadata address must stay here too: it is routed
-                        # into the namespace for the battery's few seconds.
-                        "b-metadata.test": "169.254.169.254"}
+        # A leak to the metadata address must stay on this machine too: it is routed
+        # into the namespace while the battery runs.
+        self.private = dict(zip(PRIVATE_NAMES, [f"10.255.{third}.{fourth}", f"172.31.{third}.{fourth}",
+                                                f"192.168.{third}.{fourth}", f"169.254.{third}.{fourth + 1}",
+                                                "169.254.169.254"]))
         self.host_port = None
         self.log = f"{TRANSFER_DIR}/tripwires-{internet.netns}.log"
         self.zone = {"b-allowed.test": {"A": [self.v4]}, "b-unlisted.test": {"A": [self.v4]},
@@ -126,8 +127,6 @@ raw_dns() { local id=$1 resolver=$2 name=$3 query='\x12\x34\x01\x00\x00\x01\x00\
   then say "$id" sent; else say "$id" blocked; fi; }
 """
 
-
-PRIVATE_NAMES = ["b-private10.test", "b-private172.test", "b-private192.test", "b-linklocal.test", "b-metadata.test"]
 
 # (id, THREATS class, probe, expected result). Probes use the helpers above; @V4@, @V6@
 # (the test internet), @LO@ (a host-loopback service's port) and @GATE@ are filled in
