@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Tripwires for the bypass battery: TCP and UDP listeners that log every connection and
-datagram, and a DNS server that answers the battery's names and logs every query.
-One JSON line per event, so a leak is seen, not inferred.
+datagram, a TLS listener that also logs the SNI it was asked for, and a DNS server that
+answers the battery's names and logs every query. One JSON line per event, so a leak is
+seen, not inferred.
 
 usage: tripwire.py LOGFILE CONFIG_JSON
 CONFIG_JSON: {"tcp": [[address, port], ...], "udp": [[address, port], ...],
+              "tls": [[address, port, certfile, keyfile], ...],
               "dns": [address, port], "zone": {name: {"A": [...], "AAAA": [...]}}}
 """
 import ipaddress
 import json
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -28,25 +31,42 @@ def family(address):
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
-def serve_tcp(handle, listener, address, port):
+def serve_tcp(handle, listener, address, port, tls=None):
     while True:
         conn, peer = listener.accept()
-        threading.Thread(target=tcp_client, args=(handle, conn, peer, address, port), daemon=True).start()
+        threading.Thread(target=tcp_client, args=(handle, conn, peer, address, port, tls), daemon=True).start()
 
 
-def tcp_client(handle, conn, peer, address, port):
-    # Logged on accept, before any byte arrives: a bare connect is a leak too.
-    log(handle, kind="tcp", address=address, port=port, client=peer[0])
+def tcp_client(handle, conn, peer, address, port, tls):
+    """One event per connection, with the first bytes (and the SNI) if any arrive: a
+    bare connect is a leak too."""
+    event = {"kind": "tcp", "address": address, "port": port, "client": peer[0], "data": ""}
     conn.settimeout(2)
     try:
+        if tls is not None and conn.recv(1, socket.MSG_PEEK) == b"\x16":
+            event["kind"] = "tls"
+            conn = tls.wrap_socket(conn, server_side=True)
+            event["sni"] = getattr(conn, "sni", None)
         data = conn.recv(1024)
+        event["data"] = data.decode("latin-1")[:200]
         if data:
-            log(handle, kind="tcp-data", address=address, port=port, data=data.decode("latin-1")[:200])
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nleak\n")
-    except OSError:
+    except (OSError, ssl.SSLError):
         pass
     finally:
+        log(handle, **event)
         conn.close()
+
+
+def tls_context(certfile, keyfile):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certfile, keyfile)
+
+    def remember(sock, name, _context):
+        sock.sni = name
+
+    context.sni_callback = remember
+    return context
 
 
 def serve_udp(handle, sock, address, port):
@@ -107,6 +127,11 @@ def main(logfile, config_json):
         listener = bound(address, port, socket.SOCK_STREAM)
         listener.listen(64)
         threads.append(threading.Thread(target=serve_tcp, args=(handle, listener, address, port)))
+    for address, port, certfile, keyfile in config.get("tls", []):
+        listener = bound(address, port, socket.SOCK_STREAM)
+        listener.listen(64)
+        threads.append(threading.Thread(target=serve_tcp, args=(handle, listener, address, port,
+                                                               tls_context(certfile, keyfile))))
     for address, port in config.get("udp", []):
         sock = bound(address, port, socket.SOCK_DGRAM)
         threads.append(threading.Thread(target=serve_udp, args=(handle, sock, address, port)))
