@@ -314,8 +314,8 @@ def test_unlisted_name_is_never_resolved(battery):
 
 def test_no_listener_saw_anything_unexplained(battery):
     """Beyond the per-case checks: a leak that carried no case id (a bare connect) is
-    still a leak. Only the gate's lookups of allowed names and the positive controls
-    may appear."""
+    still a leak. Only the gate's lookups of allowed names and the cases meant to get
+    through may appear."""
     reached = [e for case in CASES if case[3] in REACHED for e in seen(battery, case[0])]
     unexplained = [e for e in battery["events"]
                    if not (e["kind"] == "dns" and e["name"] in ALLOWED_NAMES) and e not in reached]
