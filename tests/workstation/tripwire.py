@@ -130,8 +130,8 @@ def main(logfile, config_json):
     for address, port, certfile, keyfile in config.get("tls", []):
         listener = bound(address, port, socket.SOCK_STREAM)
         listener.listen(64)
-        threads.append(threading.Thread(target=serve_tcp, args=(handle, listener, address, port,
-                                                               tls_context(certfile, keyfile))))
+        context = tls_context(certfile, keyfile)
+        threads.append(threading.Thread(target=serve_tcp, args=(handle, listener, address, port, context)))
     for address, port in config.get("udp", []):
         sock = bound(address, port, socket.SOCK_DGRAM)
         threads.append(threading.Thread(target=serve_udp, args=(handle, sock, address, port)))
