@@ -117,6 +117,8 @@ def test_unchanged_second_provision_builds_nothing(workstation):
 
 def test_policy_change_rebuilds_nothing_and_passes_the_real_parsers(workstation):
     before = images(workstation)
+    policies = workstation.path("/home/dev/.local/state/aisb/policies")
+    known = set(policies.iterdir())
     allow = ["allowed.test", ".example.org", "git.example.org:2222", "198.18.0.0/24", "[2001:db8::5]:22"]
     changed = provision_with(workstation, {"aisb_allow": allow, "aisb_connect_ports": [443, 8443]})
     assert changed.returncode == 0, changed.stdout[-3000:]
@@ -126,10 +128,11 @@ def test_policy_change_rebuilds_nothing_and_passes_the_real_parsers(workstation)
     assert images(workstation) == before
     # gate_policy ran squid -k parse and nft -c before the directory got its name.
     assert task_status(changed.stdout, "Validate the policy, render it and check it with squid and nft") == "changed"
-    policies = sorted(workstation.path("/home/dev/.local/state/aisb/policies").iterdir())
-    conf = [p for p in policies if "allowed.test" in (p / "squid-policy.conf").read_text()]
-    assert len(conf) == 1
-    record = json.loads((conf[0] / "policy.json").read_text())
+    # Other tests share this workstation and render policies of their own: only the one
+    # directory this provision added is this policy's.
+    added = sorted(set(policies.iterdir()) - known)
+    assert len(added) == 1 and "allowed.test" in (added[0] / "squid-policy.conf").read_text()
+    record = json.loads((added[0] / "policy.json").read_text())
     assert record["pins"] == [["198.18.0.0/24", 443], ["198.18.0.0/24", 8443], ["2001:db8::5", 22]]
 
 
