@@ -270,6 +270,7 @@ def battery(workstation, internet, tripwires):
     workstation.sh(f"mkdir -p {PROJECT}")
     workstation.path(f"{PROJECT}/battery.sh").write_text(probe_script(tripwires))
     http_before, events_before = len(internet.requests()), len(tripwires.events())
+    running = session_containers(workstation)
     result = run_agent(workstation, *allow(*ALLOWED_NAMES), "-e", json.dumps({"aisb_environment": {
         "MARKER": marker, "HOST_SECRET_NAME": secret_name}}), command=["bash", "/project/battery.sh"],
         env={secret_name: "must-not-cross"}, timeout=600)
@@ -278,7 +279,8 @@ def battery(workstation, internet, tripwires):
     transcript = workstation.path(record["transcript"]).read_text()
     return {"results": dict(re.findall(r"^RESULT (\S+) ?(.*)$", transcript, re.M)), "transcript": transcript,
             "record": record, "http": internet.requests()[http_before:],
-            "events": tripwires.events()[events_before:], "marker": marker}
+            "events": tripwires.events()[events_before:], "marker": marker,
+            "left_running": sorted(set(session_containers(workstation)) - set(running))}
 
 
 def seen(battery, case_id):
@@ -324,9 +326,9 @@ def test_no_listener_saw_anything_unexplained(battery):
         "/c-connect-allowed", "/c-dns-only-allowed", "/c-http-allowed"]
 
 
-def test_the_session_left_nothing_running(battery, workstation):
+def test_the_session_left_nothing_running(battery):
     assert battery["record"]["status"] == "exited"
-    assert session_containers(workstation) == []
+    assert battery["left_running"] == []
 
 
 def test_gate_decisions_match_the_cases(battery):

@@ -12,10 +12,25 @@ import pytest
 import tally
 from scenario import ANSIBLE_ENV
 from test_images import newest
-from test_session import (PROJECT, allow, record_of, run_agent, session_containers, session_dirs,
-                          start_in_background, wait_for_sandbox)
+from test_session import PROJECT, allow, record_of, run_agent, session_containers, session_dirs, start_in_background
 
 STATE = "/home/dev/.local/state/aisb"
+
+
+def left_running(ws, before):
+    """Session containers that exist now and did not before this test: another test's
+    leftovers must not make this one pass or fail."""
+    return sorted(set(session_containers(ws)) - set(before))
+
+
+def wait_for_new_sandbox(ws, before, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        names = [n for n in left_running(ws, before) if n.startswith("aisb-sandbox-")]
+        if names:
+            return names[0]
+        time.sleep(0.2)
+    raise AssertionError("no sandbox started")
 
 
 def wait_for_file(ws, path, timeout=60):
@@ -41,10 +56,10 @@ def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, 
               "echo after=$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://allowed.test/c-after-stop); "
               f"curl -s -m 5 --noproxy '*' http://{internet.address}/c-after-stop-direct && echo direct=open "
               "|| echo direct=blocked")
-    before = len(internet.requests())
+    before, running = len(internet.requests()), session_containers(workstation)
     playbook = start_in_background(workstation, ["bash", "-c", script], *allow("allowed.test"))
     try:
-        sandbox = wait_for_sandbox(workstation)
+        sandbox = wait_for_new_sandbox(workstation, running)
         wait_for_file(workstation, f"{PROJECT}/.fault-ready")
         workstation.run(["podman", "kill", "--signal", "STOP", sandbox.replace("aisb-sandbox-", "aisb-gate-")])
         workstation.path(f"{PROJECT}/.fault-go").touch()
@@ -58,13 +73,14 @@ def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, 
     assert paths == ["/c-before-stop"]
     assert "after=000" in transcript and "direct=blocked" in transcript, transcript
     assert record["status"] == "exited" and record["exit_code"] == 0, record
-    assert session_containers(workstation) == []
+    assert left_running(workstation, running) == []
 
 
 def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, project):
+    running = session_containers(workstation)
     playbook = start_in_background(workstation, ["sleep", "300"])
     try:
-        sandbox = wait_for_sandbox(workstation)
+        sandbox = wait_for_new_sandbox(workstation, running)
         workstation.run(["podman", "kill", sandbox])
         output = playbook.communicate(timeout=120)[0]
     finally:
@@ -72,7 +88,7 @@ def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, proje
     record = record_of(workstation, output)
     assert record["exit_code"] == 137, record
     assert record["reason"] == "the sandbox was killed by signal 9", record
-    assert session_containers(workstation) == []
+    assert left_running(workstation, running) == []
 
 
 def images_and_policy(ws):
@@ -109,9 +125,10 @@ def test_podman_failing_to_run_a_container_ends_with_a_clear_status(workstation,
     failing = wrapper(workstation, f"podman-fails-{which}",
                       f'case " $* " in *" --name aisb-{which}-"*) echo "injected: podman cannot run the {which}" >&2;'
                       " exit 125;; esac")
+    running = session_containers(workstation)
     result = session_module(workstation, executable=failing)
     assert result.returncode != 0
-    assert session_containers(workstation) == []
+    assert left_running(workstation, running) == []
     if which == "gate":
         assert '"status": "failed"' in result.stdout and f"injected: podman cannot run the {which}" in result.stdout
     else:
@@ -127,12 +144,12 @@ def test_podman_failing_to_run_a_container_ends_with_a_clear_status(workstation,
 def test_podman_or_passt_changed_after_the_spike_is_refused(workstation, project, component, pattern):
     changed = wrapper(workstation, f"podman-changed-{component}",
                       f'if [ "$1" = info ]; then podman "$@" | sed -e \'{pattern}\'; exit; fi')
-    before = session_dirs(workstation)
+    before, running = session_dirs(workstation), session_containers(workstation)
     result = session_module(workstation, executable=changed)
     assert result.returncode != 0
     assert "fingerprint is stale" in result.stdout and component in result.stdout, result.stdout[-2000:]
     assert session_dirs(workstation) == before
-    assert session_containers(workstation) == []
+    assert left_running(workstation, running) == []
 
 
 def test_disk_full_while_writing_the_record(workstation, project):
@@ -141,12 +158,13 @@ def test_disk_full_while_writing_the_record(workstation, project):
     # four; the record (image labels, commands, the ruleset) needs more than the last.
     workstation.run(["mount", "-t", "tmpfs", "-o", "size=20k,uid=1000,gid=1000,mode=0700", "tmpfs", sessions],
                     user="root")
+    running = session_containers(workstation)
     try:
         result = run_agent(workstation, *allow("allowed.test"),
                            command=["bash", "-c", "head -c 8000 /dev/zero | tr '\\0' x"])
         assert result.returncode != 0
         assert "the record could not be written" in result.stdout, result.stdout[-3000:]
         assert "No space left on device" in result.stdout
-        assert session_containers(workstation) == []
+        assert left_running(workstation, running) == []
     finally:
         workstation.run(["umount", sessions], user="root")
