@@ -278,3 +278,12 @@ def test_gate_up_is_long_lived_named_by_its_policy_and_gate_down_removes_it(work
     down = gate_playbook(workstation, "-e", "state=down")
     assert down.returncode == 0, down.stdout[-2000:]
     assert workstation.run(["podman", "ps", "-a", "--filter", "label=aisb.policy", "-q"]).stdout.strip() == ""
+
+
+def test_check_mode_plans_and_starts_nothing(workstation, project):
+    before = session_dirs(workstation)
+    result = run_agent(workstation, "--check", command=["true"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "check mode: nothing started" in result.stdout
+    assert session_dirs(workstation) == before
+    assert session_containers(workstation) == []
