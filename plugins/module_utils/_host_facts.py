@@ -23,10 +23,15 @@ PROBE_IMAGE_ALIAS = "localhost/aisb-probe:current"
 FINGERPRINT_KEYS = ("podman", "passt", "runtime", "kernel", "distro", "probe_image")
 
 
+def state_dir(environ):
+    """${XDG_STATE_HOME:-~/.local/state}/aisb for ENVIRON: everything the collection keeps."""
+    state = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME", "~"), ".local", "state")
+    return os.path.join(state, "aisb")
+
+
 def facts_path(environ):
     """${XDG_STATE_HOME:-~/.local/state}/aisb/host_capabilities.json for ENVIRON."""
-    state = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME", "~"), ".local", "state")
-    return os.path.join(state, "aisb", "host_capabilities.json")
+    return os.path.join(state_dir(environ), "host_capabilities.json")
 
 
 def format_time(epoch):

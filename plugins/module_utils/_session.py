@@ -164,9 +164,19 @@ def free_loopback_port():
         return probe.getsockname()[1]
 
 
-def state_dir(environ):
-    state = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME", "~"), ".local", "state")
-    return os.path.join(state, "aisb")
+def gate_answers(port, still_running=lambda: True, timeout=GATE_READY_TIMEOUT):
+    """True once something accepts on 127.0.0.1:PORT; False after TIMEOUT seconds, or
+    as soon as STILL_RUNNING() says the gate exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            if not still_running():
+                return False
+            time.sleep(0.05)
+    return False
 
 
 class Interrupted(Exception):
@@ -213,15 +223,8 @@ class SessionRunner(object):
         self._started.append(name)
         self._run(_podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
                                    extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"])]))
-        deadline = time.monotonic() + GATE_READY_TIMEOUT
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", gate["port"]), timeout=0.2).close()
-                return
-            except OSError:
-                if not self._running(name):
-                    break
-                time.sleep(0.05)
+        if gate_answers(gate["port"], lambda: self._running(name)):
+            return
         self.collect_gate_log()
         raise SessionError("the gate did not answer on 127.0.0.1:%d within %.0f s: %s"
                            % (gate["port"], GATE_READY_TIMEOUT, self.gate_log.strip()[-800:]))

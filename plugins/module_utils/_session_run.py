@@ -15,7 +15,7 @@ import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _session
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
-    check_host_facts, current_fingerprint, format_time)
+    check_host_facts, current_fingerprint, format_time, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, check_argv, resolve_project)
@@ -54,7 +54,7 @@ def prepare(params, environ, now=None):
     now = time.time() if now is None else now
     warnings = []
     home = environ.get("HOME") or os.path.expanduser("~")
-    state = _session.state_dir(environ)
+    state = state_dir(environ)
     protected = [state, os.path.join(home, ".local", "share", "containers")]
     if environ.get("XDG_RUNTIME_DIR"):
         protected.append(environ["XDG_RUNTIME_DIR"])
@@ -97,7 +97,7 @@ def start(inputs, facts, environ):
     session_id = _session.new_session_id()
     port = _session.free_loopback_port() if inputs["network"] == "allow" else None
     plan = _session.plan_session(session_id, inputs, facts, port)
-    session_dir = os.path.join(_session.state_dir(environ), "sessions", session_id)
+    session_dir = os.path.join(state_dir(environ), "sessions", session_id)
     os.makedirs(session_dir, mode=SESSION_DIR_MODE)
     runner = _session.SessionRunner(plan, session_dir, podman=inputs.get("executable", "podman"), environ=environ)
     return plan, runner

@@ -80,13 +80,11 @@ commands:
 """
 
 import os
-import socket
 import subprocess
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import GATE_READY_TIMEOUT, free_loopback_port
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import free_loopback_port, gate_answers
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
 POLICY_LABEL = "aisb.policy"
@@ -110,17 +108,6 @@ def inspect(module, podman, name):
         return None, None
     state, _sep, port = out.strip().partition(" ")
     return state, int(port) if port.isdigit() else None
-
-
-def wait_ready(port):
-    deadline = time.monotonic() + GATE_READY_TIMEOUT
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def execute_module(module):
@@ -154,7 +141,7 @@ def execute_module(module):
                                          "--label", "aisb.port=%d" % port])):
         commands.append(argv)
         module.run_command(argv, check_rc=True)
-    if not wait_ready(port):
+    if not gate_answers(port, lambda: inspect(module, podman, name)[0] == "running"):
         logs = subprocess.run(_podman.logs(podman, name), capture_output=True, text=True, check=False)
         module.run_command(_podman.remove(podman, [name]))
         module.fail_json(msg="the gate did not answer on 127.0.0.1:%d: %s" % (port, (logs.stdout + logs.stderr)[-800:]),
