@@ -25,6 +25,10 @@ DENIED_DESTINATIONS = (
 )
 # Plain (non-CONNECT) HTTP goes to port 80, or to a port CONNECT may use.
 HTTP_PORT = 80
+# Descriptors one gate may use. squid sizes its tables by this limit, not by use (about
+# 150 bytes a descriptor), and rootless podman hands a container the user's hard limit
+# (524288 under systemd: about 75 MB). 4096 relays about 2000 connections at once.
+MAX_FILEDESCRIPTORS = 4096
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
@@ -106,7 +110,10 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "shutdown_lifetime 1 seconds",
         # The ICMP pinger needs a raw socket, which the unprivileged gate cannot open.
         "pinger_enable off",
+        "max_filedescriptors %d" % MAX_FILEDESCRIPTORS,
         "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a" % session_id,
+        # Unbuffered (no buffer-size): the session reads this log while the gate still
+        # runs and then kills it; a buffered decision would be missing from the record.
         "access_log %s logformat=aisb" % access_log,
         "cache_log /dev/stderr",
         "include %s" % policy_path,

@@ -79,6 +79,8 @@ def test_session_part():
     assert "http_port 127.0.0.1:41234" in lines
     assert "pid_filename /tmp/aisb-gate-20261130-abc.pid" in lines
     assert "cache deny all" in lines
+    # Bounded whatever descriptor limit the host hands the container: memory follows it.
+    assert "max_filedescriptors 4096" in lines
     assert any(l.startswith("logformat aisb ") and "session=20261130-abc " in l for l in lines)
     assert "access_log stdio:/dev/stdout logformat=aisb" in lines
     assert lines[-1] == "include /etc/aisb/gate-policy/squid-policy.conf"
