@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 
@@ -74,11 +75,14 @@ def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman"):
     podman reports them ("" when unknown), probe_image as an image ID (it covers the
     nftables inside it), hash = sha256 over the other keys.
     """
-    info = _podman_info(run, podman)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Each podman command pays podman's start-up: the two overlap instead of adding up.
+        image_id = pool.submit(run, _podman.image_id(podman, probe_image))
+        info = _podman_info(run, podman)
+        rc, out, _err = image_id.result()
     host = info.get("host") or {}
     runtime = host.get("ociRuntime") or {}
     distro = host.get("distribution") or {}
-    rc, out, _err = run(_podman.image_id(podman, probe_image))
     fingerprint = {
         "podman": (info.get("version") or {}).get("Version", ""),
         "passt": _pasta_version(run, host),

@@ -33,6 +33,11 @@ MAPPED_ADDR = "100.64.0.1"
 MAPPED_ADDR6 = "fd00:a15b::1"
 # Seconds one connection attempt inside a container may take before it counts as blocked.
 CONNECT_SECONDS = 3
+# The sandbox probe's blocked connections wait a multiple of what its positive control
+# (the gate's port, the same path through pasta) took, never less than the floor: a
+# connection the table let through would arrive as fast as the control did.
+BLOCKED_WAIT_MULTIPLE = 10
+BLOCKED_WAIT_FLOOR_MS = 1000
 STDERR_EXCERPT = 400
 PROBE_REPOSITORY = "localhost/aisb-probe"
 PROBE_CONTAINERFILE = """FROM {base}
@@ -47,7 +52,8 @@ KEEP_ID = "--userns=keep-id:uid=1000,gid=1000"
 # Shell helpers every probe script starts with. A blocked TCP connect hangs (the table
 # drops the SYN), so each attempt is bounded; the listener, not this rc, decides.
 PRELUDE = """
-tcp() { timeout %d bash -c 'exec 3<>"/dev/tcp/$1/$2" && echo aisb-probe >&3' _ "$1" "$2"; }
+connect_seconds=${connect_seconds:-%d}
+tcp() { timeout "$connect_seconds" bash -c 'exec 3<>"/dev/tcp/$1/$2" && echo aisb-probe >&3' _ "$1" "$2"; }
 udp() { echo aisb-probe >"/dev/udp/$1/$2"; }
 echo started
 """ % CONNECT_SECONDS
@@ -208,8 +214,12 @@ class Listener(object):
             except OSError:
                 return
 
-    def close(self):
+    def stop(self):
+        """Let the listener end once it has been idle for one timeout; close() waits for that."""
         self._stop.set()
+
+    def close(self):
+        self.stop()
         self._thread.join()
         self.sock.close()
         return self.hits
@@ -414,19 +424,31 @@ if [ "$1" = enforce ]; then
   nft -j list chain inet aisb output >/dev/null || exit 77
   echo table=installed
 fi
-tcp "$4" "$5"; echo "root_tcp=$?"
+start=$(date +%s%N); tcp "$4" "$3"; control=$?; control_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "control_tcp=$control"
+echo "control_ms=$control_ms"
+if [ "$control" = 0 ]; then
+  wait_ms=$(( control_ms * @MULTIPLE@ > @FLOOR_MS@ ? control_ms * @MULTIPLE@ : @FLOOR_MS@ ))
+  connect_seconds=$(printf '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000)))
+fi
+export connect_seconds
+echo "connect_seconds=$connect_seconds"
+{ tcp "$4" "$5"; echo "root_tcp=$?"; } &
 locked='
-nft flush ruleset 2>/dev/null; echo "flush=$?"
 grep -E "^(CapEff|CapBnd|CapAmb|NoNewPrivs):" /proc/self/status | tr -d "\\t" | tr : =
 echo "uid=$(id -u)"
 tcp "$1" "$2"; echo "gate_tcp=$?"
 tcp "$1" "$3" & udp "$1" "$4" & tcp "$5" "$6" & wait
+# Last, after every connection here and as root: a flush that works leaks nothing above.
+nft flush ruleset 2>/dev/null; echo "flush=$?"
 '
 prelude=$(declare -f tcp udp)
 drop=
 [ "$1" = enforce ] && drop="@DROP@"
-exec $drop bash -c "$prelude;$locked" _ "$4" "$3" "$6" "$7" "$8" "$9"
-""".replace("@DROP@", " ".join(DROP_ALL_PRIVILEGES))
+$drop bash -c "$prelude;$locked" _ "$4" "$3" "$6" "$7" "$8" "$9" &
+wait
+""".replace("@DROP@", " ".join(DROP_ALL_PRIVILEGES)).replace("@MULTIPLE@", str(BLOCKED_WAIT_MULTIPLE)).replace(
+    "@FLOOR_MS@", str(BLOCKED_WAIT_FLOOR_MS))
 
 SANDBOX_PROBES = ("nft_default_drop", "table_allows_gate", "setpriv_locks_table", "raw_tcp_blocked",
                   "udp_blocked", "ipv6_blocked")
@@ -451,6 +473,9 @@ def probe_sandbox(spike, enforce=True):
                 ["enforce" if enforce else "open", RULESET, gate.port, MAPPED_ADDR, root_tcp.port,
                  raw.port, udp.port, MAPPED_ADDR6, v6.port if v6 else 9])
         finally:
+            # All at once: their idle drains overlap instead of adding up.
+            for listener in filter(None, (gate, root_tcp, raw, udp, v6)):
+                listener.stop()
             v6_hits = v6.close() if v6 else []
     failure = outcome.failure(spike.timeout)
     if failure:
@@ -468,9 +493,11 @@ def probe_sandbox(spike, enforce=True):
                                    blocked(root_tcp.hits, "TCP from root under the table")
                                    if root_tcp.hits or values.get("table") == "installed"
                                    else "the table did not install", outcome),
-        "table_allows_gate": result(bool(gate.hits), "the gate port %s"
-                                    % ("was reached after setpriv" if gate.hits else "was unreachable"),
-                                    outcome),
+        # Two connections: the control as root, then the agent's after setpriv.
+        "table_allows_gate": result(len(gate.hits) >= 2, "the gate port %s"
+                                    % ("was reached as root and after setpriv" if len(gate.hits) >= 2
+                                       else "was reached %d of 2 times (as root, then after setpriv)"
+                                       % len(gate.hits)), outcome),
         "setpriv_locks_table": result(locked, "in the agent's process: flush rc %s, uid %s, %s"
                                       % (values.get("flush"), values.get("uid"),
                                          ", ".join("%s %s" % item for item in sorted(status.items()))),
@@ -526,9 +553,10 @@ def probe_project_mount(spike):
 
 
 HOST_PROBES = (probe_rootless, probe_subids, probe_tun, probe_selinux)
-CONTAINER_PROBES = (probe_pasta, probe_host_loopback, probe_tcp_forward, probe_network_host,
-                    probe_internal_network, probe_container_to_container, probe_nft_needs_net_admin,
-                    probe_sandbox, probe_limits, probe_project_mount)
+# The longest first: the pool starts them in this order, so they do not wait for a worker.
+CONTAINER_PROBES = (probe_sandbox, probe_container_to_container, probe_internal_network, probe_pasta,
+                    probe_host_loopback, probe_tcp_forward, probe_network_host, probe_nft_needs_net_admin,
+                    probe_limits, probe_project_mount)
 # Probe names per container probe, to report them when no image could be had.
 CONTAINER_PROBE_NAMES = ("pasta", "map_host_loopback", "host_loopback_reachable", "tcp_forward",
                          "network_host", "internal_network_blackout", "container_to_container",
@@ -541,7 +569,7 @@ def run_probes(spike, workers=6):
     """Every probe, the independent ones concurrently; {name: entry} in ORDER."""
     probes = list(HOST_PROBES)
     if spike.image_error is None:
-        probes += CONTAINER_PROBES
+        probes = list(CONTAINER_PROBES) + probes
     with ThreadPoolExecutor(max_workers=workers) as pool:
         found = {}
         for entries in pool.map(lambda probe: probe(spike), probes):
@@ -634,12 +662,15 @@ def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout
 
 def measure(run, podman, image, image_error, timeout, now):
     """Run the spike and return the aisb_host facts."""
-    probes = run_probes(Spike(run, podman, image, timeout, image_error))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Read while the probes run: it starts no container and depends on none of them.
+        # No image: an empty reference, so a stale alias from an older spike is not counted.
+        fingerprint = pool.submit(_host_facts.current_fingerprint, run, image or "", podman)
+        probes = run_probes(Spike(run, podman, image, timeout, image_error))
     return {
         "schema_version": _host_facts.SCHEMA_VERSION,
         "measured_at": _host_facts.format_time(now),
-        # No image: an empty reference, so a stale alias from an older spike is not counted.
-        "fingerprint": _host_facts.current_fingerprint(run, image or "", podman),
+        "fingerprint": fingerprint.result(),
         "probe_image": image or "",
         "probes": probes,
         "verdict": verdict(probes),
