@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gate's cost: download throughput through it, latency it adds, its peak memory.
+
+usage: python3 bench/gate.py [RUNS]   (as root on the build machine; default 3 runs;
+bench/run runs it with the rest)
+
+In a provisioned workstation: an origin server (bench/payload_server.py) in the test
+internet (tests/workstation/scenario.Internet: a network namespace behind a veth pair)
+serves plain HTTP and HTTPS with a self-signed certificate. The gate is the long-lived
+one (`ansible-playbook aisb.sandbox.gate`), the same squid configuration a session's
+gate gets, allowing that server's name. The client is the workstation itself, outside
+any sandbox, so the floor is the same client fetching the same URL from the same
+server directly (no pasta in either path; a sandbox's own path is the session's
+business):
+  - 200 MB over plain HTTP (curl -x) and over CONNECT (HTTPS through a CONNECT tunnel),
+    gate and direct alternately, RUNS times each;
+  - 1000 small requests one after another, a new connection each (as curl does) and on
+    one kept-alive connection: p50 and p99, gate and direct, RUNS rounds (medians);
+  - peak memory: the gate container's cgroup memory.peak where cgroup v2 keeps one,
+    else the kernel's high-water mark of resident memory (VmHWM) of its processes,
+    read after all the traffic above and a burst of 32 downloads at once (5 MB each,
+    half plain HTTP, half CONNECT).
+A measurement, not a test: it asserts nothing.
+"""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from measure import median, percentile, playbook_argv, provisioned_workstation, row
+from scenario import ANSIBLE_ENV, Internet
+from workstation import TRANSFER_DIR
+
+HERE = Path(__file__).resolve().parent
+NAME = "allowed.test"
+HTTP_PORT, HTTPS_PORT = 9080, 9443
+DOWNLOAD_BYTES = 200 * 1000 * 1000
+SMALL_REQUESTS = 1000
+BURST_CLIENTS, BURST_BYTES = 32, 5 * 1000 * 1000
+SERVER = f"{TRANSFER_DIR}/payload_server.py"
+CLIENT = f"{TRANSFER_DIR}/latency_client.py"
+CERT, KEY = f"{TRANSFER_DIR}/payload.crt", f"{TRANSFER_DIR}/payload.key"
+
+
+def start_origin(ws, internet):
+    """The payload server in the test internet, with a certificate for NAME."""
+    ws.path(SERVER).write_text((HERE / "payload_server.py").read_text())
+    ws.path(CLIENT).write_text((HERE / "latency_client.py").read_text())
+    ready = f"{TRANSFER_DIR}/payload-server.out"
+    ws.sh(f"""
+        openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN={NAME} \\
+          -addext subjectAltName=DNS:{NAME} -keyout {KEY} -out {CERT} 2>/dev/null
+        chmod 0644 {KEY} {CERT}
+        ip netns exec {internet.netns} setsid python3 {SERVER} {internet.address} {HTTP_PORT} {HTTPS_PORT} \\
+          {CERT} {KEY} >{ready} 2>&1 &
+        for _ in $(seq 50); do grep -q ready {ready} && break; sleep 0.1; done
+        grep -q ready {ready}
+    """, user="root")
+
+
+def check_resolves_here(ws, internet):
+    """Stop unless NAME resolves to this run's test internet alone: a stale address would
+    send the benchmark's traffic off this machine."""
+    addresses = {line.split()[0] for line in ws.run(["getent", "ahosts", NAME]).stdout.splitlines()}
+    if addresses != {internet.address}:
+        raise SystemExit(f"{NAME} resolves to {sorted(addresses)}, not only to {internet.address}: stale /etc/hosts")
+
+
+def gate_playbook(ws, state):
+    """The long-lived gate allowing NAME, up or down; the playbook's output."""
+    allow = {"aisb_allow": [NAME], "aisb_connect_ports": [HTTP_PORT, HTTPS_PORT]}
+    done = ws.run(playbook_argv(ws, "gate", "-e", json.dumps(allow), "-e", f"state={state}"),
+                  env=ANSIBLE_ENV, timeout=900)
+    return done.stdout
+
+
+def start_gate(ws):
+    """(container name, proxy address host:port) of the gate. Started after the test
+    internet: a container reads the names in /etc/hosts when it is created."""
+    found = re.search(r"(aisb-gate-policy-\S+) listens on http://(\S+?)\"", gate_playbook(ws, "up"))
+    return found.groups()
+
+
+def download(ws, url, proxy):
+    """Bytes per second of one download of URL, through PROXY (host:port) or directly."""
+    argv = ["curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download} %{time_total}", "--cacert", CERT]
+    argv += ["--proxy", f"http://{proxy}"] if proxy else ["--noproxy", "*"]
+    size, seconds = ws.run(argv + [url], timeout=600).stdout.split()
+    if int(size) != DOWNLOAD_BYTES:
+        raise SystemExit(f"{url}: {size} bytes, expected {DOWNLOAD_BYTES}")
+    return int(size) / float(seconds)
+
+
+def request_times(ws, mode, proxy):
+    """Seconds of each of SMALL_REQUESTS small requests (MODE new or reuse)."""
+    argv = ["python3", CLIENT, f"http://{NAME}:{HTTP_PORT}/small", str(SMALL_REQUESTS), mode]
+    return json.loads(ws.run(argv + ([proxy] if proxy else []), timeout=600).stdout)
+
+
+def burst(ws, proxy):
+    """BURST_CLIENTS downloads at once through the gate, half plain HTTP, half CONNECT
+    (what a package manager does): the load the peak memory figure includes."""
+    urls = [f"{scheme}://{NAME}:{port}/bytes/{BURST_BYTES}" for scheme, port in
+            (("http", HTTP_PORT), ("https", HTTPS_PORT)) for _client in range(BURST_CLIENTS // 2)]
+    argv = ["curl", "-sS", "--fail", "--parallel", "--parallel-immediate", "--parallel-max", str(BURST_CLIENTS),
+            "--cacert", CERT, "--proxy", f"http://{proxy}"]
+    ws.run(argv + [arg for url in urls for arg in ("-o", "/dev/null", url)], timeout=600)
+
+
+def gate_processes(ws, name):
+    """Host PIDs of the gate container's processes."""
+    return [int(pid) for pid in ws.run(["podman", "top", name, "hpid"]).stdout.split()[1:]]
+
+
+def resident_kib(ws, pids, field):
+    """Sum of FIELD (VmRSS, VmHWM) over PIDS, in KiB."""
+    total = 0
+    for pid in pids:
+        status = ws.run(["cat", f"/proc/{pid}/status"]).stdout
+        total += int(re.search(r"^%s:\s+(\d+) kB" % field, status, re.M).group(1))
+    return total
+
+
+def peak_memory(ws, name):
+    """(peak bytes, how it was read) of the gate container."""
+    pids = gate_processes(ws, name)
+    # The workstation's own /proc and /sys: read them from inside it.
+    cgroup = ws.run(["cat", f"/proc/{pids[0]}/cgroup"]).stdout
+    unified = re.search(r"^0::(/\S+)$", cgroup, re.M)
+    if unified:
+        peak = ws.run(["cat", f"/sys/fs/cgroup{unified.group(1)}/memory.peak"], check=False)
+        if peak.returncode == 0:
+            return int(peak.stdout), "cgroup v2 memory.peak of the gate container"
+    return 1024 * resident_kib(ws, pids, "VmHWM"), "VmHWM (peak resident memory) of squid's %d process(es)" % len(pids)
+
+
+def measure(ws, runs):
+    """Figure rows for a provisioned workstation WS."""
+    internet = Internet(ws).start()
+    try:
+        check_resolves_here(ws, internet)
+        start_origin(ws, internet)
+        name, proxy = start_gate(ws)
+        idle = 1024 * resident_kib(ws, gate_processes(ws, name), "VmRSS")
+        rows = []
+        for scheme, port, how in (("http", HTTP_PORT, "plain HTTP"), ("https", HTTPS_PORT, "CONNECT (HTTPS)")):
+            url = f"{scheme}://{NAME}:{port}/bytes/{DOWNLOAD_BYTES}"
+            gated, direct = [], []
+            for _run in range(runs):
+                direct.append(download(ws, url, None))
+                gated.append(download(ws, url, proxy))
+            through, floor = median(gated) / 1e6, median(direct) / 1e6
+            rows.append(row("gate", f"200 MB download over {how}, through the gate", round(through, 1), "MB/s",
+                            round(floor, 1), "same download, same client, directly",
+                            ">= 0.9x floor", through >= 0.9 * floor, runs))
+        for mode, how in (("new", "a new connection each"), ("reuse", "one kept-alive connection")):
+            figures = {"gate": {"p50": [], "p99": []}, "direct": {"p50": [], "p99": []}}
+            for _run in range(runs):
+                for path, address in (("direct", None), ("gate", proxy)):
+                    times = request_times(ws, mode, address)
+                    figures[path]["p50"].append(percentile(times, 0.5))
+                    figures[path]["p99"].append(percentile(times, 0.99))
+            for cut in ("p50", "p99"):
+                gate_ms, direct_ms = 1000 * median(figures["gate"][cut]), 1000 * median(figures["direct"][cut])
+                added = gate_ms - direct_ms
+                target = "<= 1 ms added" if cut == "p50" else None
+                rows.append(row("gate", f"small request {cut}, {how}, through the gate (added: {added:.2f} ms)",
+                                round(gate_ms, 3), "ms", round(direct_ms, 3), "same request directly",
+                                target, added <= 1 if target else None, runs))
+        burst(ws, proxy)
+        peak, how = peak_memory(ws, name)
+        rows.append(row("gate", f"gate peak memory ({how}; {idle / 1e6:.1f} MB resident when idle)",
+                        round(peak / 1e6, 1), "MB", None, None, "<= 40 MB", peak <= 40e6, None))
+        return rows
+    finally:
+        gate_playbook(ws, "down")
+        ws.sh(f"ip netns pids {internet.netns} | xargs -r kill", user="root")
+        internet.stop()
+
+
+def main():
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    with provisioned_workstation() as ws:
+        rows = measure(ws, runs)
+    print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What every benchmark shares: the provisioned workstation they run in, timing, and
+the figure rows bench/run turns into a table.
+
+A figure row: {"section", "what", "value", "unit", "floor", "floor_what", "ratio",
+"target", "met", "runs"}; "floor" is the same kind of figure without the thing being
+measured, taken in the same run, and "ratio" is value / floor.
+"""
+
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "workstation"))
+
+from fleet import provision  # noqa: E402  pylint: disable=wrong-import-position
+from scenario import ANSIBLE_ENV, operator_vars  # noqa: E402  pylint: disable=wrong-import-position
+from workstation import Workstation  # noqa: E402  pylint: disable=wrong-import-position
+
+# Every playbook the benchmarks run uses the harness provision.yml built (fleet.provision).
+HARNESS = ("-e", "aisb_harness=shell")
+EMPTY_PLAY = "/home/dev/empty.yml"
+
+
+@contextmanager
+def provisioned_workstation():
+    """A fresh Debian 13 workstation provisioned by this checkout (harness `shell`)."""
+    with Workstation("trixie") as ws:
+        provision(ws)
+        yield ws
+
+
+def playbook_argv(ws, name, *extra):
+    """ansible-playbook for one of the collection's playbooks, as the benchmarks run it."""
+    return ["ansible-playbook", f"aisb.sandbox.{name}", "-e", operator_vars(ws), *HARNESS, *extra]
+
+
+def timed(ws, argv, runs, env=None):
+    """Wall seconds of RUNS runs of ARGV inside WS (each must succeed)."""
+    times = []
+    for _run in range(runs):
+        start = time.monotonic()
+        ws.run(argv, env=dict(ANSIBLE_ENV, **(env or {})), timeout=1800)
+        times.append(time.monotonic() - start)
+    return times
+
+
+def empty_play(ws, runs, gather_facts=False):
+    """Ansible's own floor: ansible-playbook over a play with no tasks."""
+    ws.path(EMPTY_PLAY).write_text("- hosts: localhost\n  gather_facts: %s\n  tasks: []\n"
+                                    % ("true" if gather_facts else "false"))
+    return timed(ws, ["ansible-playbook", EMPTY_PLAY], runs)
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def percentile(values, fraction):
+    """The nearest-rank percentile of VALUES (FRACTION 0.5 for p50, 0.99 for p99)."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, int(round(fraction * len(ordered))) - 1))]
+
+
+def row(section, what, value, unit, floor=None, floor_what=None, target=None, met=None, runs=None):
+    """One figure beside its floor; VALUE and FLOOR in UNIT."""
+    return {"section": section, "what": what, "value": value, "unit": unit, "floor": floor,
+            "floor_what": floor_what, "ratio": round(value / floor, 2) if floor else None,
+            "target": target, "met": met, "runs": runs}

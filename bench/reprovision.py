@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Re-provisioning: with nothing changed, and after a policy change.
+
+usage: python3 bench/reprovision.py [RUNS]   (as root on the build machine; default 3
+runs; bench/run runs it with the rest)
+
+In a provisioned workstation, times provision.yml again RUNS times with nothing changed,
+then RUNS times each with an allowlist it has not seen, beside ansible-playbook over an
+empty play that gathers facts (provision.yml gathers them too). Counts the images each
+run built (image IDs that were not there before: must be 0) and names the tasks that
+reported a change. A measurement, not a test: it asserts nothing.
+"""
+
+import json
+import re
+import sys
+import time
+import uuid
+
+from measure import empty_play, median, playbook_argv, provisioned_workstation, row
+from scenario import ANSIBLE_ENV
+
+TASK = re.compile(r"^TASK \[(?P<task>.+?)\] \*+$")
+
+
+def image_ids(ws):
+    return set(ws.run(["podman", "images", "--quiet", "--no-trunc"]).stdout.split())
+
+
+def changed_tasks(output):
+    """Names of the tasks ansible-playbook reported as changed, in order."""
+    task, changed = None, []
+    for line in output.splitlines():
+        match = TASK.match(line)
+        if match:
+            task = match.group("task")
+        elif line.startswith("changed: ") and task not in changed:
+            changed.append(task)
+    return changed
+
+
+def provision_once(ws, *extra):
+    """(seconds, images built, changed tasks) of one provision.yml run."""
+    before = image_ids(ws)
+    start = time.monotonic()
+    done = ws.run(playbook_argv(ws, "provision", *extra), env=ANSIBLE_ENV, timeout=1800)
+    seconds = time.monotonic() - start
+    return seconds, len(image_ids(ws) - before), changed_tasks(done.stdout)
+
+
+def measure(ws, runs):
+    """Figure rows for a provisioned workstation WS."""
+    floor = median(empty_play(ws, runs, gather_facts=True))
+    unchanged = [provision_once(ws) for _run in range(runs)]
+    policy = [provision_once(ws, "-e", json.dumps({"aisb_allow": [f"policy-{uuid.uuid4().hex[:8]}.test"]}))
+              for _run in range(runs)]
+    rows = []
+    for what, results in (("nothing changed", unchanged), ("after a policy change", policy)):
+        seconds = median([result[0] for result in results])
+        builds = max(result[1] for result in results)
+        tasks = sorted({task for result in results for task in result[2]})
+        rows.append(row("provision", f"provision.yml again, {what}", round(seconds, 1), "s", round(floor, 2),
+                        "`ansible-playbook`, empty play with fact gathering", None, None, runs))
+        rows.append(row("provision", f"images built, {what} (changed tasks: {'; '.join(tasks) or 'none'})",
+                        builds, "images", None, None, "0", builds == 0, runs))
+    return rows
+
+
+def main():
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    with provisioned_workstation() as ws:
+        rows = measure(ws, runs)
+    print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The whole benchmark suite in one run (issue 8): every figure beside its floor.
+
+usage: bench/run [--runs N] [--slow-runs N] [--out PREFIX] [--no-fleet]
+
+Provisions three disposable workstations at once (tests/workstation/fleet.py: Debian 13,
+Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session start
+(bench/session.py), the spike (bench/spike.py), the gate (bench/gate.py), re-provisioning
+(bench/reprovision.py); then verify.yml over 1 to 3 of them (bench/verify.py).
+--no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
+PREFIX.md (default bench/results/latest). Medians of N runs (default 5); re-provisioning
+and verify.yml, tens of seconds a run, take --slow-runs (default 3).
+"""
+
+import argparse
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import gate
+import reprovision
+import session
+import spike
+import verify
+from measure import provisioned_workstation
+
+COLUMNS = ("section", "figure", "value", "floor", "ratio", "target", "met")
+
+
+@contextmanager
+def workstations(with_fleet):
+    """(the workstation the sections run in, (directory, inventory) of the fleet or None)."""
+    if not with_fleet:
+        with provisioned_workstation() as ws:
+            yield ws, None
+        return
+    with verify.fleet() as (hosts, directory, path, _key, _ports):
+        yield hosts["debian13"], (directory, path)
+
+
+def cell(value, unit=""):
+    if value is None:
+        return ""
+    return f"{value} {unit}".strip()
+
+
+def markdown(results):
+    lines = [
+        "Benchmark run of %(date)s: %(duration_s).0f s in all (%(setup_s).0f s of it provisioning), "
+        "medians of %(runs)d runs (%(slow_runs)d for re-provisioning and verify.yml)." % results,
+        "",
+        "Host: %s; build machine: %d CPUs, load average %s at the start." % (
+            results["host"], results["cpus"], results["load_average"]),
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    for figure in results["rows"]:
+        floor = cell(figure["floor"], figure["unit"])
+        if floor:
+            floor += f" ({figure['floor_what']})"
+        met = {True: "met", False: "**not met**", None: ""}[figure["met"]]
+        ratio = cell(figure["ratio"]) + ("x" if figure["ratio"] is not None else "")
+        lines.append("| " + " | ".join([figure["section"], figure["what"], cell(figure["value"], figure["unit"]),
+                                        floor, ratio, figure["target"] or "", met]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--slow-runs", type=int, default=3)
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest"))
+    parser.add_argument("--no-fleet", action="store_true")
+    args = parser.parse_args()
+    if args.runs < 1 or args.slow_runs < 1:
+        parser.error("--runs and --slow-runs: at least 1")
+    start = time.monotonic()
+    results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": args.runs,
+               "slow_runs": args.slow_runs, "cpus": os.cpu_count(),
+               "load_average": " ".join("%.2f" % load for load in os.getloadavg())}
+    with workstations(not args.no_fleet) as (ws, fleet):
+        results["setup_s"] = round(time.monotonic() - start, 1)
+        fingerprint = json.loads(ws.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
+        results["host"] = "%(distro)s, podman %(podman)s, %(runtime)s, kernel %(kernel)s" % fingerprint["fingerprint"]
+        rows = []
+        for name, section, runs in (("session", session, args.runs), ("spike", spike, args.runs),
+                                    ("gate", gate, args.runs), ("provision", reprovision, args.slow_runs)):
+            section_start = time.monotonic()
+            rows += section.measure(ws, runs)
+            print("%s: %.0f s" % (name, time.monotonic() - section_start), flush=True)
+        if fleet is not None:
+            rows += verify.measure(*fleet, args.slow_runs)
+    results["duration_s"] = round(time.monotonic() - start, 1)
+    results["rows"] = rows
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
