@@ -23,7 +23,7 @@ def main(url, count, mode, proxy=None):
     # Through a proxy the request line carries the absolute URL.
     target = url if proxy else (parts.path or "/")
     times, conn = [], None
-    for _ in range(int(count)):
+    for _request in range(int(count)):
         start = time.perf_counter()
         if conn is None:
             conn = connect(parts, proxy)

@@ -50,8 +50,8 @@ def timed(ws, argv, runs, env=None):
 
 def empty_play(ws, runs, gather_facts=False):
     """Ansible's own floor: ansible-playbook over a play with no tasks."""
-    ws.path(EMPTY_PLAY).write_text("- hosts: localhost\n  gather_facts: %s\n  tasks: []\n"
-                                    % ("true" if gather_facts else "false"))
+    play = "- hosts: localhost\n  gather_facts: %s\n  tasks: []\n" % ("true" if gather_facts else "false")
+    ws.path(EMPTY_PLAY).write_text(play)
     return timed(ws, ["ansible-playbook", EMPTY_PLAY], runs)
 
 

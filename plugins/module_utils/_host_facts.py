@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 
-SCHEMA_VERSION = 1
+# 2: verdict.no_gate_holds, and the sandbox probes record the network they ran on.
+SCHEMA_VERSION = 2
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # The probe image the last spike used carries this name too, so the fingerprint can
 # name "the probe image" without knowing how it was chosen.
@@ -131,15 +132,16 @@ def stale_reasons(facts, fingerprint, now, max_age, schema_version=SCHEMA_VERSIO
     return []
 
 
-def check_host_facts(facts, fingerprint, now, max_age, schema_version=SCHEMA_VERSION):
+def check_host_facts(facts, fingerprint, now, max_age, schema_version=SCHEMA_VERSION, network="allow"):
     """Every reason not to start a sandbox on these facts, each naming the fact and the fix.
 
-    Empty list: the facts are current and say the networking model holds.
+    Empty list: the facts are current and say the enforcement NETWORK needs holds: the
+    networking model, or for network no-gate the table on plain pasta (no_gate_holds).
     """
     problems = stale_reasons(facts, fingerprint, now, max_age, schema_version)
     verdict = (facts or {}).get("verdict") or {}
-    if not problems and verdict.get("model_holds") is not True:
+    holds = "no_gate_holds" if network == "no-gate" else "model_holds"
+    if not problems and verdict.get(holds) is not True:
         reasons = verdict.get("reasons") or ["no reason recorded"]
-        problems.append("aisb_host.verdict.model_holds is false on this host: %s"
-                        % " ".join(reasons))
+        problems.append("aisb_host.verdict.%s is false on this host: %s" % (holds, " ".join(reasons)))
     return problems

@@ -19,6 +19,10 @@ SANDBOX_SECURITY = [
     "--security-opt=no-new-privileges",
     "--userns=keep-id:uid=1000,gid=1000", "--user=0:0",
 ]
+# Network no-gate: plain pasta, only the pinned addresses pass the sandbox's table.
+# --no-map-gw: the gateway address would lead to the host's loopback, and a pinned
+# CIDR may cover it.
+NO_GATE_NETWORK = "pasta:--no-map-gw"
 # The gate is squid as the image's unprivileged proxy user: binding a high loopback
 # port needs no capability, and squid never has to drop privileges itself.
 GATE_SECURITY = [
@@ -80,12 +84,14 @@ def ruleset_check(podman, image, policy_file):
 
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env_names,
-                labels, limits, interactive, report_fd, command):
+                labels, limits, interactive, report_fd, command, hosts=()):
     """The sandbox: only the project at /project, the policy read-only, the named
     environment (values come from podman's own environment, never the command line).
 
     REPORT_FD: the entrypoint writes the installed ruleset to descriptor 3 (handed in
     with --preserve-fds) and closes it before the harness runs.
+    HOSTS: (name, address) pairs for the sandbox's /etc/hosts (network no-gate: the
+    names resolved on the host, since no resolver is reachable inside).
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
     argv = [podman, "run", "--rm", "--name", name, "--init", "--network=%s" % network]
@@ -98,6 +104,8 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
         argv += ["--label", "%s=%s" % (key, value)]
     for env_name in env_names:
         argv += ["--env", env_name]
+    for host, address in hosts:
+        argv += ["--add-host", "%s:%s" % (host, address)]
     return argv + list(limits) + [image] + list(command)
 
 

@@ -12,6 +12,8 @@ import collections
 import ipaddress
 import re
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import DENIED_DESTINATIONS, HTTP_PORT
+
 ALLOWED_FORMS = (
     "allowed forms: 'example.com' (that name), '.example.com' (it and its subdomains), "
     "'host:port' (that host, also on that port), an IP address or CIDR such as "
@@ -168,6 +170,41 @@ def parse_policy(allow_entries, connect_ports=(443,)):
                 host_ports.add((value, port))
     return Policy(domains=tuple(sorted(domains)), host_ports=tuple(sorted(host_ports)),
                   pins=tuple(sorted(pins)), connect_ports=ports)
+
+
+def no_gate_names(policy):
+    """The names network no-gate resolves and pins, or PolicyError for an entry it cannot pin.
+
+    A wildcard ('.example.com') covers names nobody listed, and an address can only be
+    pinned for a name known at session start.
+    """
+    for name in policy.domains:
+        if name.startswith("."):
+            raise PolicyError(
+                "allow entry %r: network no-gate cannot pin a wildcard: only the addresses of the "
+                "names listed are resolved at session start and pinned; list each host instead "
+                "(e.g. %r)" % (name, name[1:]))
+    return policy.domains
+
+
+def pin_resolved(policy, resolved):
+    """POLICY with every address of RESOLVED ({name: [address, ...]}) pinned too.
+
+    An address is pinned on the ports the gate lets its name use: plain HTTP's port 80,
+    the CONNECT ports, and the ports of the name's own 'host:port' entries. An address
+    the gate would never relay to (local, private, link-local) is refused, as there.
+    """
+    denied = [ipaddress.ip_network(network) for network in DENIED_DESTINATIONS]
+    pins = set(policy.pins)
+    for name, addresses in sorted(resolved.items()):
+        ports = {HTTP_PORT} | set(policy.connect_ports) | set(port for host, port in policy.host_ports if host == name)
+        for text in addresses:
+            address = ipaddress.ip_address(text)
+            if any(address.version == network.version and address in network for network in denied):
+                raise PolicyError("allow entry %r: resolves to %s, a local or private address the gate never "
+                                  "relays to; network no-gate does not pin it either" % (name, address))
+            pins.update((str(address), port) for port in ports)
+    return policy._replace(pins=tuple(sorted(pins)))
 
 
 def render_sandbox_policy(policy, gate=None):

@@ -69,6 +69,8 @@ def network_plan(mode, gate_path, port):
         return "none", None, None
     if gate_path == "map-host-loopback":
         # --no-map-gw: the gateway address would otherwise lead to the host's loopback
+    if mode == "no-gate":
+        return _podman.NO_GATE_NETWORK, None, None
         # too, on every port; the ruleset blocks it, this removes it.
         return ("pasta:--map-host-loopback,%s,--no-map-gw" % MAPPED_LOOPBACK,
                 (MAPPED_LOOPBACK, port), "http://%s:%d" % (MAPPED_LOOPBACK, port))
@@ -108,7 +110,8 @@ def plan_session(session_id, inputs, facts, port):
 
     INPUTS: project (resolved), project_label ("" or "z"), image, gate_image, policy
     (_policy.Policy), policy_dir, network, environment, command, interactive,
-    allow_unenforced, limits, require_limits.
+    allow_unenforced, limits, require_limits, and for network no-gate hosts ({name:
+    [address, ...]} as resolved on the host, already pinned in the policy).
     """
     verdict = facts.get("verdict") or {}
     network, gate, proxy_url = network_plan(inputs["network"], verdict.get("gate_path"), port)
@@ -140,6 +143,8 @@ def plan_session(session_id, inputs, facts, port):
         "command": (["--allow-unenforced"] if inputs.get("allow_unenforced") else []) + list(inputs["command"]),
     }
     return plan
+        "hosts": [(name, address) for name, addresses in sorted(inputs.get("hosts", {}).items())
+                  for address in addresses],
 
 
 def parse_gate_log(text):

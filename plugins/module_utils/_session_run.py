@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _session
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     check_host_facts, current_fingerprint, format_time, state_dir)
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
+    PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, check_argv, resolve_project)
 
@@ -46,6 +48,30 @@ def _run_capture(argv):
     return result.returncode, result.stdout, result.stderr
 
 
+def resolve_names(names, getaddrinfo=socket.getaddrinfo):
+    """{name: [address, ...]} as this host resolves NAMES now (network no-gate pins them);
+    SessionInputError naming the first name that does not resolve."""
+    resolved = {}
+    for name in names:
+        try:
+            infos = getaddrinfo(name, None, 0, socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as error:
+            raise SessionInputError(
+                "allow entry %r does not resolve on this host (%s): network no-gate pins the addresses "
+                "the allowed names have at session start" % (name, getattr(error, "strerror", None) or error))
+        resolved[name] = sorted(set(info[4][0] for info in infos))
+    return resolved
+
+
+def no_gate_refusal(verdict):
+    """Why network no-gate must not run on a host with this VERDICT, or None."""
+    if verdict.get("gate_path") == "map-host-loopback":
+        return ("network no-gate is refused: aisb_host.verdict.gate_path is map-host-loopback, so this host "
+                "can run the gate, which is strictly better (it filters by name and never pins whatever "
+                "else an address serves); use network allow")
+    return None
+
+
 def prepare(params, environ, now=None):
     """Validate PARAMS and the host facts; return (inputs, facts, problems, warnings).
 
@@ -63,23 +89,33 @@ def prepare(params, environ, now=None):
         policy = parse_policy(params["allow"], params["connect_ports"])
         environment = build_environment(params["environment"], [], {})
         command = check_argv(params["command"], "command")
+        names = no_gate_names(policy) if params["network"] == "no-gate" else ()
     except (SessionInputError, PolicyError) as error:
         return None, None, [str(error)], warnings
     if params["network"] == "allow" and not (params.get("gate_image") and params.get("policy_dir")):
         return None, None, ["network=allow needs gate_image and policy_dir (run the gate role first)"], warnings
     facts = params.get("host_facts") or {}
+    if params["network"] == "no-gate" and no_gate_refusal(facts.get("verdict") or {}):
+        return None, None, [no_gate_refusal(facts["verdict"])], warnings
     fingerprint = current_fingerprint(_run_capture, podman=params["executable"])
-    problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"])
+    problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"], network=params["network"])
     if problems and params["allow_unenforced"]:
         warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
         problems = []
+    if problems:
+        return None, facts, problems, warnings
+    try:
+        hosts = resolve_names(names)
+        policy = pin_resolved(policy, hosts)
+    except (SessionInputError, PolicyError) as error:
+        return None, None, [str(error)], warnings
     inputs = {
         "project": project, "project_label": (facts.get("verdict") or {}).get("bind_mount_label", ""),
         "image": params["image"], "gate_image": params.get("gate_image"),
         "policy_dir": params.get("policy_dir"), "policy": policy, "network": params["network"],
         "environment": environment, "command": command, "interactive": params.get("interactive", False),
         "allow_unenforced": params["allow_unenforced"], "limits": params.get("limits") or {},
-        "require_limits": params.get("require_limits", False),
+        "require_limits": params.get("require_limits", False), "hosts": hosts,
     }
     return inputs, facts, problems, warnings
 
@@ -138,6 +174,8 @@ def execute(inputs, facts, environ, terminal=None):
         "project": inputs["project"],
         "command": inputs["command"],
         "network": inputs["network"],
+        # network no-gate: each allowed name and the addresses pinned for it.
+        "pinned_names": inputs["hosts"],
         "exit_code": rc,
         "status": status,
         "reason": reason,

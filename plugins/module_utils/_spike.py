@@ -65,10 +65,13 @@ RULESET = """table inet aisb {
     type filter hook output priority 0; policy drop;
     oif lo accept
     ct state established,related accept
-    ip daddr %s tcp dport $gate_port accept
+    ip daddr $gate_addr tcp dport $gate_port accept
   }
 }
-""" % MAPPED_ADDR
+"""
+# On plain pasta (network no-gate) the probe aims at the host's own address through
+# podman's entry for it in the container's /etc/hosts.
+HOST_ENTRY = "host.containers.internal"
 
 # What to do when a probe fails, by probe name. Probes missing here are informational.
 FIXES = {
@@ -419,8 +422,13 @@ def probe_nft_needs_net_admin(spike, enforce=True):
 
 SANDBOX_SCRIPT = """
 nft --version
+if [ "$4" = @HOST_ENTRY@ ]; then
+  set -- "$1" "$2" "$3" "$(awk '$2 == "@HOST_ENTRY@" {print $1; exit}' /etc/hosts)" "${@:5}"
+fi
+echo "target=$4"
+[ -n "$4" ] || exit 0
 if [ "$1" = enforce ]; then
-  printf '%s' "$2" | nft -D gate_port="$3" -f - || exit 77
+  printf '%s' "$2" | nft -D gate_addr="$4" -D gate_port="$3" -f - || exit 77
   nft -j list chain inet aisb output >/dev/null || exit 77
   echo table=installed
 fi
@@ -448,8 +456,10 @@ drop=
 $drop bash -c "$prelude;$locked" _ "$4" "$3" "$6" "$7" "$8" "$9" &
 wait
 """.replace("@DROP@", " ".join(DROP_ALL_PRIVILEGES)).replace("@MULTIPLE@", str(BLOCKED_WAIT_MULTIPLE)).replace(
-    "@FLOOR_MS@", str(BLOCKED_WAIT_FLOOR_MS))
+    "@FLOOR_MS@", str(BLOCKED_WAIT_FLOOR_MS)).replace("@HOST_ENTRY@", HOST_ENTRY)
 
+# Needed for the gate only: network no-gate holds without them.
+GATE_PATH_PROBES = ("host_loopback_reachable",)
 SANDBOX_PROBES = ("nft_default_drop", "table_allows_gate", "setpriv_locks_table", "raw_tcp_blocked",
                   "udp_blocked", "ipv6_blocked")
 
@@ -457,20 +467,41 @@ SANDBOX_PROBES = ("nft_default_drop", "table_allows_gate", "setpriv_locks_table"
 def probe_sandbox(spike, enforce=True):
     """A sandbox-shaped container: table installed as root, then setpriv drops every
     capability set, then raw TCP, UDP and IPv6 try to reach listeners the table must keep
-    out. ENFORCE=False skips the table and setpriv (the leak control)."""
-    try:
-        v6 = Listener("::1")
-    except OSError:
-        v6 = None
-    with Listener("127.0.0.1") as gate, Listener("127.0.0.1") as root_tcp, \
-            Listener("127.0.0.1") as raw, Listener("127.0.0.1", udp=True) as udp:
-        network = "--network=pasta:--map-host-loopback,%s" % MAPPED_ADDR
-        if v6:
+    out. ENFORCE=False skips the table and setpriv (the leak control).
+
+    Where pasta cannot map the host's loopback (that container does not start), the same
+    probes run on network no-gate's plain pasta instead, aimed at listeners on the host's
+    own address; each entry records the network it ran on."""
+    found = sandbox_probes(spike, enforce, mapped=True)
+    first = found["nft_default_drop"]
+    if first.get("measured", True) or first["evidence"].get("rc") is None:
+        return found
+    return sandbox_probes(spike, enforce, mapped=False)
+
+
+def sandbox_probes(spike, enforce, mapped):
+    """The sandbox probes on the session's mapped loopback (MAPPED) or on plain pasta."""
+    v6 = None
+    if mapped:
+        listen, target = "127.0.0.1", MAPPED_ADDR
+        network = "pasta:--map-host-loopback,%s" % MAPPED_ADDR
+        try:
+            v6 = Listener("::1")
             network += ",--map-host-loopback,%s" % MAPPED_ADDR6
+        except OSError:
+            pass
+    else:
+        try:
+            listen = host_address()
+        except OSError as exc:
+            return unmeasured(SANDBOX_PROBES, "no default route to find the host's address (%s)" % exc)
+        target, network = HOST_ENTRY, _podman.NO_GATE_NETWORK
+    with Listener(listen) as gate, Listener(listen) as root_tcp, \
+            Listener(listen) as raw, Listener(listen, udp=True) as udp:
         try:
             outcome = spike.container(
-                [network] + _podman.SANDBOX_SECURITY, SANDBOX_SCRIPT,
-                ["enforce" if enforce else "open", RULESET, gate.port, MAPPED_ADDR, root_tcp.port,
+                ["--network=" + network] + _podman.SANDBOX_SECURITY, SANDBOX_SCRIPT,
+                ["enforce" if enforce else "open", RULESET, gate.port, target, root_tcp.port,
                  raw.port, udp.port, MAPPED_ADDR6, v6.port if v6 else 9])
         finally:
             # All at once: their idle drains overlap instead of adding up.
@@ -478,8 +509,8 @@ def probe_sandbox(spike, enforce=True):
                 listener.stop()
             v6_hits = v6.close() if v6 else []
     failure = outcome.failure(spike.timeout)
-    if failure:
-        return unmeasured(SANDBOX_PROBES, failure, outcome)
+    if failure or not outcome.values().get("target"):
+        return unmeasured(SANDBOX_PROBES, failure or "no %s entry to aim at" % HOST_ENTRY, outcome)
     values = outcome.values()
     status = dict((key, values.get(key, "?")) for key in ("CapEff", "CapBnd", "CapAmb", "NoNewPrivs"))
     locked = (values.get("flush") not in (None, "0") and values.get("uid") == "1000" and
@@ -488,26 +519,30 @@ def probe_sandbox(spike, enforce=True):
     def blocked(hits, what):
         return ("leak: %s reached the spike's listener" % what) if hits else "%s never arrived" % what
 
+    target = values["target"]
+    nowhere = ("this host has no IPv6 loopback: nothing to reach" if mapped else
+               "on plain pasta no IPv6 address leads to a listener of the spike: nothing to reach")
     return {
         "nft_default_drop": result(values.get("table") == "installed" and not root_tcp.hits,
                                    blocked(root_tcp.hits, "TCP from root under the table")
                                    if root_tcp.hits or values.get("table") == "installed"
-                                   else "the table did not install", outcome),
+                                   else "the table did not install", outcome, network=network),
         # Two connections: the control as root, then the agent's after setpriv.
-        "table_allows_gate": result(len(gate.hits) >= 2, "the gate port %s"
-                                    % ("was reached as root and after setpriv" if len(gate.hits) >= 2
-                                       else "was reached %d of 2 times (as root, then after setpriv)"
-                                       % len(gate.hits)), outcome),
+        "table_allows_gate": result(len(gate.hits) >= 2, "the %s %s:%d %s" % (
+            "gate" if mapped else "pinned address", target, gate.port,
+            "was reached as root and after setpriv" if len(gate.hits) >= 2
+            else "was reached %d of 2 times (as root, then after setpriv)" % len(gate.hits)),
+            outcome, network=network),
         "setpriv_locks_table": result(locked, "in the agent's process: flush rc %s, uid %s, %s"
                                       % (values.get("flush"), values.get("uid"),
                                          ", ".join("%s %s" % item for item in sorted(status.items()))),
-                                      outcome),
+                                      outcome, network=network),
         "raw_tcp_blocked": result(not raw.hits, blocked(raw.hits, "TCP to the literal %s:%d"
-                                                        % (MAPPED_ADDR, raw.port)), outcome),
+                                                        % (target, raw.port)), outcome, network=network),
         "udp_blocked": result(not udp.hits, blocked(udp.hits, "a UDP datagram (as DNS would send)"),
-                              outcome),
-        "ipv6_blocked": result(not v6_hits, blocked(v6_hits, "TCP to [%s]" % MAPPED_ADDR6) if v6 else
-                               "this host has no IPv6 loopback: nothing to reach", outcome),
+                              outcome, network=network),
+        "ipv6_blocked": result(not v6_hits, blocked(v6_hits, "TCP to [%s]" % MAPPED_ADDR6) if v6 else nowhere,
+                               outcome, network=network),
     }
 
 
@@ -580,7 +615,7 @@ def run_probes(spike, workers=6):
 
 
 def verdict(probes):
-    """model_holds, gate_path, limits_enforceable, bind_mount_label, reasons, notes."""
+    """model_holds, no_gate_holds, gate_path, limits_enforceable, bind_mount_label, reasons, notes."""
     def ok(name):
         return probes.get(name, {}).get("ok") is True
 
@@ -592,11 +627,17 @@ def verdict(probes):
         gate_path = "none"
     failed = [name for name in ORDER if name in probes and not ok(name)]
     reasons = sentences(probes, [name for name in failed if name in FIXES], FIXES)
+    # Network no-gate needs no gate path, but its enforcement measured on its own network.
+    no_gate_holds = (all(probes.get(name, {}).get("network") == _podman.NO_GATE_NETWORK for name in SANDBOX_PROBES)
+                     and not [name for name in failed if name in FIXES and name not in GATE_PATH_PROBES])
     if gate_path != "map-host-loopback":
         reasons.append("gate_path is %s: the session reaches its gate through pasta's "
-                       "--map-host-loopback, which this host lacks." % gate_path)
+                       "--map-host-loopback, which this host lacks.%s" % (
+                           gate_path, " Network no-gate (addresses pinned, no gate) holds here: "
+                           "verdict.no_gate_holds." if no_gate_holds else ""))
     return {
         "model_holds": not reasons,
+        "no_gate_holds": no_gate_holds,
         "gate_path": gate_path,
         "limits_enforceable": ok("limits"),
         "bind_mount_label": probes.get("bind_mount", {}).get("label", ""),

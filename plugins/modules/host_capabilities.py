@@ -127,12 +127,17 @@ ansible_facts:
           type: str
           returned: always
         probes:
-          description: One entry per probe, C({ok, detail, evidence{command, rc, stderr}}).
+          description: >-
+            One entry per probe, C({ok, detail, evidence{command, rc, stderr}}); the sandbox
+            probes add C(network), the pasta option they ran on (plain pasta where the host's
+            loopback cannot be mapped).
           type: dict
           returned: always
         verdict:
           description: >-
-            C(model_holds), C(gate_path) (C(map-host-loopback), C(tcp-forward) or C(none)),
+            C(model_holds), C(no_gate_holds) (network no-gate's enforcement held on plain
+            pasta; measured only where there is no gate path),
+            C(gate_path) (C(map-host-loopback), C(tcp-forward) or C(none)),
             C(limits_enforceable), C(bind_mount_label), C(reasons) (one sentence with the
             fix per failed probe the model needs) and C(notes) (informational probes that failed).
           type: dict

@@ -50,9 +50,17 @@ options:
     elements: int
     default: [443]
   network:
-    description: C(allow) runs the gate; C(none) gives the sandbox no network at all.
+    description:
+      - C(allow) runs the gate; C(none) gives the sandbox no network at all.
+      - C(no-gate) is the fallback for a host without a gate path (the host facts'
+        C(verdict.gate_path) is not C(map-host-loopback)) where C(verdict.no_gate_holds)
+        is true, and is refused elsewhere. No gate and no proxy: the allowed names are
+        resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
+        their addresses pinned in the ruleset on port 80, the O(connect_ports) and the
+        names' own C(host:port) ports. Wildcard entries (C(.example.com)) and names that do
+        not resolve are refused. Anything else served on a pinned address is reachable.
     type: str
-    choices: [allow, none]
+    choices: [allow, none, no-gate]
     default: allow
   command:
     description: The harness command line, passed as a list and never through a shell.
@@ -176,7 +184,7 @@ def argument_spec():
         policy_dir=dict(type="path"),
         allow=dict(type="list", elements="str", default=[]),
         connect_ports=dict(type="list", elements="int", default=[443]),
-        network=dict(type="str", choices=["allow", "none"], default="allow"),
+        network=dict(type="str", choices=["allow", "none", "no-gate"], default="allow"),
         command=dict(type="list", elements="str", required=True),
         environment=dict(type="dict", default={}, no_log=True),
         # Names, not values: nothing secret.

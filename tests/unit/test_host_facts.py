@@ -37,7 +37,7 @@ def fake_run(info="default", image_id="sha256:aaa", pasta=""):
 
 def facts(**changes):
     fingerprint = _host_facts.current_fingerprint(fake_run())
-    value = {"schema_version": 1, "measured_at": "2026-11-30T09:00:00Z", "fingerprint": fingerprint,
+    value = {"schema_version": _host_facts.SCHEMA_VERSION, "measured_at": "2026-11-30T09:00:00Z", "fingerprint": fingerprint,
              "verdict": {"model_holds": True, "reasons": []}}
     value.update(changes)
     return value

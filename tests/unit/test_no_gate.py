@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Network no-gate's pure parts: which entries it can pin, the pins and hosts it makes,
+when the facts let it run, and the plan it gives the sandbox."""
+
+import socket
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _podman, _session, _spike
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
+    PolicyError, no_gate_names, parse_policy, pin_resolved, render_sandbox_policy)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import no_gate_refusal, resolve_names
+
+
+def test_names_are_pinned_and_a_wildcard_is_refused_by_name():
+    assert no_gate_names(parse_policy(["b.test", "a.test:8443", "198.18.0.9"])) == ("a.test", "b.test")
+    with pytest.raises(PolicyError, match=r"allow entry '\.pkg\.test': network no-gate cannot pin a wildcard"):
+        no_gate_names(parse_policy(["a.test", ".pkg.test"]))
+
+
+def test_each_address_is_pinned_on_http_the_connect_ports_and_its_own_ports():
+    policy = parse_policy(["a.test", "b.test:8443", "198.18.5.0/24"], [443, 8080])
+    pinned = pin_resolved(policy, {"a.test": ["198.18.0.2", "2001:db8::2"], "b.test": ["198.18.0.3"]})
+    assert set(pinned.pins) == {
+        ("198.18.5.0/24", 443), ("198.18.5.0/24", 8080),  # the operator's CIDR, as given
+        ("198.18.0.2", 80), ("198.18.0.2", 443), ("198.18.0.2", 8080),
+        ("2001:db8::2", 80), ("2001:db8::2", 443), ("2001:db8::2", 8080),
+        ("198.18.0.3", 80), ("198.18.0.3", 443), ("198.18.0.3", 8080), ("198.18.0.3", 8443)}
+    text = render_sandbox_policy(pinned)
+    assert "gate none" in text and "pin 2001:db8::2 443" in text and "pin 198.18.0.3 8443" in text
+
+
+@pytest.mark.parametrize("address", ["10.1.2.3", "127.0.0.1", "169.254.169.254", "::1", "fd00:ec2::254"])
+def test_a_name_resolving_to_a_local_or_private_address_is_refused(address):
+    with pytest.raises(PolicyError, match="allow entry 'a.test': resolves to %s" % address):
+        pin_resolved(parse_policy(["a.test"]), {"a.test": [address]})
+
+
+def test_names_resolve_on_the_host_and_an_unresolvable_one_is_named():
+    def getaddrinfo(name, _port, _family, _type):
+        if name == "missing.test":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("198.18.0.2", 0)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("198.18.0.2", 0)),
+                (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2001:db8::2", 0, 0, 0))]
+
+    assert resolve_names(["a.test"], getaddrinfo) == {"a.test": ["198.18.0.2", "2001:db8::2"]}
+    with pytest.raises(SessionInputError, match="allow entry 'missing.test' does not resolve on this host "
+                                                r"\(Name or service not known\)"):
+        resolve_names(["a.test", "missing.test"], getaddrinfo)
+
+
+def test_no_gate_is_refused_where_the_gate_path_exists():
+    assert "use network allow" in no_gate_refusal({"gate_path": "map-host-loopback"})
+    assert no_gate_refusal({"gate_path": "none"}) is None
+    assert no_gate_refusal({"gate_path": "tcp-forward"}) is None
+
+
+def facts(**verdict):
+    fingerprint = {key: "x" for key in _host_facts.FINGERPRINT_KEYS}
+    fingerprint["hash"] = _host_facts.fingerprint_hash(fingerprint)
+    return {"schema_version": _host_facts.SCHEMA_VERSION, "measured_at": _host_facts.format_time(1000),
+            "fingerprint": fingerprint, "verdict": dict({"reasons": ["r1"]}, **verdict)}
+
+
+def test_no_gate_reads_no_gate_holds_and_allow_reads_model_holds():
+    current = facts(model_holds=False, no_gate_holds=True)
+    fingerprint = current["fingerprint"]
+    assert _host_facts.check_host_facts(current, fingerprint, 1000, 60, network="no-gate") == []
+    [problem] = _host_facts.check_host_facts(current, fingerprint, 1000, 60)
+    assert problem.startswith("aisb_host.verdict.model_holds is false")
+    [problem] = _host_facts.check_host_facts(facts(model_holds=True, no_gate_holds=False), fingerprint, 1000, 60,
+                                             network="no-gate")
+    assert problem == "aisb_host.verdict.no_gate_holds is false on this host: r1"
+
+
+def probes(network, failed=()):
+    entries = dict((name, {"ok": name not in failed, "detail": "d-" + name}) for name in _spike.ORDER)
+    for name in _spike.SANDBOX_PROBES:
+        entries[name]["network"] = network
+    return entries
+
+
+def test_no_gate_holds_only_when_the_table_held_on_plain_pasta():
+    no_loopback = ("map_host_loopback", "host_loopback_reachable", "tcp_forward")
+    verdict = _spike.verdict(probes(_podman.NO_GATE_NETWORK, no_loopback))
+    assert verdict["no_gate_holds"] is True and verdict["model_holds"] is False
+    assert verdict["gate_path"] == "none" and "verdict.no_gate_holds" in verdict["reasons"][-1]
+    assert _spike.verdict(probes(_podman.NO_GATE_NETWORK, no_loopback + ("udp_blocked",)))["no_gate_holds"] is False
+    # Measured on the mapped loopback (a host with a gate path): not measured for no-gate.
+    mapped = _spike.verdict(probes("pasta:--map-host-loopback,100.64.0.1"))
+    assert mapped["model_holds"] is True and mapped["no_gate_holds"] is False
+
+
+def test_the_plan_has_no_gate_no_proxy_and_the_resolved_hosts():
+    hosts = {"a.test": ["198.18.0.2"], "b.test": ["198.18.0.3", "2001:db8::3"]}
+    inputs = {"project": "/home/dev/src/app", "image": "localhost/aisb-sandbox:abc", "network": "no-gate",
+              "policy": pin_resolved(parse_policy(["a.test", "b.test"]), hosts), "environment": {},
+              "command": ["true"], "hosts": hosts}
+    plan = _session.plan_session("sid", inputs, {"verdict": {"gate_path": "none"}}, None)
+    argv = _podman.sandbox_run("podman", policy_file="/s/policy", **plan["sandbox_options"])
+    assert plan["gate"] is None and "--network=pasta:--no-map-gw" in argv
+    assert not [name for name in plan["environment"] if "proxy" in name.lower()]
+    assert [argv[i + 1] for i, arg in enumerate(argv) if arg == "--add-host"] == [
+        "a.test:198.18.0.2", "b.test:198.18.0.3", "b.test:2001:db8::3"]
+    lines = plan["policy_text"].splitlines()
+    assert lines[1] == "gate none" and "pin 198.18.0.2 443" in lines and "pin 2001:db8::3 80" in lines
