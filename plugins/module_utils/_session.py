@@ -67,10 +67,10 @@ def network_plan(mode, gate_path, port):
     """(podman --network value, gate as the sandbox reaches it or None, proxy URL or None)."""
     if mode == "none":
         return "none", None, None
-    if gate_path == "map-host-loopback":
-        # --no-map-gw: the gateway address would otherwise lead to the host's loopback
     if mode == "no-gate":
         return _podman.NO_GATE_NETWORK, None, None
+    if gate_path == "map-host-loopback":
+        # --no-map-gw: the gateway address would otherwise lead to the host's loopback
         # too, on every port; the ruleset blocks it, this removes it.
         return ("pasta:--map-host-loopback,%s,--no-map-gw" % MAPPED_LOOPBACK,
                 (MAPPED_LOOPBACK, port), "http://%s:%d" % (MAPPED_LOOPBACK, port))
