@@ -11,6 +11,7 @@ import calendar
 import hashlib
 import json
 import os
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +24,8 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # name "the probe image" without knowing how it was chosen.
 PROBE_IMAGE_ALIAS = "localhost/aisb-probe:current"
 FINGERPRINT_KEYS = ("podman", "passt", "runtime", "kernel", "distro", "probe_image")
+# In the state directory: the fingerprint as of host_key() (cached_fingerprint).
+FINGERPRINT_CACHE = "fingerprint-cache.json"
 
 
 def state_dir(environ):
@@ -94,6 +97,65 @@ def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman"):
         "probe_image": out.strip() if rc == 0 else "",
     }
     fingerprint["hash"] = fingerprint_hash(fingerprint)
+    return fingerprint
+
+
+def host_key(environ, podman="podman"):
+    """What podman info's part of the fingerprint stands on, read without podman: the
+    kernel (uname), /etc/os-release, the podman, pasta, OCI runtime and conmon executables
+    and podman's containers.conf files, each by inode, size and times (a package upgrade
+    replaces the file). Equal keys: the versions podman info reports are unchanged."""
+    search = environ.get("PATH") or os.defpath
+    programs = [shutil.which(name, path=search) or name for name in (podman, "pasta", "passt", "crun", "runc", "conmon")]
+    config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(environ.get("HOME", "~"), ".config")
+    configs = [environ.get("CONTAINERS_CONF", "")]
+    for directory in ("/usr/share/containers", "/etc/containers", os.path.join(config_home, "containers")):
+        drop_ins = os.path.join(directory, "containers.conf.d")
+        configs += [os.path.join(directory, "containers.conf"), drop_ins]
+        configs += sorted(os.path.join(drop_ins, name) for name in _listdir(drop_ins))
+    files = []
+    for path in programs + ["/etc/os-release"] + configs:
+        try:
+            stat = os.stat(path)
+            files.append([path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns])
+        except OSError:
+            files.append([path, None])
+    return {"uname": list(os.uname()), "files": files}
+
+
+def _listdir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def cached_fingerprint(run, environ, probe_image=PROBE_IMAGE_ALIAS, podman="podman"):
+    """current_fingerprint(), with all but the probe image's ID kept in the state directory
+    for as long as host_key() is unchanged: podman info costs more than everything else a
+    session checks before it starts. The probe image's ID is always read afresh."""
+    path = os.path.join(state_dir(environ), FINGERPRINT_CACHE)
+    key = host_key(environ, podman)
+    try:
+        with open(path) as handle:
+            cache = json.load(handle)
+    except (OSError, ValueError):
+        cache = None
+    if isinstance(cache, dict) and cache.get("key") == key and isinstance(cache.get("fingerprint"), dict):
+        rc, out, _err = run(_podman.image_id(podman, probe_image))
+        fingerprint = dict(cache["fingerprint"], probe_image=out.strip() if rc == 0 else "")
+        fingerprint["hash"] = fingerprint_hash(fingerprint)
+        return fingerprint
+    fingerprint = current_fingerprint(run, probe_image, podman)
+    try:
+        os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+        partial = path + ".%d" % os.getpid()
+        with open(partial, "w") as handle:
+            json.dump({"key": key, "fingerprint": dict((k, fingerprint[k]) for k in FINGERPRINT_KEYS
+                                                       if k != "probe_image")}, handle)
+        os.replace(partial, path)
+    except OSError:
+        pass  # Only a cache: the next session measures again.
     return fingerprint
 
 

@@ -109,10 +109,6 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     return argv + list(limits) + [image] + list(command)
 
 
-def container_state(podman, name):
-    return [podman, "container", "inspect", "--format", "{{.State.Status}}", name]
-
-
 def logs(podman, name):
     return [podman, "logs", name]
 

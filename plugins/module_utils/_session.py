@@ -35,6 +35,8 @@ SESSION_LABEL = "aisb.session"
 # closes it before the harness runs: the record gets it, the agent never holds it.
 REPORT_FD = 3
 GATE_READY_TIMEOUT = 15.0
+# What the session writes to its watchdog when it has removed its containers itself.
+WATCHDOG_DONE = "done"
 # squid's access log line (logformat aisb in _squid.render_session_conf).
 GATE_LOG_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
@@ -141,10 +143,10 @@ def plan_session(session_id, inputs, facts, port):
         "env_names": sorted(environment), "labels": labels, "limits": plan["limits"],
         "interactive": inputs.get("interactive", False), "report_fd": REPORT_FD,
         "command": (["--allow-unenforced"] if inputs.get("allow_unenforced") else []) + list(inputs["command"]),
-    }
-    return plan
         "hosts": [(name, address) for name, addresses in sorted(inputs.get("hosts", {}).items())
                   for address in addresses],
+    }
+    return plan
 
 
 def parse_gate_log(text):
@@ -160,6 +162,13 @@ def parse_gate_log(text):
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403"
         decisions["denied" if denied else "allowed"].append(entry)
     return decisions
+
+
+def watchdog_argv(remove_argv):
+    """A shell that reads its stdin to the end, then runs REMOVE_ARGV unless it read
+    WATCHDOG_DONE: the session holds the only write end, so a session killed by any
+    signal, SIGKILL included, closes it without the word."""
+    return ["sh", "-c", 'test "$(cat)" = %s || exec "$@"' % WATCHDOG_DONE, "aisb-watchdog"] + list(remove_argv)
 
 
 def free_loopback_port():
@@ -199,10 +208,14 @@ class SessionRunner(object):
         self.commands = []
         self.gate_log = ""
         self.gate_died = False
+        self.gate_error = None
+        # Set once the gate's podman run has returned: removal must not race its start.
+        self._gate_started = threading.Event()
         self.ruleset = None
         self._started = []
         self._finished = False
         self._process = None
+        self._watchdog = None
 
     # -- side effects, each through one of these two
     def _run(self, argv, check=True, **kwargs):
@@ -220,45 +233,72 @@ class SessionRunner(object):
             handle.write(text)
         return path
 
+    # -- removal that outlives this process
+    def start_watchdog(self):
+        """Start a process that removes this session's containers if this one dies
+        without saying it has (release_watchdog). Its own session: a signal to this
+        process group or terminal does not reach it."""
+        names = [self.plan["names"]["sandbox"]] + ([self.plan["names"]["gate"]] if self.plan["gate"] else [])
+        read_end, write_end = os.pipe()
+        try:
+            process = subprocess.Popen(watchdog_argv(_podman.remove(self.podman, names)), stdin=read_end,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       env=self.environ, start_new_session=True)
+        except OSError:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._watchdog = (process, write_end)
+
+    def release_watchdog(self):
+        """Tell the watchdog the containers are gone and wait for it to exit."""
+        if self._watchdog is None:
+            return
+        process, write_end = self._watchdog
+        self._watchdog = None
+        try:
+            os.write(write_end, WATCHDOG_DONE.encode("ascii"))
+        finally:
+            os.close(write_end)
+            process.wait()
+
     # -- the gate
     def start_gate(self, gate_image, policy_dir):
-        gate = self.plan["gate"]
-        conf = self.write("gate-session.conf", gate["conf_text"], 0o644)
+        """Start the gate without waiting for it: the sandbox starts meanwhile, and its
+        entrypoint waits (bounded) until the gate answers before the harness runs.
+
+        In the background: if the gate cannot start, or exits while the session runs, the
+        sandbox is stopped (without its gate it has no egress) and gate_error or
+        gate_died says why."""
+        conf = self.write("gate-session.conf", self.plan["gate"]["conf_text"], 0o644)
         name = self.plan["names"]["gate"]
         self._started.append(name)
-        self._run(_podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
-                                   extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"])]))
-        if gate_answers(gate["port"], lambda: self._running(name)):
-            return
-        self.collect_gate_log()
-        raise SessionError("the gate did not answer on 127.0.0.1:%d within %.0f s: %s"
-                           % (gate["port"], GATE_READY_TIMEOUT, self.gate_log.strip()[-800:]))
+        argv = _podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
+                                extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"])])
 
-    def _running(self, name):
-        result = self._run(_podman.container_state(self.podman, name), check=False)
-        return result.returncode == 0 and result.stdout.strip() == "running"
+        def start_and_watch():
+            try:
+                self._run(argv)
+            except (SessionError, OSError) as error:
+                self.gate_error = "the gate did not start: %s" % error
+                self._gate_started.set()
+                self.stop_sandbox()
+                return
+            self._gate_started.set()
+            result = subprocess.run(_podman.wait(self.podman, name), stdin=subprocess.DEVNULL,
+                                    capture_output=True, text=True, check=False)
+            if result.returncode == 0 and not self._finished:
+                self.gate_died = True
+                self.stop_sandbox()
+
+        threading.Thread(target=start_and_watch, daemon=True).start()
 
     def collect_gate_log(self):
         if self.plan["gate"] is None:
             return
         result = self._run(_podman.logs(self.podman, self.plan["names"]["gate"]), check=False)
         self.gate_log = result.stdout + result.stderr
-
-    def watch_gate(self, stop_sandbox):
-        """Stop the sandbox when the gate dies: a sandbox without its gate has no egress,
-        and the session ends with a status that says so."""
-        name = self.plan["names"]["gate"]
-
-        def watch():
-            result = subprocess.run(_podman.wait(self.podman, name), stdin=subprocess.DEVNULL,
-                                    capture_output=True, text=True, check=False)
-            if result.returncode == 0 and not self._finished:
-                self.gate_died = True
-                stop_sandbox()
-
-        thread = threading.Thread(target=watch, daemon=True)
-        thread.start()
-        return thread
 
     # -- the sandbox
     def run_sandbox(self, stdout, stdin=None):
@@ -308,11 +348,14 @@ class SessionRunner(object):
     def cleanup(self):
         """Remove every container this session started; safe to call more than once."""
         self._finished = True
+        if self.plan["names"]["gate"] in self._started:
+            self._gate_started.wait()
         if self.plan["gate"] is not None and not self.gate_log:
             self.collect_gate_log()
         if self._started:
             self._run(_podman.remove(self.podman, self._started), check=False)
             self._started = []
+        self.release_watchdog()
 
 
 def follow_window_size(terminal, process, interval=0.2):

@@ -16,7 +16,7 @@ import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _session
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
-    check_host_facts, current_fingerprint, format_time, state_dir)
+    cached_fingerprint, check_host_facts, format_time, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
@@ -27,6 +27,7 @@ TRANSCRIPT = "transcript.log"
 RECORD = "record.json"
 EXIT_STATUS = {77: "enforcement could not be installed or verified",
                78: "the sandbox's policy was missing or unreadable",
+               79: "the gate never answered the sandbox",
                # podman's own exit codes: it, not the harness, failed.
                125: "podman could not run the sandbox",
                126: "podman could not execute the harness command",
@@ -97,7 +98,7 @@ def prepare(params, environ, now=None):
     facts = params.get("host_facts") or {}
     if params["network"] == "no-gate" and no_gate_refusal(facts.get("verdict") or {}):
         return None, None, [no_gate_refusal(facts["verdict"])], warnings
-    fingerprint = current_fingerprint(_run_capture, podman=params["executable"])
+    fingerprint = cached_fingerprint(_run_capture, environ, podman=params["executable"])
     problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"], network=params["network"])
     if problems and params["allow_unenforced"]:
         warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
@@ -149,9 +150,9 @@ def execute(inputs, facts, environ, terminal=None):
     rc, status, reason = None, "exited", ""
     try:
         with _session.signals_raise():
+            runner.start_watchdog()
             if plan["gate"] is not None:
                 runner.start_gate(inputs["gate_image"], inputs["policy_dir"])
-                runner.watch_gate(runner.stop_sandbox)
             if terminal is None:
                 with open(os.path.join(runner.session_dir, TRANSCRIPT), "w") as transcript:
                     rc = runner.run_sandbox(transcript)
@@ -163,7 +164,9 @@ def execute(inputs, facts, environ, terminal=None):
         status, reason = "failed", str(error)
     finally:
         runner.cleanup()
-    if runner.gate_died:
+    if runner.gate_error:
+        status, reason = "failed", runner.gate_error
+    elif runner.gate_died:
         status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
     elif status == "exited":
         reason = exit_reason(rc)

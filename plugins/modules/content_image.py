@@ -30,6 +30,26 @@ options:
         hashed; symlinks are refused.
     type: path
     required: true
+  files:
+    description:
+      - The build context's files, given here instead of rendered by earlier tasks (one
+        task instead of one per file). They are written to O(context) outside check mode,
+        which then holds exactly these, and hashed from what is given.
+    type: list
+    elements: dict
+    suboptions:
+      path:
+        description: Path inside the context, relative, without C(..).
+        type: str
+        required: true
+      content:
+        description: The file's text.
+        type: str
+        required: true
+      mode:
+        description: The file's mode, for example C(0755) for a script the image runs.
+        type: str
+        default: "0644"
   base_image:
     description: The image the Containerfile builds on (its C(FROM)).
     type: str
@@ -120,6 +140,9 @@ def argspec():
     return dict(
         name=dict(type="str", required=True),
         context=dict(type="path", required=True),
+        files=dict(type="list", elements="dict", options=dict(
+            path=dict(type="str", required=True), content=dict(type="str", required=True),
+            mode=dict(type="str", default="0644"))),
         base_image=dict(type="str", required=True),
         build_args=dict(type="dict", default={}),
         extra_inputs=dict(type="dict", default={}),
@@ -142,6 +165,44 @@ def read_context(directory):
             with open(path, "rb") as handle:
                 files[os.path.relpath(path, directory)] = handle.read()
     return files
+
+
+def context_files(entries):
+    """{relative path: (bytes, mode)} from the files option; ValueError on a path that
+    leaves the context or a mode that is not octal."""
+    files = {}
+    for entry in entries:
+        path = os.path.normpath(entry["path"])
+        if os.path.isabs(path) or path == "." or path.split(os.sep)[0] == "..":
+            raise ValueError("files: path %r must be relative and stay inside the context" % entry["path"])
+        try:
+            mode = int(entry["mode"], 8)
+        except ValueError:
+            raise ValueError("files: mode %r of %s is not an octal mode" % (entry["mode"], entry["path"]))
+        files[path] = (entry["content"].encode("utf-8"), mode)
+    return files
+
+
+def write_context(directory, files):
+    """Make DIRECTORY hold exactly FILES ({relative path: (bytes, mode)}): files whose
+    content and mode already match are left alone, any other file is removed."""
+    for root, _dirs, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.relpath(path, directory) not in files:
+                os.remove(path)
+    for relative, (data, mode) in files.items():
+        path = os.path.join(directory, relative)
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+        if os.path.islink(path) or not os.path.isfile(path) or _read(path) != data:
+            with open(path, "wb") as handle:
+                handle.write(data)
+        os.chmod(path, mode)
+
+
+def _read(path):
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 class Runner:
@@ -187,7 +248,13 @@ def execute_module(module):
     podman = module.get_bin_path(params["executable"], required=not module.check_mode)
     run = Runner(module)
     try:
-        files = read_context(params["context"])
+        if params["files"] is None:
+            files = read_context(params["context"])
+        else:
+            given = context_files(params["files"])
+            if not module.check_mode:
+                write_context(params["context"], given)
+            files = dict((path, data) for path, (data, _mode) in given.items())
     except (OSError, ValueError) as error:
         module.fail_json(msg="cannot read build context %s: %s" % (params["context"], error))
     rendered = "Containerfile" in files

@@ -19,9 +19,11 @@ description:
     (interactive).
   - Checks the host facts against the host as it is now (fingerprint, schema, age,
     verdict) and refuses to start on any problem unless O(allow_unenforced=true).
-  - Starts a squid gate for this session on a free host-loopback port, waits until it
-    answers, runs the sandbox attached with its output in a transcript, then removes the
-    gate. Every container it started is removed on every exit path, signals included.
+  - Starts a squid gate for this session on a free host-loopback port and, at the same
+    time, the sandbox, attached with its output in a transcript; the sandbox's entrypoint
+    waits until the gate answers before the harness runs. Then removes the gate. Every
+    container it started is removed on every exit path, signals included; a watchdog
+    process removes them if this one is killed (SIGKILL).
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).
 author: aisb developers (@aisb)
 options:
@@ -54,7 +56,7 @@ options:
       - C(allow) runs the gate; C(none) gives the sandbox no network at all.
       - C(no-gate) is the fallback for a host without a gate path (the host facts'
         C(verdict.gate_path) is not C(map-host-loopback)) where C(verdict.no_gate_holds)
-        is true, and is refused elsewhere. No gate and no proxy: the allowed names are
+        is true, and is refused elsewhere. No gate and no proxy; the allowed names are
         resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
         their addresses pinned in the ruleset on port 80, the O(connect_ports) and the
         names' own C(host:port) ports. Wildcard entries (C(.example.com)) and names that do
@@ -142,11 +144,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 rc:
-  description: The harness's exit code (77 enforcement failed, 78 policy missing).
+  description: The harness's exit code (77 enforcement failed, 78 policy missing, 79 the gate never answered).
   returned: when the sandbox ran
   type: int
 status:
-  description: C(exited), C(gate-died), C(interrupted) or C(refused).
+  description:
+    - C(exited), C(failed) (it could not start or end cleanly, see msg), C(gate-died),
+      C(interrupted), C(refused), or C(planned) in check mode.
   returned: always
   type: str
 session_id:

@@ -28,6 +28,11 @@ def session_containers(ws):
     return ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format", "{{.Names}}"]).stdout.split()
 
 
+def processes(ws, pattern):
+    """PIDs of the workstation's processes whose command line matches PATTERN."""
+    return ws.run(["pgrep", "-f", pattern], check=False).stdout.split()
+
+
 def record_of(ws, output):
     path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
     assert path, output[-3000:]
@@ -72,6 +77,7 @@ def test_pi_runs_headless(workstation, project):
     assert record["exit_code"] == 0
     assert re.search(r"\d+\.\d+\.\d+", workstation.path(record["transcript"]).read_text())
     assert session_containers(workstation) == []
+    assert processes(workstation, "aisb-watchdog") == []  # the watchdog left with the session
 
 
 def test_unnamed_caller_environment_stays_out(workstation, project):
@@ -170,6 +176,30 @@ def test_signal_to_ansible_playbook_leaves_nothing_running(workstation, project,
         while time.monotonic() < deadline and session_containers(workstation):
             time.sleep(0.2)
         assert session_containers(workstation) == []
+    finally:
+        playbook.kill()
+        playbook.wait()
+
+
+def test_sigkill_of_the_session_module_leaves_nothing_running(workstation, project):
+    playbook = start_in_background(workstation, ["sleep", "300"])
+    try:
+        sandbox = wait_for_sandbox(workstation)
+        # The sandbox's podman is the module's child: its parent is the module process.
+        podman_run = processes(workstation, f"podman run --rm --name {sandbox}")
+        assert len(podman_run) == 1, podman_run
+        module = workstation.run(["ps", "-o", "ppid=", "-p", podman_run[0]]).stdout.strip()
+        assert "python" in workstation.run(["ps", "-o", "args=", "-p", module]).stdout
+        workstation.run(["kill", "-KILL", module])
+        # A correctness bound, generous for a loaded machine: not a speed assertion.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (session_containers(workstation)
+                                               or processes(workstation, "aisb-watchdog")):
+            time.sleep(0.5)
+        assert session_containers(workstation) == []
+        assert processes(workstation, "aisb-watchdog") == []
+        output = playbook.communicate(timeout=120)[0]
+        assert playbook.returncode != 0, output[-2000:]
     finally:
         playbook.kill()
         playbook.wait()

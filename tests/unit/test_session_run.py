@@ -15,6 +15,7 @@ def record(**overrides):
 def test_exit_codes_of_podman_and_signals_are_named():
     assert exit_reason(0) == "" and exit_reason(3) == ""
     assert exit_reason(77) == "enforcement could not be installed or verified"
+    assert exit_reason(79) == "the gate never answered the sandbox"
     assert exit_reason(125) == "podman could not run the sandbox"
     assert exit_reason(137) == "the sandbox was killed by signal 9"
     assert exit_reason(None) == ""

@@ -13,7 +13,10 @@
 # 3. Verify the installed table from `nft -j` output, never from nft's exit status:
 #    a rejected ruleset leaves the container wide open. Failure of 2 or 3: exit 77,
 #    unless --allow-unenforced was given, which says so loudly and goes on.
-# 4. setpriv to uid/gid 1000 with every capability set empty and no-new-privs; exec.
+# 4. With a gate: wait until the gate answers an HTTP request through the path the
+#    table allows (it starts beside the sandbox, not before it). No answer within
+#    GATE_WAIT seconds: exit 79, whatever the flags (never a fallback to direct egress).
+# 5. setpriv to uid/gid 1000 with every capability set empty and no-new-privs; exec.
 #
 # Policy format (one directive a line; '#' comments and blank lines ignored):
 #   gate ADDRESS PORT | gate none     exactly one: the gate as the sandbox reaches it
@@ -22,7 +25,9 @@ set -uo pipefail
 
 readonly POLICY=/etc/aisb/policy
 readonly RULESET=/usr/local/lib/aisb/ruleset.nft
-readonly EX_ENFORCEMENT=77 EX_POLICY=78
+readonly EX_ENFORCEMENT=77 EX_POLICY=78 EX_GATE=79
+# The session's bound on a gate's start (GATE_READY_TIMEOUT in module_utils/_session.py).
+readonly GATE_WAIT=15
 readonly IPV4='[0-9]{1,3}(\.[0-9]{1,3}){3}' IPV6='[0-9a-f]*:[0-9a-f:]*' PORT='[1-9][0-9]{0,4}'
 
 say() { printf 'aisb-entrypoint: %s\n' "$*" >&2; }
@@ -118,6 +123,30 @@ verify() {
   fi
 }
 
+# Succeeds when an HTTP server answers at ADDRESS PORT. squid answers this malformed
+# request with a 400 and logs it as error:invalid-request, which the record skips.
+gate_answers() {
+  local reply
+  # $1 and $2 expand in the inner shell, which gets them as its arguments:
+  # shellcheck disable=SC2016
+  reply=$(timeout 1 bash -c 'exec 9<>"/dev/tcp/$1/$2" && printf "aisb-gate-probe\r\n\r\n" >&9 && head -c 5 <&9' \
+    gate-probe "$1" "$2" 2>/dev/null)
+  [ "$reply" = HTTP/ ]
+}
+
+# Waits until the gate answers, at most GATE_WAIT seconds.
+wait_for_gate() {
+  local address port deadline=$((SECONDS + GATE_WAIT))
+  read -r address port <<<"$GATE"
+  until gate_answers "$address" "$port"; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      say "the gate at $address port $port did not answer within $GATE_WAIT s: refusing to start (exit $EX_GATE)"
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
 enforce() {
   local script
   if ! command -v nft >/dev/null || ! command -v jq >/dev/null; then
@@ -163,6 +192,10 @@ if [ "${AISB_REPORT_FD:-}" = 3 ] && { true >&3; } 2>/dev/null; then
   exec 3>&-
 fi
 unset AISB_REPORT_FD
+
+if [ -n "$GATE" ] && ! wait_for_gate; then
+  exit "$EX_GATE"
+fi
 
 export HOME=/home/agent USER=agent LOGNAME=agent
 exec setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --ambient-caps=-all \
