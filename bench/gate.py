@@ -13,7 +13,7 @@ any sandbox, so the floor is the same client fetching the same URL from the same
 server directly (no pasta in either path; a sandbox's own path is the session's
 business):
   - 200 MB over plain HTTP (curl -x) and over CONNECT (HTTPS through a CONNECT tunnel),
-    gate and direct alternately, RUNS times each;
+    gate and direct alternately, RUNS times each, and the CPU time squid spent on each;
   - 1000 small requests one after another, a new connection each (as curl does) and on
     one kept-alive connection: p50 and p99, gate and direct, RUNS rounds (medians);
   - peak memory: the gate container's cgroup memory.peak where cgroup v2 keeps one,
@@ -24,6 +24,7 @@ A measurement, not a test: it asserts nothing.
 """
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -122,6 +123,15 @@ def resident_kib(ws, pids, field):
     return total
 
 
+def cpu_seconds(ws, pids):
+    """User and system CPU seconds PIDS have used so far."""
+    ticks = 0
+    for pid in pids:
+        fields = ws.run(["cat", f"/proc/{pid}/stat"]).stdout.rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def peak_memory(ws, name):
     """(peak bytes, how it was read) of the gate container."""
     pids = gate_processes(ws, name)
@@ -142,18 +152,23 @@ def measure(ws, runs):
         check_resolves_here(ws, internet)
         start_origin(ws, internet)
         name, proxy = start_gate(ws)
-        idle = 1024 * resident_kib(ws, gate_processes(ws, name), "VmRSS")
+        pids = gate_processes(ws, name)
+        idle = 1024 * resident_kib(ws, pids, "VmRSS")
         rows = []
         for scheme, port, how in (("http", HTTP_PORT, "plain HTTP"), ("https", HTTPS_PORT, "CONNECT (HTTPS)")):
             url = f"{scheme}://{NAME}:{port}/bytes/{DOWNLOAD_BYTES}"
-            gated, direct = [], []
+            gated, direct, cpu = [], [], []
             for _run in range(runs):
                 direct.append(download(ws, url, None))
+                before = cpu_seconds(ws, pids)
                 gated.append(download(ws, url, proxy))
+                cpu.append(cpu_seconds(ws, pids) - before)
             through, floor = median(gated) / 1e6, median(direct) / 1e6
             rows.append(row("gate", f"200 MB download over {how}, through the gate", round(through, 1), "MB/s",
                             round(floor, 1), "same download, same client, directly",
                             ">= 0.9x floor", through >= 0.9 * floor, runs))
+            rows.append(row("gate", f"the gate's CPU time for that download over {how}", round(median(cpu), 2),
+                            "s", None, None, None, None, runs))
         for mode, how in (("new", "a new connection each"), ("reuse", "one kept-alive connection")):
             figures = {"gate": {"p50": [], "p99": []}, "direct": {"p50": [], "p99": []}}
             for _run in range(runs):
