@@ -37,6 +37,10 @@ REPORT_FD = 3
 GATE_READY_TIMEOUT = 15.0
 # What the session writes to its watchdog when it has removed its containers itself.
 WATCHDOG_DONE = "done"
+# Runs each podman that creates a container: it dies with the session (parent-death
+# signal), so after a SIGKILL no container can still be on its way while the watchdog
+# removes them.
+DIE_WITH_SESSION = ["setpriv", "--pdeathsig", "KILL", "--"]
 # squid's access log line (logformat aisb in _squid.render_session_conf).
 GATE_LOG_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
@@ -218,10 +222,10 @@ class SessionRunner(object):
         self._watchdog = None
 
     # -- side effects, each through one of these two
-    def _run(self, argv, check=True, **kwargs):
+    def _run(self, argv, check=True, die_with_session=False):
         self.commands.append(argv)
-        result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, check=False, **kwargs)
+        result = subprocess.run((DIE_WITH_SESSION if die_with_session else []) + argv, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
         if check and result.returncode != 0:
             raise SessionError("%s failed (exit %d): %s" % (" ".join(argv[:3]), result.returncode,
                                                             result.stderr.strip()[-500:]))
@@ -279,7 +283,7 @@ class SessionRunner(object):
 
         def start_and_watch():
             try:
-                self._run(argv)
+                self._run(argv, die_with_session=True)
             except (SessionError, OSError) as error:
                 self.gate_error = "the gate did not start: %s" % error
                 self._gate_started.set()
@@ -322,7 +326,7 @@ class SessionRunner(object):
         relay = ["bash", "-c", 'exec %d>&%d %d>&-; exec "$@"' % (REPORT_FD, report_write, report_write), "bash"]
         try:
             self._process = subprocess.Popen(
-                relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,
+                DIE_WITH_SESSION + relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,
                 stderr=stdout if stdin is not None else subprocess.STDOUT, env=env, pass_fds=(report_write,))
         finally:
             os.close(report_write)

@@ -225,6 +225,23 @@ def test_gate_killed_mid_session_ends_it_with_a_clear_status(workstation, intern
     assert session_containers(workstation) == []
 
 
+def test_a_gate_that_cannot_start_fails_closed(workstation, project):
+    """The gate starts beside the sandbox: when it cannot start, the harness never runs."""
+    facts = json.loads(workstation.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
+    image = workstation.run(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}",
+                             "localhost/aisb-sandbox"]).stdout.split()[0]
+    policy_dir = sorted(workstation.path("/home/dev/.local/state/aisb/policies").iterdir())[0]
+    result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
+        "project": PROJECT, "image": image, "gate_image": "localhost/aisb-no-such-gate:0",
+        "policy_dir": "/" + str(policy_dir.relative_to(workstation.root)), "command": ["sh", "-c", "echo harness-ran"],
+        "host_facts": facts})], check=False, env=ANSIBLE_ENV)
+    assert result.returncode != 0
+    assert "the gate did not start" in result.stdout, result.stdout[-3000:]
+    transcript = re.search(r'"transcript": "([^"]+)"', result.stdout).group(1)
+    assert "harness-ran" not in workstation.path(transcript).read_text()
+    assert session_containers(workstation) == []
+
+
 def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, internet, project):
     names = [f"site{i}.test" for i in range(5)]
     script = "; ".join(f"curl -s -o /dev/null -w '{n}=%{{http_code}}\\n' http://{n}/" for n in names)

@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The session's watchdog: it runs its removal command unless the session said it was done,
-whichever way the session's end of the pipe closed."""
+whichever way the session's end of the pipe closed. And the podman processes that create
+containers die with the session."""
 
 import os
 import signal
 import subprocess
+import sys
+import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import WATCHDOG_DONE, watchdog_argv
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import (
+    DIE_WITH_SESSION, WATCHDOG_DONE, watchdog_argv)
 
 
 def start(tmp_path):
@@ -43,3 +47,39 @@ def test_anything_but_done_removes(tmp_path):
     os.close(write_end)
     process.wait(timeout=10)
     assert marker.exists()
+
+
+def test_a_command_started_to_die_with_the_session_dies_with_it():
+    # A stand-in session starts a long command as the session starts podman run, then dies by SIGKILL.
+    session = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen(sys.argv[1:])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n")] + DIE_WITH_SESSION + ["sleep", "60"], stdout=subprocess.PIPE, text=True)
+    child = int(session.stdout.readline())
+    # setpriv sets the signal, then runs the command: once the command runs, it is set.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and command_name(child) != "sleep":
+        time.sleep(0.01)
+    session.send_signal(signal.SIGKILL)
+    session.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists("/proc/%d" % child) and not zombie(child):
+        time.sleep(0.05)
+    assert not os.path.exists("/proc/%d" % child) or zombie(child)
+
+
+def zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def command_name(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as comm:
+            return comm.read().strip()
+    except OSError:
+        return None
