@@ -3,7 +3,6 @@
 entrypoint that refuses to run unenforced, configurations the real parsers accept, and
 a gate started from the rendered configuration that relays only what the policy names."""
 
-import importlib.util
 import json
 import random
 import re
@@ -11,25 +10,15 @@ import socket
 
 import pytest
 
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman as podman_argv
+from ansible_collections.aisb.sandbox.plugins.module_utils import _policy as policy_lib
+from ansible_collections.aisb.sandbox.plugins.module_utils import _squid as squid_lib
 from conftest import REPO
 from scenario import ANSIBLE_ENV, operator_vars
 
 GATE_ADDR = "100.64.0.1"
 WORK = "/home/dev/images-test"
 RULESET = "/usr/local/lib/aisb/ruleset.nft"
-
-
-def module_utils(name):
-    """The collection's own pure module (no collection imports), loaded from the checkout."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "plugins" / "module_utils" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-podman_argv = module_utils("_podman")
-policy_lib = module_utils("_policy")
-squid_lib = module_utils("_squid")
 
 
 def provision_with(ws, extra_vars):

@@ -1,15 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Make this checkout importable as ansible_collections.aisb.sandbox for unit tests."""
 
-import atexit
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-_root = Path(tempfile.mkdtemp(prefix="aisb-unit-"))
-atexit.register(shutil.rmtree, _root, True)
-(_root / "ansible_collections" / "aisb").mkdir(parents=True)
-(_root / "ansible_collections" / "aisb" / "sandbox").symlink_to(REPO)
-sys.path.insert(0, str(_root))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import

@@ -32,6 +32,11 @@ TRANSFER_DIR = "/opt/aisb-test"
 BASE_IMAGE_TAR = f"{TRANSFER_DIR}/base-image.tar"
 BASE_IMAGE = "localhost/aisb-base:trixie"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CONTAINER_STORAGE = f"{USER_HOME}/.local/share/containers"
+# What the collection builds its images from. A seeded storage whose images miss one of
+# these only costs a build: images are tagged by content hash, never reused stale.
+IMAGE_INPUTS = ["roles/image", "roles/gate", "plugins/modules/content_image.py",
+                "plugins/module_utils/_content_hash.py"]
 
 
 def cache_root() -> Path:
@@ -71,6 +76,18 @@ def ensure_tree(suite: str) -> Path:
             shutil.rmtree(building, ignore_errors=True)
             raise
     return final
+
+
+def storage_key(suite: str) -> str:
+    """Content hash of the tree and of every image input: which saved container storage
+    (the provisioned images) a workstation of SUITE may start from."""
+    repo = HERE.parents[1]
+    digest = hashlib.sha256(tree_key(suite).encode())
+    for top in IMAGE_INPUTS:
+        paths = [repo / top] if (repo / top).is_file() else sorted((repo / top).rglob("*"))
+        for path in filter(Path.is_file, paths):
+            digest.update(b"\0" + str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def base_image_tar(suite: str = "trixie") -> Path:
@@ -199,6 +216,39 @@ class Workstation:
             archive.with_suffix(".part").rename(archive)
         self.path(inside).unlink()
         return tag
+
+    def seed_container_storage(self) -> bool:
+        """Start the user's container storage from the one saved for these image inputs,
+        if any (the base, probe, sandbox and gate images of an earlier provision)."""
+        saved = cache_root() / "storage" / f"{self.suite}-{storage_key(self.suite)}"
+        if not saved.is_dir():
+            return False
+        target = self.path(CONTAINER_STORAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", "--reflink=auto", str(saved), str(target)], check=True)
+        subprocess.run(["chown", f"{USER_UID}:{USER_UID}", str(target.parent), str(target.parent.parent)],
+                       check=True)
+        return True
+
+    def save_container_storage(self) -> None:
+        """Keep this workstation's container storage for the next run with the same image
+        inputs, replacing the storage saved for other inputs. No container may be running."""
+        stored = cache_root() / "storage"
+        stored.mkdir(parents=True, exist_ok=True)
+        final = stored / f"{self.suite}-{storage_key(self.suite)}"
+        building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=stored))
+        subprocess.run(["cp", "-a", "--reflink=auto", str(self.path(CONTAINER_STORAGE)), str(building / "s")],
+                       check=True)
+        with open(stored / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if final.exists():
+                shutil.rmtree(building, ignore_errors=True)
+                return
+            (building / "s").rename(final)
+            shutil.rmtree(building, ignore_errors=True)
+            for old in stored.glob(f"{self.suite}-*"):
+                if old != final:
+                    shutil.rmtree(old, ignore_errors=True)
 
     def path(self, inside: str) -> Path:
         """The build machine's path of a file inside the workstation."""
