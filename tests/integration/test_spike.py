@@ -73,6 +73,9 @@ def test_debian13_model_holds(workstation, measured):
     assert failed == {}
     assert facts["verdict"]["model_holds"] is True and facts["verdict"]["reasons"] == []
     assert facts["verdict"]["gate_path"] == "map-host-loopback"
+    # The sandbox probes ran on the mapped loopback: network no-gate is not measured here.
+    assert facts["probes"]["raw_tcp_blocked"]["network"].startswith("pasta:--map-host-loopback,")
+    assert facts["verdict"]["no_gate_holds"] is False
     assert facts["fingerprint"]["podman"] == workstation.run(
         ["podman", "version", "--format", "{{.Client.Version}}"]).stdout.strip()
     assert facts["probe_image"].startswith("localhost/aisb-probe:")

@@ -106,3 +106,33 @@ def test_the_plan_has_no_gate_no_proxy_and_the_resolved_hosts():
         "a.test:198.18.0.2", "b.test:198.18.0.3", "b.test:2001:db8::3"]
     lines = plan["policy_text"].splitlines()
     assert lines[1] == "gate none" and "pin 198.18.0.2 443" in lines and "pin 2001:db8::3 80" in lines
+
+
+def sandbox_spike(mapped_rc):
+    """A spike whose mapped-loopback container exits MAPPED_RC before its script runs
+    (None: it hung) and whose plain-pasta container runs; the podman argv it was given."""
+    calls = []
+
+    def run(argv, timeout=None):
+        calls.append(argv)
+        network = next((arg for arg in argv if arg.startswith("--network=")), "")
+        if "--map-host-loopback" in network:
+            return mapped_rc, "", "Error: pasta failed with exit code 1"
+        return 0, "started\ntarget=169.254.1.2\ntable=installed\n", ""
+
+    return _spike.Spike(run, "podman", "img", 60), calls
+
+
+def test_the_sandbox_probes_run_on_plain_pasta_when_the_mapped_container_cannot_start():
+    spike, calls = sandbox_spike(126)
+    found = _spike.probe_sandbox(spike)
+    assert set(entry["network"] for entry in found.values()) == {_podman.NO_GATE_NETWORK}
+    plain = calls[-1]
+    assert "--network=" + _podman.NO_GATE_NETWORK in plain and _spike.HOST_ENTRY in plain
+
+
+def test_a_hung_mapped_container_is_reported_not_retried():
+    spike, calls = sandbox_spike(None)
+    found = _spike.probe_sandbox(spike)
+    assert found["raw_tcp_blocked"]["detail"].startswith("not measured: hung")
+    assert not [argv for argv in calls if "--network=" + _podman.NO_GATE_NETWORK in argv]
