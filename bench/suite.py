@@ -8,8 +8,9 @@ Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session st
 (bench/session.py), the spike (bench/spike.py), the gate (bench/gate.py), re-provisioning
 (bench/reprovision.py); then verify.yml over 1 to 3 of them (bench/verify.py).
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
-PREFIX.md (default bench/results/latest). Medians of N runs (default 5); re-provisioning
-and verify.yml, tens of seconds a run, take --slow-runs (default 3).
+PREFIX.md (default bench/results/latest). Medians of N runs (default 5); full spikes,
+re-provisioning and verify.yml, seconds to tens of seconds a run, take --slow-runs
+(default 3).
 """
 
 import argparse
@@ -40,6 +41,20 @@ def workstations(with_fleet):
         yield hosts["debian13"], (directory, path)
 
 
+def load_average():
+    """The build machine's 1, 5 and 15 minute load averages: how noisy the run was."""
+    return " ".join("%.2f" % load for load in os.getloadavg())
+
+
+def timed_section(results, name, section):
+    """SECTION's rows; its wall seconds go to results["section_s"][NAME]."""
+    start = time.monotonic()
+    rows = section()
+    results.setdefault("section_s", {})[name] = round(time.monotonic() - start, 1)
+    print("%s: %.0f s" % (name, results["section_s"][name]), flush=True)
+    return rows
+
+
 def cell(value, unit=""):
     if value is None:
         return ""
@@ -47,12 +62,15 @@ def cell(value, unit=""):
 
 
 def markdown(results):
+    sections = ", ".join("%s %.0f s" % item for item in results["section_s"].items())
     lines = [
-        "Benchmark run of %(date)s: %(duration_s).0f s in all (%(setup_s).0f s of it provisioning), "
-        "medians of %(runs)d runs (%(slow_runs)d for re-provisioning and verify.yml)." % results,
+        "Benchmark run of %(date)s: %(duration_s).0f s in all (%(setup_s).0f s of it provisioning; "
+        "by section: %(sections)s), "
+        "medians of %(runs)d runs (%(slow_runs)d for full spikes, re-provisioning and verify.yml)."
+        % dict(results, sections=sections),
         "",
-        "Host: %s; build machine: %d CPUs, load average %s at the start." % (
-            results["host"], results["cpus"], results["load_average"]),
+        "Host: %s; build machine: %d CPUs, load average %s at the start, %s at the end." % (
+            results["host"], results["cpus"], results["load_average"], results["load_average_end"]),
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
@@ -80,20 +98,21 @@ def main():
     start = time.monotonic()
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": args.runs,
                "slow_runs": args.slow_runs, "cpus": os.cpu_count(),
-               "load_average": " ".join("%.2f" % load for load in os.getloadavg())}
+               "load_average": load_average()}
     with workstations(not args.no_fleet) as (ws, fleet):
         results["setup_s"] = round(time.monotonic() - start, 1)
         fingerprint = json.loads(ws.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
         results["host"] = "%(distro)s, podman %(podman)s, %(runtime)s, kernel %(kernel)s" % fingerprint["fingerprint"]
         rows = []
-        for name, section, runs in (("session", session, args.runs), ("spike", spike, args.runs),
-                                    ("gate", gate, args.runs), ("provision", reprovision, args.slow_runs)):
-            section_start = time.monotonic()
-            rows += section.measure(ws, runs)
-            print("%s: %.0f s" % (name, time.monotonic() - section_start), flush=True)
+        for name, section in (("session", lambda: session.measure(ws, args.runs)),
+                              ("spike", lambda: spike.measure(ws, args.runs, args.slow_runs)),
+                              ("gate", lambda: gate.measure(ws, args.runs)),
+                              ("provision", lambda: reprovision.measure(ws, args.slow_runs))):
+            rows += timed_section(results, name, section)
         if fleet is not None:
-            rows += verify.measure(*fleet, args.slow_runs)
+            rows += timed_section(results, "verify", lambda: verify.measure(*fleet, args.slow_runs))
     results["duration_s"] = round(time.monotonic() - start, 1)
+    results["load_average_end"] = load_average()
     results["rows"] = rows
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
