@@ -27,7 +27,7 @@ DENIED_DESTINATIONS = (
 HTTP_PORT = 80
 # Descriptors one gate may use. squid sizes its tables by this limit, not by use (about
 # 150 bytes a descriptor), and rootless podman hands a container the user's hard limit
-# (524288 under systemd: about 75 MB). 4096 relays about 2000 connections at once.
+# (524288 under systemd: about 80 MB). 4096 relays about 2000 connections at once.
 MAX_FILEDESCRIPTORS = 4096
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
