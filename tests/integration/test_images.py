@@ -167,7 +167,8 @@ def test_ruleset_that_loads_but_fails_verification_exits_77(workstation, sandbox
     if "jump more" in bad:
         bad = bad.replace("table inet aisb {", "table inet aisb {\n\tchain more {\n\t\taccept\n\t}")
     ruleset = write(workstation, f"{work}/bad-{abs(hash(change))}.nft", bad)
-    policy = write(workstation, f"{work}/policy", f"gate {GATE_ADDR} 3128\n")
+    # No gate: the harness would wait for one (exit 79) and the table is the point here.
+    policy = write(workstation, f"{work}/policy-nogate", "gate none\n")
     # Mounting another template over the baked one is the test's lever: whoever can add
     # mounts to the podman command could run anything anyway.
     result = sandbox(workstation, sandbox_image, policy, "id", mounts=[(ruleset, RULESET)])
@@ -180,8 +181,8 @@ def test_ruleset_that_loads_but_fails_verification_exits_77(workstation, sandbox
 
 
 def test_enforced_harness_runs_without_privileges(workstation, sandbox_image, work):
-    policy = write(workstation, f"{work}/policy-pins",
-                   f"# test\ngate {GATE_ADDR} 3128\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n")
+    # No gate (the harness would wait for it); the sessions' tests install and verify a gate's rule.
+    policy = write(workstation, f"{work}/policy-pins", "# test\ngate none\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n")
     script = ("id -u; id -g; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status; "
               "nft flush ruleset 2>/dev/null && echo flushed || echo refused")
     result = sandbox(workstation, sandbox_image, policy, "bash", "-c", script)
@@ -192,6 +193,14 @@ def test_enforced_harness_runs_without_privileges(workstation, sandbox_image, wo
     assert status == {"CapInh": "0" * 16, "CapPrm": "0" * 16, "CapEff": "0" * 16, "CapBnd": "0" * 16,
                       "CapAmb": "0" * 16, "NoNewPrivs": "1"}, result.stdout
     assert lines[8] == "refused"
+
+
+def test_a_gate_that_never_answers_exits_79_before_the_harness_runs(workstation, sandbox_image, work):
+    policy = write(workstation, f"{work}/policy", f"gate {GATE_ADDR} 3128\n")
+    result = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran")
+    assert result.returncode == 79, result.stderr
+    assert "did not answer within 15 s" in result.stderr
+    assert "harness-ran" not in result.stdout
 
 
 def test_check_mode_of_the_entrypoint_runs_nft_c(workstation, sandbox_image, work):
