@@ -30,7 +30,7 @@ QUESTIONS = {
     "container_to_container": "two containers on one network reach each other",
     "nft_needs_net_admin": "`nft` is refused to root with podman's default capabilities",
     "nft_default_drop": "the default-drop table blocks root's TCP",
-    "table_allows_gate": "the gate's address and port pass the table",
+    "table_allows_gate": "the gate's (no-gate: the pinned) address and port pass the table",
     "setpriv_locks_table": "after setpriv: flush refused, CapEff/CapBnd/CapAmb 0, NoNewPrivs 1",
     "raw_tcp_blocked": "raw TCP to a literal address is blocked",
     "udp_blocked": "UDP (as DNS would use) is blocked",
@@ -56,6 +56,13 @@ def cell(entry):
     return "%s: %s" % (mark, detail)
 
 
+def networks(probes):
+    """The networks the probes that record one ran on: the sandbox probes' pasta options
+    (the session's mapped loopback, or network no-gate's plain pasta)."""
+    found = sorted(set(entry["network"] for entry in probes.values() if "network" in entry))
+    return ", ".join("`--network=%s`" % network for network in found) or "none (not measured)"
+
+
 def host_name(facts):
     fingerprint = facts["fingerprint"]
     return "%s (podman %s, %s, %s, kernel %s), measured %s" % (
@@ -74,7 +81,9 @@ def table(documents):
     for name in names:
         row = [cell(facts["probes"].get(name)) for facts in documents]
         lines.append("| %s (`%s`) | %s |" % (QUESTIONS.get(name, name), name, " | ".join(row)))
-    for key in ("model_holds", "gate_path", "limits_enforceable", "bind_mount_label"):
+    lines.append("| network the sandbox probes ran on (`network`) | %s |" % " | ".join(
+        networks(facts["probes"]) for facts in documents))
+    for key in ("model_holds", "no_gate_holds", "gate_path", "limits_enforceable", "bind_mount_label"):
         lines.append("| **verdict: %s** | %s |" % (key, " | ".join("`%s`" % json.dumps(facts["verdict"][key])
                                                                    for facts in documents)))
     for n, facts in enumerate(documents, 1):
