@@ -24,6 +24,10 @@ ALLOWED_FORMS = (
 # Longer than any legal entry (a 253-character name, a colon and a port): reject early,
 # before any regex runs over attacker-sized input.
 MAX_ENTRY_LENGTH = 260
+# Inside a sandbox, pasta maps this address to the host's loopback (CGNAT space, never a
+# host's own; passt refuses a loopback address here). A pin covering it would open every
+# service on the host's loopback to the sandbox.
+MAPPED_LOOPBACK = "100.64.0.1"
 # IPv4 prefixes shorter than /8 and IPv6 prefixes shorter than /16 pin a large part of
 # the internet: that is an allowlist turned off, not an entry.
 MIN_PREFIX = {4: 8, 6: 16}
@@ -91,6 +95,8 @@ def _network(entry, text):
         _fail(entry, "/%d is too broad to pin (at least /%d)" % (network.prefixlen, MIN_PREFIX[network.version]))
     if address.is_unspecified or address.is_loopback or address.is_multicast or address.is_link_local:
         _fail(entry, "unspecified, loopback, multicast and link-local addresses cannot be pinned")
+    if network.version == 4 and network.overlaps(ipaddress.ip_network(MAPPED_LOOPBACK)):
+        _fail(entry, "it covers %s, where the sandbox reaches the host's loopback" % MAPPED_LOOPBACK)
     if network.version == 6 and address.ipv4_mapped is not None:
         _fail(entry, "write an IPv4-mapped address as plain IPv4")
     if network.prefixlen == network.max_prefixlen:
@@ -187,6 +193,16 @@ def no_gate_names(policy):
     return policy.domains
 
 
+def _with_embedded_ipv4(address):
+    """ADDRESS and the IPv4 address an IPv6 one carries (v4-mapped, 6to4, NAT64), if any."""
+    if address.version == 4:
+        return [address]
+    embedded = [address.ipv4_mapped, address.sixtofour]
+    if address in ipaddress.ip_network("64:ff9b::/96"):
+        embedded.append(ipaddress.ip_address(int(address) & 0xFFFFFFFF))
+    return [address] + [candidate for candidate in embedded if candidate is not None]
+
+
 def pin_resolved(policy, resolved):
     """POLICY with every address of RESOLVED ({name: [address, ...]}) pinned too.
 
@@ -200,7 +216,8 @@ def pin_resolved(policy, resolved):
         ports = {HTTP_PORT} | set(policy.connect_ports) | set(port for host, port in policy.host_ports if host == name)
         for text in addresses:
             address = ipaddress.ip_address(text)
-            if any(address.version == network.version and address in network for network in denied):
+            if any(candidate.version == network.version and candidate in network
+                   for candidate in _with_embedded_ipv4(address) for network in denied):
                 raise PolicyError("allow entry %r: resolves to %s, a local or private address the gate never "
                                   "relays to; network no-gate does not pin it either" % (name, address))
             pins.update((str(address), port) for port in ports)

@@ -23,12 +23,9 @@ import time
 import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import render_sandbox_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
-# Inside the sandbox, pasta maps this address to the host's loopback. It must not
-# itself be a loopback address (passt refuses that).
-MAPPED_LOOPBACK = "100.64.0.1"
 GATE_PATHS = ("map-host-loopback", "tcp-forward")
 SESSION_LABEL = "aisb.session"
 # The entrypoint writes the ruleset it installed, as nft JSON, to this descriptor and

@@ -25,11 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
 
-# The address pasta maps to the host's loopback, as the session uses it (CGNAT space:
-# never this host's own). The v6 one exists only in the probe, to give IPv6 a way to
-# a local listener that the table must block.
-MAPPED_ADDR = "100.64.0.1"
+# The address pasta maps to the host's loopback, as the session uses it. The v6 one
+# exists only in the probe, to give IPv6 a way to a local listener the table must block.
+MAPPED_ADDR = MAPPED_LOOPBACK
 MAPPED_ADDR6 = "fd00:a15b::1"
 # Seconds one connection attempt inside a container may take before it counts as blocked.
 CONNECT_SECONDS = 3
@@ -630,6 +630,12 @@ def verdict(probes):
     # Network no-gate needs no gate path, but its enforcement measured on its own network.
     no_gate_holds = (all(probes.get(name, {}).get("network") == _podman.NO_GATE_NETWORK for name in SANDBOX_PROBES)
                      and not [name for name in failed if name in FIXES and name not in GATE_PATH_PROBES])
+    on_plain_pasta = [name for name in SANDBOX_PROBES if probes.get(name, {}).get("network") == _podman.NO_GATE_NETWORK]
+    if gate_path == "map-host-loopback" and on_plain_pasta:
+        # The mapped sandbox container failed to start while another mapped one worked:
+        # raw TCP, UDP and IPv6 through the mapping went unmeasured.
+        reasons.append("%s: measured on plain pasta only, because the sandbox probe's container with "
+                       "--map-host-loopback did not start; measure again." % ", ".join(on_plain_pasta))
     if gate_path != "map-host-loopback":
         reasons.append("gate_path is %s: the session reaches its gate through pasta's "
                        "--map-host-loopback, which this host lacks.%s" % (

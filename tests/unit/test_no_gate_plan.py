@@ -2,6 +2,7 @@
 """Network no-gate's pure parts: which entries it can pin, the pins and hosts it makes,
 when the facts let it run, and the plan it gives the sandbox."""
 
+import re
 import socket
 
 import pytest
@@ -31,9 +32,11 @@ def test_each_address_is_pinned_on_http_the_connect_ports_and_its_own_ports():
     assert "gate none" in text and "pin 2001:db8::2 443" in text and "pin 198.18.0.3 8443" in text
 
 
-@pytest.mark.parametrize("address", ["10.1.2.3", "127.0.0.1", "169.254.169.254", "::1", "fd00:ec2::254"])
+@pytest.mark.parametrize("address", ["10.1.2.3", "127.0.0.1", "169.254.169.254", "::1", "fd00:ec2::254",
+                                     # IPv6 carrying a metadata IPv4: v4-mapped, NAT64, 6to4
+                                     "::ffff:a9fe:a9fe", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1"])
 def test_a_name_resolving_to_a_local_or_private_address_is_refused(address):
-    with pytest.raises(PolicyError, match="allow entry 'a.test': resolves to %s" % address):
+    with pytest.raises(PolicyError, match="allow entry 'a.test': resolves to %s" % re.escape(address)):
         pin_resolved(parse_policy(["a.test"]), {"a.test": [address]})
 
 
@@ -91,6 +94,15 @@ def test_no_gate_holds_only_when_the_table_held_on_plain_pasta():
     # Measured on the mapped loopback (a host with a gate path): not measured for no-gate.
     mapped = _spike.verdict(probes("pasta:--map-host-loopback,100.64.0.1"))
     assert mapped["model_holds"] is True and mapped["no_gate_holds"] is False
+
+
+def test_a_gate_host_whose_sandbox_probes_fell_back_to_plain_pasta_does_not_hold():
+    # The loopback probe reached the host, but the sandbox probes' mapped container did
+    # not start: raw TCP, UDP and IPv6 through the mapping were never measured.
+    fell_back = _spike.verdict(probes(_podman.NO_GATE_NETWORK))
+    assert fell_back["gate_path"] == "map-host-loopback"
+    assert fell_back["model_holds"] is False and fell_back["no_gate_holds"] is True
+    assert "measured on plain pasta only" in fell_back["reasons"][0]
 
 
 def test_the_plan_has_no_gate_no_proxy_and_the_resolved_hosts():
