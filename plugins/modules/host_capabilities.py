@@ -22,7 +22,8 @@ description:
     are younger than O(max_age).
   - Run it as the workstation user, without become; rootless podman is what it measures.
   - The probe image must be Debian or Ubuntu based when the module builds it (it installs
-    nftables with apt). It needs bash, coreutils C(timeout), util-linux C(setpriv) and C(nft).
+    nftables with apt). It needs bash, GNU coreutils (C(timeout), C(date +%N)), util-linux
+    C(setpriv) and C(nft).
 author: aisb developers (@aisb)
 options:
   base_image:
