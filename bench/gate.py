@@ -166,9 +166,10 @@ def measure(ws, runs):
             through, floor = median(gated) / 1e6, median(direct) / 1e6
             rows.append(row("gate", f"200 MB download over {how}, through the gate", round(through, 1), "MB/s",
                             round(floor, 1), "same download, same client, directly",
-                            ">= 0.9x floor", through >= 0.9 * floor, runs))
+                            ">= 0.9x floor", through >= 0.9 * floor, runs,
+                            [rate / 1e6 for rate in gated], [rate / 1e6 for rate in direct]))
             rows.append(row("gate", f"the gate's CPU time for that download over {how}", round(median(cpu), 2),
-                            "s", None, None, None, None, runs))
+                            "s", None, None, None, None, runs, cpu))
         for mode, how in (("new", "a new connection each"), ("reuse", "one kept-alive connection")):
             figures = {"gate": {"p50": [], "p99": []}, "direct": {"p50": [], "p99": []}}
             for _run in range(runs):
@@ -182,7 +183,8 @@ def measure(ws, runs):
                 target = "<= 1 ms added" if cut == "p50" else None
                 rows.append(row("gate", f"small request {cut}, {how}, through the gate (added: {added:.2f} ms)",
                                 round(gate_ms, 3), "ms", round(direct_ms, 3), "same request directly",
-                                target, added <= 1 if target else None, runs))
+                                target, added <= 1 if target else None, runs,
+                                [1000 * t for t in figures["gate"][cut]], [1000 * t for t in figures["direct"][cut]]))
         burst(ws, proxy)
         peak, how = peak_memory(ws, name)
         rows.append(row("gate", f"gate peak memory ({how}; {idle / 1e6:.1f} MB resident when idle)",

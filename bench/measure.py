@@ -3,8 +3,9 @@
 the figure rows bench/run turns into a table.
 
 A figure row: {"section", "what", "value", "unit", "floor", "floor_what", "ratio",
-"target", "met", "runs"}; "floor" is the same kind of figure without the thing being
-measured, taken in the same run, and "ratio" is value / floor.
+"target", "met", "runs", "samples", "floor_samples"}; "floor" is the same kind of figure
+without the thing being measured, taken in the same run, "ratio" is value / floor, and
+the samples are the single runs the value and the floor are the medians of (seconds).
 """
 
 import statistics
@@ -65,8 +66,11 @@ def percentile(values, fraction):
     return ordered[max(0, min(len(ordered) - 1, int(round(fraction * len(ordered))) - 1))]
 
 
-def row(section, what, value, unit, floor=None, floor_what=None, target=None, met=None, runs=None):
+def row(section, what, value, unit, floor=None, floor_what=None, target=None, met=None, runs=None,
+        samples=None, floor_samples=None):
     """One figure beside its floor; VALUE and FLOOR in UNIT."""
     return {"section": section, "what": what, "value": value, "unit": unit, "floor": floor,
             "floor_what": floor_what, "ratio": round(value / floor, 2) if floor else None,
-            "target": target, "met": met, "runs": runs}
+            "target": target, "met": met, "runs": runs,
+            "samples": [round(sample, 4) for sample in samples or []],
+            "floor_samples": [round(sample, 4) for sample in floor_samples or []]}

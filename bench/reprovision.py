@@ -7,8 +7,8 @@ runs; bench/run runs it with the rest)
 In a provisioned workstation, times provision.yml again RUNS times with nothing changed,
 then RUNS times each with an allowlist it has not seen, beside ansible-playbook over an
 empty play that gathers facts (provision.yml gathers them too). Counts the images each
-run built (image IDs that were not there before: must be 0) and names the tasks that
-reported a change. A measurement, not a test: it asserts nothing.
+run built (image IDs that were not there before: must be 0), names them and the tasks
+that reported a change. A measurement, not a test: it asserts nothing.
 """
 
 import json
@@ -23,8 +23,14 @@ from scenario import ANSIBLE_ENV
 TASK = re.compile(r"^TASK \[(?P<task>.+?)\] \*+$")
 
 
-def image_ids(ws):
-    return set(ws.run(["podman", "images", "--quiet", "--no-trunc"]).stdout.split())
+def images(ws):
+    """Image ID -> its names, for every image in the user's storage."""
+    listing = ws.run(["podman", "images", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"]).stdout
+    found = {}
+    for line in listing.splitlines():
+        image_id, name = line.split()
+        found.setdefault(image_id, []).append(name)
+    return found
 
 
 def changed_tasks(output):
@@ -40,28 +46,35 @@ def changed_tasks(output):
 
 
 def provision_once(ws, *extra):
-    """(seconds, images built, changed tasks) of one provision.yml run."""
-    before = image_ids(ws)
+    """(seconds, names of the images built, changed tasks) of one provision.yml run."""
+    before = images(ws)
     start = time.monotonic()
     done = ws.run(playbook_argv(ws, "provision", *extra), env=ANSIBLE_ENV, timeout=1800)
     seconds = time.monotonic() - start
-    return seconds, len(image_ids(ws) - before), changed_tasks(done.stdout)
+    after = images(ws)
+    built = [" ".join(after[image_id]) for image_id in sorted(set(after) - set(before))]
+    return seconds, built, changed_tasks(done.stdout)
 
 
 def measure(ws, runs):
     """Figure rows for a provisioned workstation WS."""
-    floor = median(empty_play(ws, runs, gather_facts=True))
+    floor_runs = empty_play(ws, runs, gather_facts=True)
+    floor = median(floor_runs)
     unchanged = [provision_once(ws) for _run in range(runs)]
     policy = [provision_once(ws, "-e", json.dumps({"aisb_allow": [f"policy-{uuid.uuid4().hex[:8]}.test"]}))
               for _run in range(runs)]
     rows = []
     for what, results in (("nothing changed", unchanged), ("after a policy change", policy)):
-        seconds = median([result[0] for result in results])
-        builds = max(result[1] for result in results)
+        runs_seconds = [result[0] for result in results]
+        seconds = median(runs_seconds)
+        builds = max(len(result[1]) for result in results)
+        built = sorted({name for result in results for name in result[1]})
         tasks = sorted({task for result in results for task in result[2]})
         rows.append(row("provision", f"provision.yml again, {what}", round(seconds, 1), "s", round(floor, 2),
-                        "`ansible-playbook`, empty play with fact gathering", None, None, runs))
-        rows.append(row("provision", f"images built, {what} (changed tasks: {'; '.join(tasks) or 'none'})",
+                        "`ansible-playbook`, empty play with fact gathering", None, None, runs,
+                        runs_seconds, floor_runs))
+        rows.append(row("provision", f"images built, {what} (built: {', '.join(built) or 'none'}; "
+                        f"changed tasks: {'; '.join(tasks) or 'none'})",
                         builds, "images", None, None, "0", builds == 0, runs))
     return rows
 

@@ -65,16 +65,17 @@ def measure(ws, runs):
     ws.path(script).write_text(IN_PROCESS)
     pairs = json.loads(ws.run(["/opt/ansible/bin/python3", script, json.dumps(params), str(runs)],
                               timeout=1800).stdout)
-    empty = median(empty_play(ws, runs))
-    agent = median(timed(ws, playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
-                                           "-e", json.dumps({"command": ["true"]})), runs))
+    empty_runs = empty_play(ws, runs)
+    agent_runs = timed(ws, playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
+                                         "-e", json.dumps({"command": ["true"]})), runs)
+    empty, agent = median(empty_runs), median(agent_runs)
     floor, session = median(pairs["floor"]), median(pairs["session"])
     return [
         row("session", "warm session start, to the harness's first instruction", round(session, 3), "s",
             round(floor, 3), "bare `podman run --rm`, same image and network mode", "<= 3x floor",
-            session <= 3 * floor, runs),
+            session <= 3 * floor, runs, pairs["session"], pairs["floor"]),
         row("session", "`run_agent.yml` warm, command `true`", round(agent, 2), "s", round(empty, 2),
-            "`ansible-playbook`, empty play", "<= 3 s", agent <= 3, runs),
+            "`ansible-playbook`, empty play", "<= 3 s", agent <= 3, runs, agent_runs, empty_runs),
     ]
 
 

@@ -97,12 +97,14 @@ def measure(directory, path, runs):
     rows = []
     for count in (1, 2, 3):
         limit = ("--limit", ",".join(names[:count]))
-        floor = median([timed_ping(directory, path, *limit) for _run in range(runs)])
+        floor_runs = [timed_ping(directory, path, *limit) for _run in range(runs)]
+        floor = median(floor_runs)
         for mode, extra in (("fresh", ()), ("cached", ("-e", "verify_cached=true"))):
-            seconds = median([timed_verify(directory, path, *limit, *extra) for _run in range(runs)])
+            runs_seconds = [timed_verify(directory, path, *limit, *extra) for _run in range(runs)]
+            seconds = median(runs_seconds)
             rows.append(row("verify", f"verify.yml, {mode}, {count} host(s) ({', '.join(names[:count])})",
                             round(seconds, 1), "s", round(floor, 2), "`ansible -m ping`, same hosts over SSH",
-                            None, None, runs))
+                            None, None, runs, runs_seconds, floor_runs))
     return rows
 
 
