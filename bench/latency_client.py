@@ -27,7 +27,7 @@ def main(url, count, mode, proxy=None):
         start = time.perf_counter()
         if conn is None:
             conn = connect(parts, proxy)
-        conn.request("GET", target)
+        conn.request("GET", target, headers={"Host": parts.netloc})
         response = conn.getresponse()
         response.read()
         if response.status != 200:
