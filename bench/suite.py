@@ -16,6 +16,7 @@ re-provisioning and verify.yml, seconds to tens of seconds a run, take --slow-ru
 import argparse
 import json
 import os
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ import reprovision
 import session
 import spike
 import verify
-from measure import provisioned_workstation
+from measure import REPO, provisioned_workstation
 
 COLUMNS = ("section", "figure", "value", "floor", "ratio", "target", "met")
 
@@ -39,6 +40,16 @@ def workstations(with_fleet):
         return
     with verify.fleet() as (hosts, directory, path, _key, _ports):
         yield hosts["debian13"], (directory, path)
+
+
+def checkout_state():
+    """The commit measured, and whether the working tree (what install_checkout copies)
+    differed from it."""
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    return commit + (" with uncommitted changes" if dirty else "")
 
 
 def load_average():
@@ -69,8 +80,9 @@ def markdown(results):
         "medians of %(runs)d runs (%(slow_runs)d for full spikes, re-provisioning and verify.yml)."
         % dict(results, sections=sections),
         "",
-        "Host: %s; build machine: %d CPUs, load average %s at the start, %s at the end." % (
-            results["host"], results["cpus"], results["load_average"], results["load_average_end"]),
+        "Host: %s; build machine: %d CPUs, load average %s at the start, %s at the end; checkout %s." % (
+            results["host"], results["cpus"], results["load_average"], results["load_average_end"],
+            results["checkout"]),
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
@@ -98,7 +110,7 @@ def main():
     start = time.monotonic()
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": args.runs,
                "slow_runs": args.slow_runs, "cpus": os.cpu_count(),
-               "load_average": load_average()}
+               "load_average": load_average(), "checkout": checkout_state()}
     with workstations(not args.no_fleet) as (ws, fleet):
         results["setup_s"] = round(time.monotonic() - start, 1)
         fingerprint = json.loads(ws.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
