@@ -143,7 +143,7 @@ wait_for_gate() {
       say "the gate at $address port $port did not answer within $GATE_WAIT s: refusing to start (exit $EX_GATE)"
       return 1
     fi
-    sleep 0.05
+    sleep 0.02
   done
 }
 
