@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The whole benchmark suite in one run (issue 8): every figure beside its floor.
 
-usage: bench/run [--runs N] [--slow-runs N] [--out PREFIX] [--no-fleet]
+usage: bench/run [--runs N] [--slow-runs N] [--out PREFIX] [--no-fleet] [--update-docs]
 
 Provisions three disposable workstations at once (tests/workstation/fleet.py: Debian 13,
 Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session start
 (bench/session.py), the spike (bench/spike.py), the gate (bench/gate.py), re-provisioning
 (bench/reprovision.py); then verify.yml over 1 to 3 of them (bench/verify.py).
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
-PREFIX.md (default bench/results/latest). Medians of N runs (default 5); full spikes,
+PREFIX.md (default bench/results/latest); --update-docs also puts the table into
+docs/performance.md. Medians of N runs (default 5); full spikes,
 re-provisioning and verify.yml, seconds to tens of seconds a run, take --slow-runs
 (default 3).
 """
@@ -29,6 +30,9 @@ import verify
 from measure import REPO, provisioned_workstation
 
 COLUMNS = ("section", "figure", "value", "floor", "ratio", "target", "met")
+DOC = REPO / "docs" / "performance.md"
+# --update-docs replaces what stands between these two lines of DOC with the new table.
+DOC_START, DOC_END = "<!-- bench/run --update-docs: start -->\n", "<!-- bench/run --update-docs: end -->\n"
 
 
 @contextmanager
@@ -98,12 +102,20 @@ def markdown(results):
     return "\n".join(lines) + "\n"
 
 
+def update_docs(table):
+    """Put TABLE between DOC's markers."""
+    text = DOC.read_text()
+    head, rest = text.split(DOC_START, 1)
+    DOC.write_text(head + DOC_START + table + DOC_END + rest.split(DOC_END, 1)[1])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--slow-runs", type=int, default=3)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest"))
     parser.add_argument("--no-fleet", action="store_true")
+    parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args()
     if args.runs < 1 or args.slow_runs < 1:
         parser.error("--runs and --slow-runs: at least 1")
@@ -130,6 +142,8 @@ def main():
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(results))
+    if args.update_docs:
+        update_docs(markdown(results))
     print(markdown(results))
 
 
