@@ -72,12 +72,14 @@ def _pasta_version(run, host):
     return (out or err).strip().splitlines()[0] if rc == 0 and (out or err).strip() else ""
 
 
-def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman"):
+def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman", environ=None):
     """What the measured capabilities depend on, recomputed without starting a container.
 
     Returns {podman, passt, runtime, kernel, distro, probe_image, hash}: versions as
     podman reports them ("" when unknown), probe_image as an image ID (it covers the
-    nftables inside it), hash = sha256 over the other keys.
+    nftables inside it), hash = sha256 over the other keys. With ENVIRON, the result
+    also becomes cached_fingerprint()'s, so a fresh measurement is never outlived by an
+    older cached one.
     """
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Each podman command pays podman's start-up: the two overlap instead of adding up.
@@ -97,16 +99,23 @@ def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman"):
         "probe_image": out.strip() if rc == 0 else "",
     }
     fingerprint["hash"] = fingerprint_hash(fingerprint)
+    if environ is not None:
+        # The executables podman runs may live outside PATH (helper_binaries_dir).
+        executables = [(host.get("conmon") or {}).get("path"), runtime.get("path"),
+                       (host.get("pasta") or {}).get("executable")]
+        _save_fingerprint_cache(environ, podman, sorted(filter(None, executables)), fingerprint)
     return fingerprint
 
 
-def host_key(environ, podman="podman"):
+def host_key(environ, podman="podman", executables=()):
     """What podman info's part of the fingerprint stands on, read without podman: the
     kernel (uname), /etc/os-release, the podman, pasta, OCI runtime and conmon executables
-    and podman's containers.conf files, each by inode, size and times (a package upgrade
-    replaces the file). Equal keys: the versions podman info reports are unchanged."""
+    (on PATH, and EXECUTABLES: where podman info last said they are) and podman's
+    containers.conf files, each by inode, size and times (a package upgrade replaces the
+    file). Equal keys: the versions podman info reports are unchanged."""
     search = environ.get("PATH") or os.defpath
     programs = [shutil.which(name, path=search) or name for name in (podman, "pasta", "passt", "crun", "runc", "conmon")]
+    programs += list(executables)
     config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(environ.get("HOME", "~"), ".config")
     configs = [environ.get("CONTAINERS_CONF", "")]
     for directory in ("/usr/share/containers", "/etc/containers", os.path.join(config_home, "containers")):
@@ -134,29 +143,33 @@ def cached_fingerprint(run, environ, probe_image=PROBE_IMAGE_ALIAS, podman="podm
     """current_fingerprint(), with all but the probe image's ID kept in the state directory
     for as long as host_key() is unchanged: podman info costs more than everything else a
     session checks before it starts. The probe image's ID is always read afresh."""
-    path = os.path.join(state_dir(environ), FINGERPRINT_CACHE)
-    key = host_key(environ, podman)
     try:
-        with open(path) as handle:
+        with open(os.path.join(state_dir(environ), FINGERPRINT_CACHE)) as handle:
             cache = json.load(handle)
     except (OSError, ValueError):
         cache = None
-    if isinstance(cache, dict) and cache.get("key") == key and isinstance(cache.get("fingerprint"), dict):
+    if (isinstance(cache, dict) and isinstance(cache.get("fingerprint"), dict)
+            and isinstance(cache.get("executables"), list)
+            and cache.get("key") == host_key(environ, podman, cache["executables"])):
         rc, out, _err = run(_podman.image_id(podman, probe_image))
         fingerprint = dict(cache["fingerprint"], probe_image=out.strip() if rc == 0 else "")
         fingerprint["hash"] = fingerprint_hash(fingerprint)
         return fingerprint
-    fingerprint = current_fingerprint(run, probe_image, podman)
+    return current_fingerprint(run, probe_image, podman, environ)
+
+
+def _save_fingerprint_cache(environ, podman, executables, fingerprint):
+    path = os.path.join(state_dir(environ), FINGERPRINT_CACHE)
+    cache = {"key": host_key(environ, podman, executables), "executables": executables,
+             "fingerprint": dict((k, fingerprint[k]) for k in FINGERPRINT_KEYS if k != "probe_image")}
     try:
         os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
         partial = path + ".%d" % os.getpid()
         with open(partial, "w") as handle:
-            json.dump({"key": key, "fingerprint": dict((k, fingerprint[k]) for k in FINGERPRINT_KEYS
-                                                       if k != "probe_image")}, handle)
+            json.dump(cache, handle)
         os.replace(partial, path)
     except OSError:
         pass  # Only a cache: the next session measures again.
-    return fingerprint
 
 
 def fingerprint_hash(fingerprint):

@@ -212,6 +212,9 @@ class SessionRunner(object):
         self.gate_error = None
         # Set once the gate's podman run has returned: removal must not race its start.
         self._gate_started = threading.Event()
+        # Set when the sandbox must not run (its gate failed or died): a stop that came
+        # before the sandbox's container existed is repeated while the sandbox runs.
+        self._stop_wanted = threading.Event()
         self.ruleset = None
         self._started = []
         self._finished = False
@@ -260,6 +263,8 @@ class SessionRunner(object):
         self._watchdog = None
         try:
             os.write(write_end, WATCHDOG_DONE.encode("ascii"))
+        except OSError:
+            pass  # The watchdog died: it can remove nothing, and cleanup() already has.
         finally:
             os.close(write_end)
             process.wait()
@@ -283,10 +288,10 @@ class SessionRunner(object):
                 self._run(argv, die_with_session=True)
             except (SessionError, OSError) as error:
                 self.gate_error = "the gate did not start: %s" % error
-                self._gate_started.set()
                 self.stop_sandbox()
                 return
-            self._gate_started.set()
+            finally:
+                self._gate_started.set()
             result = subprocess.run(_podman.wait(self.podman, name), stdin=subprocess.DEVNULL,
                                     capture_output=True, text=True, check=False)
             if result.returncode == 0 and not self._finished:
@@ -329,11 +334,19 @@ class SessionRunner(object):
             os.close(report_write)
         if stdin is not None:
             threading.Thread(target=follow_window_size, args=(stdin, self._process), daemon=True).start()
+        threading.Thread(target=self._stop_when_wanted, args=(self._process,), daemon=True).start()
         try:
             return self._process.wait()
         finally:
             self._finished = True
+            self._stop_wanted.set()  # ends _stop_when_wanted's wait; the sandbox has exited
             reader.join(timeout=2)
+
+    def _stop_when_wanted(self, process):
+        self._stop_wanted.wait()
+        while process.poll() is None:
+            self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]]), check=False)
+            time.sleep(0.2)
 
     def _read_report(self, fd):
         with os.fdopen(fd, "r") as report:
@@ -344,6 +357,8 @@ class SessionRunner(object):
             self.ruleset = {"unparsed": text[:4000]}
 
     def stop_sandbox(self):
+        """Stop the sandbox now and for as long as it runs (see _stop_when_wanted)."""
+        self._stop_wanted.set()
         self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]]), check=False)
 
     def cleanup(self):

@@ -707,12 +707,12 @@ def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout
     return tag, True, None
 
 
-def measure(run, podman, image, image_error, timeout, now):
+def measure(run, podman, image, image_error, timeout, now, environ):
     """Run the spike and return the aisb_host facts."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Read while the probes run: it starts no container and depends on none of them.
         # No image: an empty reference, so a stale alias from an older spike is not counted.
-        fingerprint = pool.submit(_host_facts.current_fingerprint, run, image or "", podman)
+        fingerprint = pool.submit(_host_facts.current_fingerprint, run, image or "", podman, environ)
         probes = run_probes(Spike(run, podman, image, timeout, image_error))
     return {
         "schema_version": _host_facts.SCHEMA_VERSION,
@@ -757,15 +757,17 @@ def host_capabilities(params, check_mode, run, environ, now):
     """The module's work: cached facts when they still stand, else a fresh spike."""
     podman = params["executable"]
     path = params["path"] or _host_facts.facts_path(environ)
+    # Where a fresh fingerprint is also kept for sessions (check mode writes nothing).
+    cache_environ = None if check_mode else environ
     previous = load(path)
     source = params["probe_image"] or params["base_image"]
     if params["cached"] and previous and previous.get("probe_source") == source:
-        fingerprint = _host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman)
+        fingerprint = _host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman, cache_environ)
         if not _host_facts.stale_reasons(previous, fingerprint, now, params["max_age"]):
             return {"changed": False, "cached": True, "path": path, "ansible_facts": {"aisb_host": previous}}
     image, changed, image_error = ensure_probe_image(run, podman, params["base_image"], params["probe_image"],
                                                      check_mode)
-    facts = measure(run, podman, image, image_error, params["probe_timeout"], now)
+    facts = measure(run, podman, image, image_error, params["probe_timeout"], now, cache_environ)
     facts["probe_source"] = source
     changed = changed or summary(previous) != summary(facts)
     if not check_mode:

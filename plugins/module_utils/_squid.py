@@ -101,7 +101,8 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "http_port 127.0.0.1:%d" % port,
         # The gate runs as the unprivileged proxy user from the start: /tmp is writable.
         "pid_filename /tmp/aisb-gate-%s.pid" % session_id,
-        "visible_hostname aisb-gate",
+        # The sandbox's entrypoint knows its gate by this name in squid's error page.
+        "visible_hostname aisb-gate-%s" % session_id,
         "cache deny all",
         "netdb_filename none",
         "cachemgr_passwd disable all",

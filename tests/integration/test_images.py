@@ -7,6 +7,7 @@ import json
 import random
 import re
 import socket
+import subprocess
 
 import pytest
 
@@ -65,10 +66,11 @@ def write(ws, path, text):
     return path
 
 
-def sandbox(ws, image, policy, *args, caps=None, mounts=()):
+def sandbox(ws, image, policy, *args, caps=None, mounts=(), session=None):
     """Run IMAGE like a session would (pasta with the gate address, every flag of the
-    sandbox's security set), the policy mounted read-only unless POLICY is None."""
-    security = list(podman_argv.SANDBOX_SECURITY)
+    sandbox's security set), the policy mounted read-only unless POLICY is None, and
+    AISB_SESSION set to SESSION when given."""
+    security = list(podman_argv.SANDBOX_SECURITY) + ([f"--env=AISB_SESSION={session}"] if session else [])
     if caps is not None:
         security[1] = "--cap-add=" + caps
     volumes = [] if policy is None else ["--volume", f"{policy}:{podman_argv.SANDBOX_POLICY}:ro"]
@@ -197,10 +199,32 @@ def test_enforced_harness_runs_without_privileges(workstation, sandbox_image, wo
 
 def test_a_gate_that_never_answers_exits_79_before_the_harness_runs(workstation, sandbox_image, work):
     policy = write(workstation, f"{work}/policy", f"gate {GATE_ADDR} 3128\n")
-    result = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran")
+    result = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran", session="s1")
     assert result.returncode == 79, result.stderr
-    assert "did not answer within 15 s" in result.stderr
+    assert "did not answer as aisb-gate-s1 within 15 s" in result.stderr
     assert "harness-ran" not in result.stdout
+    unnamed = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran")
+    assert unnamed.returncode == 79 and "AISB_SESSION does not name the session" in unnamed.stderr
+    assert "harness-ran" not in unnamed.stdout
+
+
+def test_another_server_on_the_gate_port_is_not_taken_for_the_gate(workstation, sandbox_image, work):
+    # A process that took the gate's port before squid could answers HTTP too; the
+    # entrypoint waits for this session's gate by name and never runs the harness.
+    port = free_port()
+    server = subprocess.Popen(workstation.command(["python3", "-m", "http.server", "--bind", "127.0.0.1", str(port)]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_listener(workstation, port)
+        policy = write(workstation, f"{work}/policy-foreign", f"gate {GATE_ADDR} {port}\n")
+        result = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran", session="s2")
+    finally:
+        server.terminate()
+        _out, log = server.communicate(timeout=30)
+    assert result.returncode == 79, result.stderr
+    assert "did not answer as aisb-gate-s2" in result.stderr
+    assert "harness-ran" not in result.stdout
+    assert "aisb-gate-probe" in log  # the probe did reach the other server
 
 
 def test_check_mode_of_the_entrypoint_runs_nft_c(workstation, sandbox_image, work):
@@ -239,6 +263,10 @@ print(json.dumps(out))
 """
 
 
+def wait_for_listener(ws, port):
+    ws.sh(f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && exit 0; sleep 0.1; done; exit 1")
+
+
 def free_port():
     # The workstation shares the build machine's network namespace.
     for _attempt in range(50):
@@ -249,7 +277,7 @@ def free_port():
     raise RuntimeError("no free port")
 
 
-def test_gate_relays_only_what_the_policy_names(workstation, internet, work):
+def test_gate_relays_only_what_the_policy_names(workstation, internet, work, sandbox_image):
     # Allowed names that resolve to the workstation's own loopback, plainly and v4-mapped:
     # if the gate failed to deny them, the traffic would still stay on this workstation.
     workstation.sh("grep -q ' loop.test$' /etc/hosts || printf '127.0.0.1 loop.test\\n::ffff:127.0.0.1 mapped.test\\n'"
@@ -265,8 +293,13 @@ def test_gate_relays_only_what_the_policy_names(workstation, internet, work):
     name = f"aisb-gate-{session}"
     workstation.run(podman_argv.gate_run("podman", gate_image, name, policy_dir, conf, extra=["--detach"]))
     try:
-        workstation.sh(f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && exit 0; "
-                       "sleep 0.1; done; exit 1")
+        wait_for_listener(workstation, port)
+        # The entrypoint knows this gate by its session's name, and only by that.
+        gate_policy = write(workstation, f"{work}/policy-gate", f"gate {GATE_ADDR} {port}\n")
+        ours = sandbox(workstation, sandbox_image, gate_policy, "echo", "harness-ran", session=session)
+        assert ours.returncode == 0 and "harness-ran" in ours.stdout, ours.stderr
+        theirs = sandbox(workstation, sandbox_image, gate_policy, "echo", "harness-ran", session="another-session")
+        assert theirs.returncode == 79 and "harness-ran" not in theirs.stdout, theirs.stderr
         ip = internet.address
 
         def get(host):

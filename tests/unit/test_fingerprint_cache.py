@@ -64,3 +64,38 @@ def test_an_unreadable_cache_is_measured_again(tmp_path):
     cache.write_text("{not json")
     assert _host_facts.cached_fingerprint(run, environ)["podman"] == "5.4.2"
     assert run.calls.count("info") == 2
+
+
+def test_an_executable_podman_runs_from_outside_path_is_watched_too(tmp_path):
+    # helper_binaries_dir: podman runs a pasta that PATH does not lead to.
+    helper = tmp_path / "libexec" / "pasta"
+    helper.parent.mkdir()
+    helper.write_text("v1")
+    INFO["host"]["pasta"]["executable"] = str(helper)
+    try:
+        environ = environment(tmp_path)
+        run = podman_like(["sha256:a"] * 3)
+        _host_facts.cached_fingerprint(run, environ)
+        _host_facts.cached_fingerprint(run, environ)
+        assert run.calls.count("info") == 1
+        os.replace(str(helper), str(tmp_path / "old-pasta"))
+        helper.write_text("v2, as a package upgrade installs it")
+        _host_facts.cached_fingerprint(run, environ)
+        assert run.calls.count("info") == 2
+    finally:
+        del INFO["host"]["pasta"]["executable"]
+
+
+def test_a_fresh_measurement_replaces_the_cached_fingerprint(tmp_path):
+    # The spike measures afresh (say after an upgrade the cache key cannot see): the
+    # sessions that follow use what it measured, not the older cache.
+    environ = environment(tmp_path)
+    _host_facts.cached_fingerprint(podman_like(["sha256:a"]), environ)
+    INFO["version"]["Version"] = "5.6.0"
+    try:
+        fresh = _host_facts.current_fingerprint(podman_like(["sha256:a"]), environ=environ)
+        run = podman_like(["sha256:a"])
+        assert _host_facts.cached_fingerprint(run, environ) == fresh and run.calls == ["image"]
+        assert fresh["podman"] == "5.6.0"
+    finally:
+        INFO["version"]["Version"] = "5.4.2"

@@ -243,6 +243,6 @@ def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
     run = fake_run()
     params = dict(executable="podman", path=str(path), probe_image=None, base_image="localhost/base:1",
                   cached=True, max_age=86400, probe_timeout=60)
-    answer = _spike.host_capabilities(params, False, run, {}, NOW)
+    answer = _spike.host_capabilities(params, False, run, {"HOME": str(tmp_path)}, NOW)
     assert answer == {"changed": False, "cached": True, "path": str(path), "ansible_facts": {"aisb_host": stored}}
     assert all(argv[1] in ("info", "image") for argv in run.calls)

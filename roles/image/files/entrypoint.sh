@@ -13,8 +13,8 @@
 # 3. Verify the installed table from `nft -j` output, never from nft's exit status:
 #    a rejected ruleset leaves the container wide open. Failure of 2 or 3: exit 77,
 #    unless --allow-unenforced was given, which says so loudly and goes on.
-# 4. With a gate: wait until the gate answers an HTTP request through the path the
-#    table allows (it starts beside the sandbox, not before it). No answer within
+# 4. With a gate: wait until this session's gate (AISB_SESSION) answers an HTTP request
+#    through the path the table allows (it starts beside the sandbox). No answer within
 #    GATE_WAIT seconds: exit 79, whatever the flags (never a fallback to direct egress).
 # 5. setpriv to uid/gid 1000 with every capability set empty and no-new-privs; exec.
 #
@@ -123,24 +123,28 @@ verify() {
   fi
 }
 
-# Succeeds when an HTTP server answers at ADDRESS PORT. squid answers this malformed
-# request with a 400 and logs it as error:invalid-request, which the record skips.
+# Succeeds when this session's gate answers at ADDRESS PORT: squid answers this malformed
+# request with a 400 page "Generated ... by aisb-gate-SESSION (squid)" (its
+# visible_hostname) and logs it as error:invalid-request, which the record skips. Any
+# other server on that port (one that took it before squid could) does not count.
 gate_answers() {
-  local reply
-  # $1 and $2 expand in the inner shell, which gets them as its arguments:
+  # $1, $2 and $3 expand in the inner shell, which gets them as its arguments:
   # shellcheck disable=SC2016
-  reply=$(timeout 1 bash -c 'exec 9<>"/dev/tcp/$1/$2" && printf "aisb-gate-probe\r\n\r\n" >&9 && head -c 5 <&9' \
-    gate-probe "$1" "$2" 2>/dev/null)
-  [ "$reply" = HTTP/ ]
+  timeout 1 bash -c 'exec 9<>"/dev/tcp/$1/$2" && printf "aisb-gate-probe\r\n\r\n" >&9 && grep -a -m1 -q -F -e "$3" <&9' \
+    gate-probe "$1" "$2" "by aisb-gate-$AISB_SESSION (" 2>/dev/null
 }
 
 # Waits until the gate answers, at most GATE_WAIT seconds.
 wait_for_gate() {
   local address port deadline=$((SECONDS + GATE_WAIT))
   read -r address port <<<"$GATE"
+  if ! [[ ${AISB_SESSION:-} =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]]; then
+    say "AISB_SESSION does not name the session, so its gate cannot be told from another server (exit $EX_GATE)"
+    return 1
+  fi
   until gate_answers "$address" "$port"; do
     if [ "$SECONDS" -ge "$deadline" ]; then
-      say "the gate at $address port $port did not answer within $GATE_WAIT s: refusing to start (exit $EX_GATE)"
+      say "the gate at $address port $port did not answer as aisb-gate-$AISB_SESSION within $GATE_WAIT s: refusing to start (exit $EX_GATE)"
       return 1
     fi
     sleep 0.02
