@@ -26,10 +26,9 @@ A measurement, not a test: it asserts nothing.
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
-from measure import median, percentile, playbook_argv, provisioned_workstation, row
+from measure import median, percentile, playbook_argv, row, run_alone
 from scenario import ANSIBLE_ENV, Internet
 from workstation import TRANSFER_DIR
 
@@ -196,12 +195,5 @@ def measure(ws, runs):
         internet.stop()
 
 
-def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    with provisioned_workstation() as ws:
-        rows = measure(ws, runs)
-    print(json.dumps(rows, indent=2))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(measure, 3)

@@ -8,6 +8,7 @@ without the thing being measured, taken in the same run, "ratio" is value / floo
 the samples are the single runs the value and the floor are the medians of (seconds).
 """
 
+import json
 import statistics
 import sys
 import time
@@ -32,6 +33,15 @@ def provisioned_workstation():
     with Workstation("trixie") as ws:
         provision(ws)
         yield ws
+
+
+def run_alone(measure, default_runs):
+    """A benchmark script run by itself: its rows, from a workstation of its own, as JSON;
+    the number of runs is its first argument."""
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else default_runs
+    with provisioned_workstation() as ws:
+        rows = measure(ws, runs)
+    print(json.dumps(rows, indent=2))
 
 
 def playbook_argv(ws, name, *extra):

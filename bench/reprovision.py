@@ -13,11 +13,10 @@ that reported a change. A measurement, not a test: it asserts nothing.
 
 import json
 import re
-import sys
 import time
 import uuid
 
-from measure import empty_play, median, playbook_argv, provisioned_workstation, row
+from measure import empty_play, median, playbook_argv, row, run_alone
 from scenario import ANSIBLE_ENV
 
 TASK = re.compile(r"^TASK \[(?P<task>.+?)\] \*+$")
@@ -79,12 +78,5 @@ def measure(ws, runs):
     return rows
 
 
-def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    with provisioned_workstation() as ws:
-        rows = measure(ws, runs)
-    print(json.dumps(rows, indent=2))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(measure, 3)

@@ -15,9 +15,8 @@ A measurement, not a test: it asserts nothing.
 """
 
 import json
-import sys
 
-from measure import empty_play, median, playbook_argv, provisioned_workstation, row, timed
+from measure import empty_play, median, playbook_argv, row, run_alone, timed
 
 PROJECT = "/home/dev/bench-project"
 FIRST_INSTRUCTION = ["sh", "-c", "date +%s.%N"]
@@ -79,11 +78,5 @@ def measure(ws, runs):
     ]
 
 
-def main(runs):
-    with provisioned_workstation() as ws:
-        rows = measure(ws, runs)
-    print(json.dumps(rows, indent=2))
-
-
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 7)
+    run_alone(measure, 7)

@@ -13,10 +13,9 @@ nothing.
 """
 
 import json
-import sys
 import time
 
-from measure import median, provisioned_workstation, row, timed
+from measure import median, row, run_alone, timed
 from spike_host import ENV, run_spike
 from workstation import BASE_IMAGE
 
@@ -85,12 +84,5 @@ def measure(ws, runs, full_runs=None):
     ]
 
 
-def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    with provisioned_workstation() as ws:
-        rows = measure(ws, runs)
-    print(json.dumps(rows, indent=2))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(measure, 5)
