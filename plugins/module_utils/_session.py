@@ -343,6 +343,7 @@ class SessionRunner(object):
             reader.join(timeout=2)
 
     def _stop_when_wanted(self, process):
+        # A stop that runs before the sandbox's container exists does nothing: repeat it.
         self._stop_wanted.wait()
         while process.poll() is None:
             self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]]), check=False)
@@ -357,9 +358,9 @@ class SessionRunner(object):
             self.ruleset = {"unparsed": text[:4000]}
 
     def stop_sandbox(self):
-        """Stop the sandbox now and for as long as it runs (see _stop_when_wanted)."""
+        """Stop the sandbox, now or as soon as it starts, for as long as it runs: one place,
+        _stop_when_wanted, does the stopping."""
         self._stop_wanted.set()
-        self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]]), check=False)
 
     def cleanup(self):
         """Remove every container this session started; safe to call more than once."""

@@ -96,8 +96,9 @@ def prepare(params, environ, now=None):
     if params["network"] == "allow" and not (params.get("gate_image") and params.get("policy_dir")):
         return None, None, ["network=allow needs gate_image and policy_dir (run the gate role first)"], warnings
     facts = params.get("host_facts") or {}
-    if params["network"] == "no-gate" and no_gate_refusal(facts.get("verdict") or {}):
-        return None, None, [no_gate_refusal(facts["verdict"])], warnings
+    refusal = no_gate_refusal(facts.get("verdict") or {}) if params["network"] == "no-gate" else None
+    if refusal:
+        return None, None, [refusal], warnings
     fingerprint = cached_fingerprint(_run_capture, environ, podman=params["executable"])
     problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"], network=params["network"])
     if problems and params["allow_unenforced"]:

@@ -27,9 +27,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
 
-# The address pasta maps to the host's loopback, as the session uses it. The v6 one
-# exists only in the probe, to give IPv6 a way to a local listener the table must block.
-MAPPED_ADDR = MAPPED_LOOPBACK
+# MAPPED_LOOPBACK is where pasta maps the host's loopback, as the session uses it. The
+# v6 one exists only in the probe, to give IPv6 a way to a local listener the table must block.
 MAPPED_ADDR6 = "fd00:a15b::1"
 # Seconds one connection attempt inside a container may take before it counts as blocked.
 CONNECT_SECONDS = 3
@@ -307,13 +306,13 @@ def probe_pasta(spike):
 
 def probe_host_loopback(spike):
     with Listener("127.0.0.1") as gate:
-        outcome = spike.container(["--network=pasta:--map-host-loopback,%s" % MAPPED_ADDR],
-                                  'tcp "$1" "$2"', [MAPPED_ADDR, gate.port])
+        outcome = spike.container(["--network=pasta:--map-host-loopback,%s" % MAPPED_LOOPBACK],
+                                  'tcp "$1" "$2"', [MAPPED_LOOPBACK, gate.port])
     failure = outcome.failure(spike.timeout)
     return {
         "map_host_loopback": result(failure is None, failure or "pasta accepts --map-host-loopback", outcome),
         "host_loopback_reachable": result(
-            bool(gate.hits), "%s:%d reached the listener on the host's 127.0.0.1" % (MAPPED_ADDR, gate.port)
+            bool(gate.hits), "%s:%d reached the listener on the host's 127.0.0.1" % (MAPPED_LOOPBACK, gate.port)
             if gate.hits else failure or "nothing reached the host's 127.0.0.1:%d" % gate.port, outcome),
     }
 
@@ -483,8 +482,8 @@ def sandbox_probes(spike, enforce, mapped):
     """The sandbox probes on the session's mapped loopback (MAPPED) or on plain pasta."""
     v6 = None
     if mapped:
-        listen, target = "127.0.0.1", MAPPED_ADDR
-        network = "pasta:--map-host-loopback,%s" % MAPPED_ADDR
+        listen, target = "127.0.0.1", MAPPED_LOOPBACK
+        network = "pasta:--map-host-loopback,%s" % MAPPED_LOOPBACK
         try:
             v6 = Listener("::1")
             network += ",--map-host-loopback,%s" % MAPPED_ADDR6
@@ -627,10 +626,10 @@ def verdict(probes):
         gate_path = "none"
     failed = [name for name in ORDER if name in probes and not ok(name)]
     reasons = sentences(probes, [name for name in failed if name in FIXES], FIXES)
-    # Network no-gate needs no gate path, but its enforcement measured on its own network.
-    no_gate_holds = (all(probes.get(name, {}).get("network") == _podman.NO_GATE_NETWORK for name in SANDBOX_PROBES)
-                     and not [name for name in failed if name in FIXES and name not in GATE_PATH_PROBES])
     on_plain_pasta = [name for name in SANDBOX_PROBES if probes.get(name, {}).get("network") == _podman.NO_GATE_NETWORK]
+    # Network no-gate needs no gate path, but its enforcement measured on its own network.
+    no_gate_holds = (len(on_plain_pasta) == len(SANDBOX_PROBES)
+                     and not [name for name in failed if name in FIXES and name not in GATE_PATH_PROBES])
     if gate_path == "map-host-loopback" and on_plain_pasta:
         # The mapped sandbox container failed to start while another mapped one worked:
         # raw TCP, UDP and IPv6 through the mapping went unmeasured.
