@@ -194,7 +194,9 @@ def write_context(directory, files):
     for relative, (data, mode) in files.items():
         path = os.path.join(directory, relative)
         os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
-        if os.path.islink(path) or not os.path.isfile(path) or _read(path) != data:
+        if os.path.islink(path):
+            os.remove(path)  # writing would go through it, to wherever it points
+        if not os.path.isfile(path) or _read(path) != data:
             with open(path, "wb") as handle:
                 handle.write(data)
         os.chmod(path, mode)

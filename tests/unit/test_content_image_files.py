@@ -44,3 +44,14 @@ def test_paths_outside_the_context_are_refused(path):
 def test_a_mode_that_is_not_octal_is_refused():
     with pytest.raises(ValueError, match="not an octal mode"):
         context_files([entry("entrypoint", mode="rwx")])
+
+
+def test_a_symlink_in_the_context_is_replaced_not_written_through(tmp_path):
+    context, outside = tmp_path / "context", tmp_path / "outside"
+    context.mkdir()
+    outside.write_text("not the collection's")
+    (context / "Containerfile").symlink_to(outside)
+    write_context(str(context), context_files([entry("Containerfile", "FROM base\n")]))
+    assert outside.read_text() == "not the collection's"
+    assert not (context / "Containerfile").is_symlink()
+    assert (context / "Containerfile").read_text() == "FROM base\n"
