@@ -16,13 +16,14 @@ pass-throughs of this controller's environment, refuses without host facts, then
 
 from __future__ import annotations
 
+import json
 import os
 
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _session_run
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_argv)
+    SessionInputError, build_environment, check_command)
 from ansible_collections.aisb.sandbox.plugins.modules.session import argument_spec
 
 FACTS = "aisb_host"
@@ -65,7 +66,7 @@ class ActionModule(ActionBase):
             # Values named in variables, plus names passed through from this controller's
             # environment: nothing else reaches the sandbox.
             environment = build_environment(args["environment"], names + optional, os.environ)
-            check_argv(args["command"], "command")
+            check_command(args["command"])
         except SessionInputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
         facts = args["host_facts"]
@@ -75,7 +76,8 @@ class ActionModule(ActionBase):
             return dict(result, failed=True, status="refused",
                         msg="ansible_facts.%s is missing: run aisb.sandbox.host_capabilities (provision.yml "
                             "does) before a session, or gather it in the play." % FACTS)
-        args["environment"] = environment
+        # As JSON text: results then hide the values as one string (see the module's option).
+        args["environment"] = json.dumps(environment, sort_keys=True)
         args["host_facts"] = facts or {}
         if interactive:
             result.update(self._run_interactive(args))

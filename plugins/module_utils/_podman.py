@@ -83,13 +83,13 @@ def ruleset_check(podman, image, policy_file):
             ["--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY), image, "--check"])
 
 
-def sandbox_run(podman, name, image, project, project_label, policy_file, network, env_names,
-                labels, limits, interactive, report_fd, command, hosts=()):
-    """The sandbox: only the project at /project, the policy read-only, the named
-    environment (values come from podman's own environment, never the command line).
+def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
+                interactive, preserve_fds, command, hosts=()):
+    """The sandbox: only the project at /project, the policy read-only, and ENV: the
+    session's own variables for the entrypoint ({name: value}, never an operator's:
+    those reach the harness after the privilege drop, through a preserved descriptor).
 
-    REPORT_FD: the entrypoint writes the installed ruleset to descriptor 3 (handed in
-    with --preserve-fds) and closes it before the harness runs.
+    PRESERVE_FDS: how many descriptors from 3 on podman hands to the entrypoint.
     HOSTS: (name, address) pairs for the sandbox's /etc/hosts (network no-gate: the
     names resolved on the host, since no resolver is reachable inside).
     """
@@ -98,12 +98,12 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     argv += SANDBOX_SECURITY
     argv += ["--volume", mount, "--workdir", "/project",
              "--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY)]
-    argv += ["--preserve-fds", str(report_fd - 2)] if report_fd else []
+    argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
     argv += ["--interactive", "--tty"] if interactive else []
     for key, value in sorted(labels.items()):
         argv += ["--label", "%s=%s" % (key, value)]
-    for env_name in env_names:
-        argv += ["--env", env_name]
+    for env_name, value in sorted(env.items()):
+        argv += ["--env", "%s=%s" % (env_name, value)]
     for host, address in hosts:
         argv += ["--add-host", "%s:%s" % (host, address)]
     return argv + list(limits) + [image] + list(command)

@@ -23,6 +23,7 @@ import time
 import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
@@ -31,6 +32,9 @@ SESSION_LABEL = "aisb.session"
 # The entrypoint writes the ruleset it installed, as nft JSON, to this descriptor and
 # closes it before the harness runs: the record gets it, the agent never holds it.
 REPORT_FD = 3
+# The harness's environment arrives on this descriptor (NAME=VALUE pairs, each ended by
+# a NUL byte), read only after every privilege is dropped (the image's harness-exec).
+ENV_FD = 4
 GATE_READY_TIMEOUT = 15.0
 # What the session writes to its watchdog when it has removed its containers itself.
 WATCHDOG_DONE = "done"
@@ -121,12 +125,12 @@ def plan_session(session_id, inputs, facts, port):
     environment = dict(inputs["environment"])
     environment.update(proxy_environment(proxy_url))
     environment["AISB_SESSION"] = session_id
-    environment["AISB_REPORT_FD"] = str(REPORT_FD)
     names = {"gate": "aisb-gate-" + session_id, "sandbox": "aisb-sandbox-" + session_id}
     labels = {SESSION_LABEL: session_id}
     plan = {
         "session_id": session_id,
         "names": names,
+        # The harness's, applied after the privilege drop; never podman's own.
         "environment": environment,
         "policy_text": render_sandbox_policy(inputs["policy"], gate),
         "gate": None,
@@ -141,8 +145,11 @@ def plan_session(session_id, inputs, facts, port):
     plan["sandbox_options"] = {
         "name": names["sandbox"], "image": inputs["image"], "project": inputs["project"],
         "project_label": inputs.get("project_label", ""), "network": network,
-        "env_names": sorted(environment), "labels": labels, "limits": plan["limits"],
-        "interactive": inputs.get("interactive", False), "report_fd": REPORT_FD,
+        # The entrypoint's whole environment beyond podman's defaults: the session's
+        # own values, nothing an operator or the project wrote.
+        "env": {"AISB_SESSION": session_id, "AISB_REPORT_FD": str(REPORT_FD), "AISB_ENV_FD": str(ENV_FD)},
+        "labels": labels, "limits": plan["limits"],
+        "interactive": inputs.get("interactive", False), "preserve_fds": ENV_FD - 2,
         "command": (["--allow-unenforced"] if inputs.get("allow_unenforced") else []) + list(inputs["command"]),
         "hosts": [(name, address) for name, addresses in sorted(inputs.get("hosts", {}).items())
                   for address in addresses],
@@ -205,7 +212,8 @@ class SessionRunner(object):
         self.plan = plan
         self.session_dir = session_dir
         self.podman = podman
-        self.environ = dict(environ if environ is not None else os.environ)
+        # Every process this runner starts gets this, never the session's own environment.
+        self.environ = host_environment(environ if environ is not None else os.environ)
         self.commands = []
         self.gate_log = ""
         self.gate_died = False
@@ -225,7 +233,8 @@ class SessionRunner(object):
     def _run(self, argv, check=True, die_with_session=False):
         self.commands.append(argv)
         result = subprocess.run((DIE_WITH_SESSION if die_with_session else []) + argv, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False,
+                                env=self.environ)
         if check and result.returncode != 0:
             raise SessionError("%s failed (exit %d): %s" % (" ".join(argv[:3]), result.returncode,
                                                             result.stderr.strip()[-500:]))
@@ -293,7 +302,7 @@ class SessionRunner(object):
             finally:
                 self._gate_started.set()
             result = subprocess.run(_podman.wait(self.podman, name), stdin=subprocess.DEVNULL,
-                                    capture_output=True, text=True, check=False)
+                                    capture_output=True, text=True, check=False, env=self.environ)
             if result.returncode == 0 and not self._finished:
                 self.gate_died = True
                 self.stop_sandbox()
@@ -318,20 +327,25 @@ class SessionRunner(object):
         self.commands.append(argv)
         self._started.append(options["name"])
         report_read, report_write = os.pipe()
-        env = dict(self.environ)
-        env.update(self.plan["environment"])
+        env_read, env_write = os.pipe()
         reader = threading.Thread(target=self._read_report, args=(report_read,), daemon=True)
         reader.start()
-        # podman --preserve-fds hands descriptor 3 to the container: a shell puts the
-        # report pipe there, whatever descriptor it has here (bash: dash reads only
+        threading.Thread(target=write_environment, args=(env_write, self.plan["environment"]), daemon=True).start()
+        # podman --preserve-fds hands descriptors 3 and 4 to the container: a shell puts
+        # the two pipes there from descriptors above them (bash: dash reads only
         # single-digit descriptors in redirections).
-        relay = ["bash", "-c", 'exec %d>&%d %d>&-; exec "$@"' % (REPORT_FD, report_write, report_write), "bash"]
+        inherited = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (report_write, env_read)]
+        for fd in (report_write, env_read):
+            os.close(fd)
+        relay = ["bash", "-c", 'exec %d>&%d %d<&%d %d>&- %d<&-; exec "$@"' % (
+            REPORT_FD, inherited[0], ENV_FD, inherited[1], inherited[0], inherited[1]), "bash"]
         try:
             self._process = subprocess.Popen(
                 DIE_WITH_SESSION + relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,
-                stderr=stdout if stdin is not None else subprocess.STDOUT, env=env, pass_fds=(report_write,))
+                stderr=stdout if stdin is not None else subprocess.STDOUT, env=self.environ, pass_fds=inherited)
         finally:
-            os.close(report_write)
+            for fd in inherited:
+                os.close(fd)
         if stdin is not None:
             threading.Thread(target=follow_window_size, args=(stdin, self._process), daemon=True).start()
         threading.Thread(target=self._stop_when_wanted, args=(self._process,), daemon=True).start()
@@ -373,6 +387,21 @@ class SessionRunner(object):
             self._run(_podman.remove(self.podman, self._started), check=False)
             self._started = []
         self.release_watchdog()
+
+
+def environment_bytes(environment):
+    """ENVIRONMENT as the harness's exec reads it: NAME=VALUE pairs, each ended by NUL."""
+    return b"".join(("%s=%s" % item).encode("utf-8") + b"\0" for item in sorted(environment.items()))
+
+
+def write_environment(fd, environment):
+    """Write the harness's environment into the pipe FD and close it. The sandbox may
+    end before reading it (a refusal before the drop): then there is nobody to tell."""
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(environment_bytes(environment))
+    except OSError:
+        pass
 
 
 def follow_window_size(terminal, process, interval=0.2):

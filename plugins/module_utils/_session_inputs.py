@@ -8,6 +8,7 @@ input and what is allowed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -107,11 +108,26 @@ def check_env_value(name, value, origin):
         raise SessionInputError("%s %s contains a NUL byte, which no environment can carry" % (origin, name))
 
 
+def environment_values(values):
+    """The environment option as a dict: given as one, or as its JSON text."""
+    if isinstance(values, str):
+        try:
+            values = json.loads(values)
+        except ValueError as error:
+            raise SessionInputError("environment is not a dict nor JSON text of one: %s" % error)
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise SessionInputError("environment must be a dict of names and values, got %s" % type(values).__name__)
+    return values
+
+
 def build_environment(values, pass_names, controller_env):
-    """The sandbox's whole environment besides the proxy settings: named values plus
-    named pass-throughs read from the controller. Nothing else goes in."""
+    """The harness's whole environment besides the proxy settings: named values (a dict
+    or its JSON text) plus named pass-throughs read from the controller. Nothing else
+    goes in."""
     environment = {}
-    for name, value in (values or {}).items():
+    for name, value in environment_values(values).items():
         check_env_name(name, "environment")
         check_env_value(name, value, "environment")
         environment[name] = value
@@ -126,11 +142,19 @@ def build_environment(values, pass_names, controller_env):
     return environment
 
 
-def check_argv(argv, origin):
-    """Harness arguments are a list of strings passed as they are, never through a shell."""
+def check_command(argv):
+    """The harness command: a list of strings passed as they are, never through a
+    shell, whose first word names a program. The entrypoint reads a first word starting
+    with '-' as its own flag (--allow-unenforced must never come from the command), and
+    env(1), which applies the harness's environment after the drop, would take one
+    holding '=' for a variable."""
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-        raise SessionInputError("%s must be a list of strings, got %r" % (origin, argv))
+        raise SessionInputError("command must be a list of strings, got %r" % (argv,))
     for arg in argv:
         if "\0" in arg:
-            raise SessionInputError("%s argument %r contains a NUL byte" % (origin, arg))
+            raise SessionInputError("command argument %r contains a NUL byte" % arg)
+    if argv and (not argv[0] or argv[0].startswith("-") or "=" in argv[0]):
+        raise SessionInputError(
+            "command's first word %r must name a program: not empty, not starting with '-', "
+            "without '='" % argv[0])
     return argv

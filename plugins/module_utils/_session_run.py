@@ -15,12 +15,13 @@ import subprocess
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _session
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, format_time, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_argv, resolve_project)
+    SessionInputError, build_environment, check_command, resolve_project)
 
 SESSION_DIR_MODE = 0o700
 TRANSCRIPT = "transcript.log"
@@ -45,7 +46,8 @@ def exit_reason(rc):
 
 
 def _run_capture(argv):
-    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+                            env=host_environment(os.environ))
     return result.returncode, result.stdout, result.stderr
 
 
@@ -89,7 +91,7 @@ def prepare(params, environ, now=None):
         project = resolve_project(params["project"], home, protected)
         policy = parse_policy(params["allow"], params["connect_ports"])
         environment = build_environment(params["environment"], [], {})
-        command = check_argv(params["command"], "command")
+        command = check_command(params["command"])
         names = no_gate_names(policy) if params["network"] == "no-gate" else ()
     except (SessionInputError, PolicyError) as error:
         return None, None, [str(error)], warnings

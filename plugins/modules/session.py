@@ -71,9 +71,14 @@ options:
     required: true
   environment:
     description:
-      - Variables and their values for the sandbox. With O(pass_environment) and
-        O(optional_environment), the sandbox's whole environment besides the proxy settings.
-    type: dict
+      - Variables and their values for the harness. With O(pass_environment) and
+        O(optional_environment), the harness's whole environment besides the proxy settings.
+      - A dict, or its JSON text (what the action plugin sends, so that results hide the
+        values as one string and a short value such as C(0) masks nothing else).
+      - They reach the harness only after every privilege in the sandbox is dropped,
+        through a pipe; no process on the host and no privileged process in the sandbox
+        has them in its environment or on its command line.
+    type: raw
     default: {}
   pass_environment:
     description:
@@ -190,7 +195,10 @@ def argument_spec():
         connect_ports=dict(type="list", elements="int", default=[443]),
         network=dict(type="str", choices=["allow", "none", "no-gate"], default="allow"),
         command=dict(type="list", elements="str", required=True),
-        environment=dict(type="dict", default={}, no_log=True),
+        # raw: a dict, or its JSON text. The action plugin sends the text, so the values
+        # are hidden in results as one string: a short value ("0", "true") would
+        # otherwise be masked wherever it occurs, the exit code included.
+        environment=dict(type="raw", default={}, no_log=True),
         # Names, not values: nothing secret.
         pass_environment=dict(type="list", elements="str", default=[], no_log=False),
         optional_environment=dict(type="list", elements="str", default=[]),

@@ -90,6 +90,20 @@ def test_unnamed_caller_environment_stays_out(workstation, project):
     assert "UNNAMED_SECRET" not in inside and "leak" not in inside
 
 
+def test_short_environment_values_work_and_never_show(workstation, project):
+    # no_log used to mask every "0" of the result, the exit code included, and fail the play.
+    values = {"ZERO": "0", "ONE": "1", "YES": "true", "SECRET": "s3cr3t-v4lue-77"}
+    result = run_agent(workstation, "-vvv", "-e", json.dumps({"aisb_environment": values}),
+                       command=["sh", "-c", "env | grep -E '^(ZERO|ONE|YES|SECRET)=' | sort"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(workstation, result.stdout)
+    assert record["exit_code"] == 0 and record["environment_names"] == ["ONE", "SECRET", "YES", "ZERO"]
+    inside = workstation.path(record["transcript"]).read_text().split()
+    assert inside == ["ONE=1", "SECRET=s3cr3t-v4lue-77", "YES=true", "ZERO=0"]
+    assert "s3cr3t-v4lue-77" not in result.stdout + result.stderr
+    assert re.search(r"session \S+ exited \(exit 0\)", result.stdout), result.stdout[-2000:]
+
+
 BAD_PROJECTS = ["/", "/etc", "/usr/lib", "/home", "/home/dev", "/home/dev/.ssh", "/home/dev/.local/state/aisb",
                 "/run/user/1000", "/home/dev/missing", "/home/dev/src/a:b", "/home/dev/src/a,ro", "relative",
                 "/proc/self"]

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_argv, check_project, resolve_project)
+    SessionInputError, build_environment, check_command, check_project, resolve_project)
 
 HOME = "/home/dev"
 PROTECTED = ["/home/dev/.local/state/aisb", "/run/user/1000"]
@@ -105,9 +105,33 @@ def test_environment_values_must_be_strings_without_nul():
 @pytest.mark.parametrize("argv", ["echo hi", [1], ["a\0b"], None])
 def test_harness_argv_must_be_a_list_of_strings(argv):
     with pytest.raises(SessionInputError):
-        check_argv(argv, "command")
+        check_command(argv)
 
 
 def test_shell_metacharacters_are_passed_as_they_are():
     argv = ["sh", "-c", "echo $HOME; rm -rf / `x`"]
-    assert check_argv(argv, "command") is argv
+    assert check_command(argv) is argv
+
+
+@pytest.mark.parametrize("first", ["--allow-unenforced", "--check", "-x", "FOO=bar", "", "A=B=C"])
+def test_the_first_word_must_name_a_program(first):
+    # The entrypoint takes a leading '-' word as its own flag; env(1) after the drop
+    # takes a word with '=' for a variable.
+    with pytest.raises(SessionInputError, match="must name a program"):
+        check_command([first, "bash"])
+
+
+def test_later_words_may_look_like_flags_or_variables():
+    argv = ["bash", "--allow-unenforced", "A=B", "-"]
+    assert check_command(argv) is argv
+
+
+@pytest.mark.parametrize("text,expected", [('{"A": "0"}', {"A": "0"}), ({"B": "1"}, {"B": "1"}), (None, {})])
+def test_environment_is_a_dict_or_its_json_text(text, expected):
+    assert build_environment(text, [], {}) == expected
+
+
+@pytest.mark.parametrize("text", ["[1]", "not json", "5"])
+def test_environment_text_that_is_no_dict_is_refused(text):
+    with pytest.raises(SessionInputError, match="environment"):
+        build_environment(text, [], {})

@@ -53,13 +53,23 @@ def test_network_none_has_no_gate_and_no_proxy():
     assert "HTTPS_PROXY" not in plan["environment"]
 
 
-def test_sandbox_gets_only_the_named_environment_and_never_values_on_the_command_line():
+def test_podman_gets_only_the_sessions_own_variables_and_no_operator_value():
     plan = _session.plan_session("sid", inputs(), FACTS, 40004)
     argv = sandbox_argv(plan)
-    names = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
-    assert sorted(names) == sorted(["TOKEN", "AISB_SESSION", "AISB_REPORT_FD"] +
-                                   list(_session.proxy_environment("http://x:1")))
-    assert not any("secret" in a for a in argv)
+    given = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
+    assert given == ["AISB_ENV_FD=4", "AISB_REPORT_FD=3", "AISB_SESSION=sid"]
+    assert not any("secret" in a or "TOKEN" in a for a in argv)
+    assert argv[argv.index("--preserve-fds") + 1] == "2"  # descriptors 3 (report) and 4 (environment)
+
+
+def test_the_harness_environment_goes_through_the_pipe_as_nul_ended_pairs():
+    plan = _session.plan_session("sid", inputs(environment={"TOKEN": "a=b\nc", "PATH": "/project/bin:/usr/bin"}),
+                                 FACTS, 40004)
+    assert plan["environment"]["TOKEN"] == "a=b\nc"
+    assert plan["environment"]["HTTPS_PROXY"] == "http://100.64.0.1:40004"
+    pairs = _session.environment_bytes(plan["environment"]).split(b"\0")
+    assert pairs[-1] == b"" and b"TOKEN=a=b\nc" in pairs and b"PATH=/project/bin:/usr/bin" in pairs
+    assert b"AISB_SESSION=sid" in pairs
 
 
 def test_sandbox_mounts_only_the_project_and_the_policy():

@@ -1,7 +1,14 @@
-#!/usr/bin/env bash
+#!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # aisb sandbox entrypoint. Runs as root in the container's own user namespace with
 # NET_ADMIN, SETUID, SETGID and SETPCAP; the harness never does.
+#
+# Nothing from the operator or the project runs while a capability is held: this file
+# is found by absolute path (no PATH lookup for its interpreter), and its environment
+# is podman's defaults, the image's and the session's own AISB_* values, never an
+# operator's (the session hands those to the harness on AISB_ENV_FD, applied by
+# harness-exec after the drop). It still sets PATH and HOME itself and runs nothing
+# from /project.
 #
 #   entrypoint [--allow-unenforced] [COMMAND...]   enforce, drop every privilege, exec COMMAND
 #   entrypoint --check                             nft -c over the ruleset the policy makes
@@ -16,15 +23,19 @@
 # 4. With a gate: wait until this session's gate (AISB_SESSION) answers an HTTP request
 #    through the path the table allows (it starts beside the sandbox). No answer within
 #    GATE_WAIT seconds: exit 79, whatever the flags (never a fallback to direct egress).
-# 5. setpriv to uid/gid 1000 with every capability set empty and no-new-privs; exec.
+# 5. setpriv to uid/gid 1000 with every capability set empty and no-new-privs; exec
+#    harness-exec, which applies the harness's environment and execs COMMAND.
 #
 # Policy format (one directive a line; '#' comments and blank lines ignored):
 #   gate ADDRESS PORT | gate none     exactly one: the gate as the sandbox reaches it
 #   pin ADDRESS[/LEN] PORT            any number: TCP to that address or network and port
 set -uo pipefail
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+unset TMPDIR
 
 readonly POLICY=/etc/aisb/policy
 readonly RULESET=/usr/local/lib/aisb/ruleset.nft
+readonly HARNESS_EXEC=/usr/local/lib/aisb/harness-exec
 readonly EX_ENFORCEMENT=77 EX_POLICY=78 EX_GATE=79
 # The session's bound on a gate's start (GATE_READY_TIMEOUT in module_utils/_session.py).
 readonly GATE_WAIT=15
@@ -202,5 +213,5 @@ if [ -n "$GATE" ] && ! wait_for_gate; then
 fi
 
 export HOME=/home/agent USER=agent LOGNAME=agent
-exec setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --ambient-caps=-all \
-  --bounding-set=-all --no-new-privs -- "$@"
+exec /usr/bin/setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --ambient-caps=-all \
+  --bounding-set=-all --no-new-privs -- /bin/bash "$HARNESS_EXEC" "$@"

@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The environment of every process a session starts on the host.
+
+podman, setpriv, the shells that hand descriptors on and the watchdog run with this
+environment and no other: a fixed PATH of system directories (never one the operator
+or the project names, so no project file can stand in for a command) and the few
+names rootless podman needs to find this user's storage and runtime directory.
+Operator values, pass-throughs and recipe names never reach a host process: they go
+to the harness through a pipe (see _session.SessionRunner.run_sandbox).
+"""
+
+from __future__ import annotations
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What rootless podman reads to find the user's configuration, storage, runtime
+# directory and systemd user bus; the locale only shapes messages.
+KEPT_NAMES = (
+    "HOME", "USER", "LOGNAME", "LANG", "LC_ALL",
+    "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "DBUS_SESSION_BUS_ADDRESS",
+    "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF",
+)
+
+
+def host_environment(environ):
+    """The environment for host processes, from the session's own ENVIRON."""
+    kept = dict((name, environ[name]) for name in KEPT_NAMES if name in environ)
+    kept["PATH"] = SYSTEM_PATH
+    return kept
