@@ -15,15 +15,16 @@ from __future__ import annotations
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What rootless podman reads to find the user's configuration, storage, runtime
 # directory and systemd user bus; the locale only shapes messages.
-KEPT_NAMES = (
-    "HOME", "USER", "LOGNAME", "LANG", "LC_ALL",
-    "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "DBUS_SESSION_BUS_ADDRESS",
-    "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF",
-)
+KEPT_NAMES = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "DBUS_SESSION_BUS_ADDRESS")
+# The user's own settings for podman and its libraries (PODMAN_IGNORE_CGROUPSV1_WARNING,
+# CONTAINERS_CONF, XDG_RUNTIME_DIR, ...): the workstation's, never the operator's,
+# whose values travel only in the sandbox's pipe.
+KEPT_PREFIXES = ("XDG_", "PODMAN_", "CONTAINERS_")
 
 
 def host_environment(environ):
     """The environment for host processes, from the session's own ENVIRON."""
-    kept = dict((name, environ[name]) for name in KEPT_NAMES if name in environ)
+    kept = dict((name, value) for name, value in environ.items()
+                if name in KEPT_NAMES or name.startswith(KEPT_PREFIXES))
     kept["PATH"] = SYSTEM_PATH
     return kept

@@ -13,6 +13,8 @@ def test_path_is_the_system_path_whatever_the_caller_had():
 def test_only_what_rootless_podman_needs_is_kept():
     caller = {"HOME": "/home/dev", "XDG_RUNTIME_DIR": "/run/user/1000", "LD_PRELOAD": "/p/evil.so",
               "BASH_ENV": "/p/env", "LD_LIBRARY_PATH": "/p", "NODE_OPTIONS": "--require /p/x.js",
-              "GIVEN_SECRET": "s", "IFS": "/", "SHELLOPTS": "xtrace", "PS4": "$(x)"}
+              "GIVEN_SECRET": "s", "IFS": "/", "SHELLOPTS": "xtrace", "PS4": "$(x)", "TMPDIR": "/p",
+              "PODMAN_IGNORE_CGROUPSV1_WARNING": "1", "CONTAINERS_CONF": "/home/dev/c.conf"}
     assert host_environment(caller) == {"HOME": "/home/dev", "XDG_RUNTIME_DIR": "/run/user/1000",
-                                        "PATH": SYSTEM_PATH}
+                                        "PODMAN_IGNORE_CGROUPSV1_WARNING": "1",
+                                        "CONTAINERS_CONF": "/home/dev/c.conf", "PATH": SYSTEM_PATH}
