@@ -12,8 +12,6 @@ import collections
 import ipaddress
 import re
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import DENIED_DESTINATIONS, HTTP_PORT
-
 ALLOWED_FORMS = (
     "allowed forms: 'example.com' (that name), '.example.com' (it and its subdomains), "
     "'host:port' (that host, also on that port), an IP address or CIDR such as "
@@ -28,6 +26,27 @@ MAX_ENTRY_LENGTH = 260
 # host's own; passt refuses a loopback address here). A pin covering it would open every
 # service on the host's loopback to the sandbox.
 MAPPED_LOOPBACK = "100.64.0.1"
+# Plain (non-CONNECT) HTTP goes to port 80, or to a port CONNECT may use.
+HTTP_PORT = 80
+# Where no session is ever let through, whatever an allowed name resolves to: the gate
+# renders them into squid's destination ACL, network no-gate refuses to pin them
+# (refused_destination). IPv4: "this network", private, CGNAT, loopback, link-local
+# (cloud metadata lives at 169.254.169.254), IETF protocol assignments, multicast and
+# reserved. IPv6: IPv4-compatible ::/96 (which holds the unspecified and loopback
+# addresses too), ULA (fd00:ec2::254 is a metadata address), link-local, multicast, and
+# the prefixes whose addresses carry an IPv4 address that a translator or relay would
+# deliver to: NAT64's well-known 64:ff9b::/96 and local-use 64:ff9b:1::/48, 6to4
+# 2002::/16 and Teredo 2001::/32 (refused outright: the IPv4 inside is not checked).
+# Not IPv4-mapped ::ffff:0:0/96: squid keeps every IPv4 address in that form, so the
+# entry would refuse all of IPv4; a mapped address is judged by its IPv4 address. No
+# entry overlaps another (squid 6.13 warns about one another covers, and ignores one).
+REFUSED_DESTINATIONS = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
+    "::/96", "fc00::/7", "fe80::/10", "ff00::/8",
+    "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32",
+)
+_REFUSED_NETWORKS = tuple(ipaddress.ip_network(network) for network in REFUSED_DESTINATIONS)
 # IPv4 prefixes shorter than /8 and IPv6 prefixes shorter than /16 pin a large part of
 # the internet: that is an allowlist turned off, not an entry.
 MIN_PREFIX = {4: 8, 6: 16}
@@ -193,14 +212,15 @@ def no_gate_names(policy):
     return policy.domains
 
 
-def _with_embedded_ipv4(address):
-    """ADDRESS and the IPv4 address an IPv6 one carries (v4-mapped, 6to4, NAT64), if any."""
-    if address.version == 4:
-        return [address]
-    embedded = [address.ipv4_mapped, address.sixtofour]
-    if address in ipaddress.ip_network("64:ff9b::/96"):
-        embedded.append(ipaddress.ip_address(int(address) & 0xFFFFFFFF))
-    return [address] + [candidate for candidate in embedded if candidate is not None]
+def refused_destination(address):
+    """The network of REFUSED_DESTINATIONS that ADDRESS (text) is in, or None.
+
+    An IPv4-mapped address is judged by its IPv4 address, as squid judges it.
+    """
+    address = ipaddress.ip_address(address)
+    if address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return next((network for network in _REFUSED_NETWORKS if address in network), None)
 
 
 def pin_resolved(policy, resolved):
@@ -208,18 +228,18 @@ def pin_resolved(policy, resolved):
 
     An address is pinned on the ports the gate lets its name use: plain HTTP's port 80,
     the CONNECT ports, and the ports of the name's own 'host:port' entries. An address
-    the gate would never relay to (local, private, link-local) is refused, as there.
+    the gate would never relay to (refused_destination) is refused, as there.
     """
-    denied = [ipaddress.ip_network(network) for network in DENIED_DESTINATIONS]
     pins = set(policy.pins)
     for name, addresses in sorted(resolved.items()):
         ports = {HTTP_PORT} | set(policy.connect_ports) | set(port for host, port in policy.host_ports if host == name)
         for text in addresses:
             address = ipaddress.ip_address(text)
-            if any(candidate.version == network.version and candidate in network
-                   for candidate in _with_embedded_ipv4(address) for network in denied):
-                raise PolicyError("allow entry %r: resolves to %s, a local or private address the gate never "
-                                  "relays to; network no-gate does not pin it either" % (name, address))
+            refused = refused_destination(text)
+            if refused is not None:
+                raise PolicyError("allow entry %r: resolves to %s, in %s (local, private, or an IPv6 form that "
+                                  "carries an IPv4 address), where the gate never relays; network no-gate does "
+                                  "not pin it either" % (name, address, refused))
             pins.update((str(address), port) for port in ports)
     return policy._replace(pins=tuple(sorted(pins)))
 

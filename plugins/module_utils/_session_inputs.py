@@ -31,10 +31,11 @@ SYSTEM_DIRS = frozenset([
 # Trees a project may never be inside of.
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
                 "/proc", "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log")
-# Directories of the user's home that hold credentials or this tool's own state: a
-# project may be neither inside them nor above them.
-SENSITIVE_HOME_DIRS = (".ssh", ".gnupg", ".config", ".local", ".ansible", ".aws", ".kube",
-                       ".docker", ".password-store", ".netrc")
+# Dot-directories directly in the user's home hold credentials, keys and tools' state
+# (these, and this tool's own under .local): none of them, and nothing inside one, is a
+# project. The rule covers every ~/.<name>; the names only go in the message.
+SENSITIVE_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config", ".local", ".cache",
+                       ".pi", ".ansible", ".password-store")
 
 
 class SessionInputError(ValueError):
@@ -73,11 +74,40 @@ def check_project(resolved, home, protected=()):
     if _inside(home, resolved):
         raise SessionInputError(
             "project %r is the home directory %s or above it; name a directory inside it" % (resolved, home))
-    for sensitive in [os.path.join(home, d) for d in SENSITIVE_HOME_DIRS] + list(protected):
+    dot_dir = _home_dot_dir(resolved, home)
+    if dot_dir:
+        raise SessionInputError(
+            "project %r is %s or inside it: dot-directories directly in the home directory hold credentials "
+            "and tools' state (%s) and are never a project; name a directory elsewhere, such as %s"
+            % (resolved, dot_dir, ", ".join(SENSITIVE_HOME_DIRS), os.path.join(home, "src", "app")))
+    for sensitive in protected:
         if _inside(resolved, sensitive) or _inside(sensitive, resolved):
             raise SessionInputError(
                 "project %r would expose %s (credentials or the sandbox's own state)" % (resolved, sensitive))
     return resolved
+
+
+def _home_dot_dir(path, home):
+    """The dot-directory directly in HOME that PATH is or is inside, or None."""
+    if path == home or not _inside(path, home):
+        return None
+    first = path[len(home.rstrip("/")) + 1:].split("/")[0]
+    return os.path.join(home, first) if first.startswith(".") else None
+
+
+def _cut_at_space(raw, resolved):
+    """A sentence when RESOLVED is missing but its directory holds RESOLVED's name followed
+    by a space and more: `-e project=/dir/with space` (key=value) cuts the value there."""
+    parent, name = os.path.split(resolved)
+    try:
+        longer = sorted(entry for entry in os.listdir(parent) if entry.startswith(name + " "))
+    except OSError:
+        return ""
+    if not longer:
+        return ""
+    whole = os.path.join(os.path.dirname(raw), longer[0])
+    return ("; %r holds %r, so the path looks cut at a space (-e key=value splits there): pass it as "
+            "JSON, -e '%s'" % (parent, longer[0], json.dumps({"project": whole}, ensure_ascii=False)))
 
 
 def resolve_project(raw, home, protected=()):
@@ -88,7 +118,8 @@ def resolve_project(raw, home, protected=()):
         raise SessionInputError("project %r must be an absolute path (or start with ~)" % raw)
     resolved = os.path.realpath(expanded)
     if not os.path.isdir(resolved):
-        raise SessionInputError("project %r (resolved to %r) is not an existing directory" % (raw, resolved))
+        raise SessionInputError("project %r (resolved to %r) is not an existing directory%s"
+                                % (raw, resolved, "" if os.path.exists(resolved) else _cut_at_space(raw, resolved)))
     return check_project(resolved, os.path.realpath(home), [os.path.realpath(p) for p in protected])
 
 

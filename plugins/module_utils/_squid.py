@@ -12,19 +12,8 @@ Only directives that squid 5.7 and 6 both accept: squid 6 refuses obsolete ones
 
 import re
 
-# Destinations the gate never relays to, whatever an allowed name resolves to:
-# "this network", loopback, private, CGNAT, link-local (cloud metadata lives at
-# 169.254.169.254), IETF protocol assignments, multicast and reserved; and for IPv6
-# unspecified, loopback, ULA (fd00:ec2::254 is a metadata address), link-local,
-# multicast. squid keeps IPv4 addresses in v4-mapped form internally, so the IPv4
-# ranges also cover ::ffff:a.b.c.d destinations.
-DENIED_DESTINATIONS = (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-    "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
-    "::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
-)
-# Plain (non-CONNECT) HTTP goes to port 80, or to a port CONNECT may use.
-HTTP_PORT = 80
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import HTTP_PORT, REFUSED_DESTINATIONS
+
 # Descriptors one gate may use. squid sizes its tables by this limit, not by use (about
 # 150 bytes a descriptor), and rootless podman hands a container the user's hard limit
 # (524288 under systemd: about 80 MB). 4096 relays about 2000 connections at once.
@@ -46,7 +35,8 @@ def render_policy_conf(policy):
         "acl aisb_connect method CONNECT",
         "acl aisb_connect_ports port %s" % " ".join(str(port) for port in policy.connect_ports),
         "acl aisb_http_ports port %s" % " ".join(str(port) for port in sorted({HTTP_PORT} | set(policy.connect_ports))),
-        "acl aisb_denied_dst dst %s" % " ".join(DENIED_DESTINATIONS),
+        # The one list of refused destinations, shared with network no-gate.
+        "acl aisb_denied_dst dst %s" % " ".join(REFUSED_DESTINATIONS),
     ]
     extra = ""
     if policy.host_ports:

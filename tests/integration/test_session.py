@@ -106,18 +106,34 @@ def test_short_environment_values_work_and_never_show(workstation, project):
 
 BAD_PROJECTS = ["/", "/etc", "/usr/lib", "/home", "/home/dev", "/home/dev/.ssh", "/home/dev/.local/state/aisb",
                 "/run/user/1000", "/home/dev/missing", "/home/dev/src/a:b", "/home/dev/src/a,ro", "relative",
-                "/proc/self"]
+                "/proc/self", "/home/dev/.pi/agent", "/home/dev/.cache"]
 
 
 @pytest.mark.parametrize("bad", BAD_PROJECTS)
 def test_bad_project_paths_are_refused_before_anything_starts(workstation, bad):
-    workstation.sh("mkdir -p '/home/dev/src/a:b' '/home/dev/src/a,ro' /home/dev/.ssh")
+    workstation.sh("mkdir -p '/home/dev/src/a:b' '/home/dev/src/a,ro' /home/dev/.ssh /home/dev/.pi/agent /home/dev/.cache")
     before = session_dirs(workstation)
     result = run_agent(workstation, command=["true"], project=bad)
     assert result.returncode != 0
     assert "project" in result.stdout and "refused" in result.stdout, result.stdout[-2000:]
     assert session_dirs(workstation) == before
     assert session_containers(workstation) == []
+
+
+def test_a_project_cut_at_a_space_is_explained(workstation):
+    """-e project=DIR is key=value: a space ends the value, and the message says so."""
+    workstation.sh("mkdir -p '/home/dev/src/with space'")
+    before = session_dirs(workstation)
+    result = run_agent(workstation, command=["true"], project="/home/dev/src/with space")
+    assert result.returncode != 0
+    assert "project '/home/dev/src/with' (resolved to '/home/dev/src/with') is not an existing directory" \
+        in result.stdout, result.stdout[-2000:]
+    assert "looks cut at a space" in result.stdout
+    assert """-e '{\\"project\\": \\"/home/dev/src/with space\\"}'""" in result.stdout, result.stdout[-2000:]
+    assert session_dirs(workstation) == before
+    # The JSON form the message shows reaches the module whole.
+    whole = run_agent(workstation, "-e", json.dumps({"project": "/home/dev/src/with space"}), command=["true"])
+    assert whole.returncode == 0, whole.stdout[-2000:]
 
 
 @pytest.mark.parametrize("name", ["1BAD", "BAD-NAME", "HTTPS_PROXY", "A B"])

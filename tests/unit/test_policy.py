@@ -1,10 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Policy validation: hostile allow entries are refused with the entry named."""
 
+import ipaddress
+import itertools
+import re
+
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
-    Policy, PolicyError, parse_policy, render_sandbox_policy)
+    REFUSED_DESTINATIONS, Policy, PolicyError, parse_policy, pin_resolved, refused_destination,
+    render_sandbox_policy)
 
 # (entry, words the error must contain besides the entry itself)
 HOSTILE = [
@@ -151,3 +156,56 @@ def test_sandbox_policy_file():
 def test_sandbox_policy_refuses_a_bad_gate(gate):
     with pytest.raises(PolicyError, match="gate"):
         render_sandbox_policy(parse_policy([]), gate)
+
+
+# (address, the refused network it falls in). The gate (test_squid) and network no-gate
+# (refused_destination, pin_resolved) must both refuse every one.
+REFUSED = [
+    ("0.0.0.0", "0.0.0.0/8"), ("10.1.2.3", "10.0.0.0/8"), ("100.64.0.1", "100.64.0.0/10"),
+    ("127.0.0.1", "127.0.0.0/8"), ("169.254.169.254", "169.254.0.0/16"), ("172.31.0.1", "172.16.0.0/12"),
+    ("192.0.0.8", "192.0.0.0/24"), ("192.168.1.1", "192.168.0.0/16"), ("224.0.0.1", "224.0.0.0/4"),
+    ("255.255.255.255", "240.0.0.0/4"),
+    ("::", "::/96"), ("::1", "::/96"), ("fd00:ec2::254", "fc00::/7"), ("fe80::1", "fe80::/10"),
+    ("ff02::1", "ff00::/8"),
+    # IPv6 forms that carry an IPv4 address: refused whatever the IPv4 address is.
+    ("::127.0.0.1", "::/96"), ("::1.1.1.1", "::/96"),
+    ("64:ff9b::7f00:1", "64:ff9b::/96"), ("64:ff9b::a9fe:a9fe", "64:ff9b::/96"),
+    ("64:ff9b::101:101", "64:ff9b::/96"),
+    # RFC 6052's /48 encoding of 127.0.0.1, and a /96 inside the local-use prefix.
+    ("64:ff9b:1:7f00:0:100::", "64:ff9b:1::/48"), ("64:ff9b:1::a9fe:a9fe", "64:ff9b:1::/48"),
+    ("2002:7f00:1::1", "2002::/16"), ("2002:101:101::1", "2002::/16"),
+    # Teredo: server 169.254.169.254, client 127.0.0.1 (inverted).
+    ("2001:0:a9fe:a9fe:0:ffff:80ff:fffe", "2001::/32"),
+    # IPv4-mapped: judged by the IPv4 address inside.
+    ("::ffff:127.0.0.1", "127.0.0.0/8"), ("::ffff:169.254.169.254", "169.254.0.0/16"),
+    ("::ffff:10.0.0.1", "10.0.0.0/8"),
+]
+# Public addresses, the test internet's prefixes (2001:db8::/32 sits beside Teredo's
+# 2001::/32), and a mapped public IPv4 address: never refused.
+PASSING = ["1.1.1.1", "198.18.0.5", "2606:4700::1111", "2001:db8::5", "2001:1::1", "::ffff:1.1.1.1",
+           "64:ff9b:2::101:101"]
+
+
+@pytest.mark.parametrize("address,network", REFUSED)
+def test_refused_destinations_in_no_gate(address, network):
+    assert str(refused_destination(address)) == network
+    shown = re.escape(str(ipaddress.ip_address(address)))
+    with pytest.raises(PolicyError, match=r"allow entry 'a\.test': resolves to %s, in %s " % (shown, re.escape(network))):
+        pin_resolved(parse_policy(["a.test"]), {"a.test": ["198.18.0.2", address]})
+
+
+@pytest.mark.parametrize("address", PASSING)
+def test_public_destinations_are_pinned_in_no_gate(address):
+    assert refused_destination(address) is None
+    assert (str(ipaddress.ip_address(address)), 443) in pin_resolved(parse_policy(["a.test"]), {"a.test": [address]}).pins
+
+
+def test_refused_destinations_are_one_list_without_overlaps():
+    networks = [ipaddress.ip_network(network) for network in REFUSED_DESTINATIONS]
+    assert [str(network) for network in networks] == list(REFUSED_DESTINATIONS)
+    # squid warns about an entry inside another, and ignores one of them.
+    assert [(a, b) for a, b in itertools.combinations(networks, 2) if a.version == b.version and a.overlaps(b)] == []
+    # squid keeps IPv4 as ::ffff:a.b.c.d: an entry there would refuse every IPv4 address.
+    assert not any(network.overlaps(ipaddress.ip_network("::ffff:0:0/96")) for network in networks if network.version == 6)
+    # Every listed network is refused by the check no-gate uses.
+    assert all(refused_destination(str(network.network_address)) == network for network in networks)

@@ -31,6 +31,16 @@ BAD_PROJECTS = [
     ("/home/dev/.local", "credentials"),
     ("/home/dev/.local/state/aisb/sessions", "credentials"),
     ("/home/dev/.config/gh", "credentials"),
+    # Every dot-directory directly in the home, listed or not, and anything inside one.
+    ("/home/dev/.pi", "dot-directories directly in the home directory"),
+    ("/home/dev/.pi/agent", "is /home/dev/.pi or inside it"),
+    ("/home/dev/.cache", "dot-directories directly in the home directory"),
+    ("/home/dev/.aws", "dot-directories directly in the home directory"),
+    ("/home/dev/.kube/config.d", "is /home/dev/.kube or inside it"),
+    ("/home/dev/.docker", "dot-directories directly in the home directory"),
+    ("/home/dev/.gnupg", "dot-directories directly in the home directory"),
+    ("/home/dev/.some-new-tool/cache", "is /home/dev/.some-new-tool or inside it"),
+    ("/home/dev/..x", "dot-directories directly in the home directory"),
     ("/srv/a:b", "misread"),
     ("/srv/a,ro", "misread"),
     ("/srv/a\nb", "misread"),
@@ -49,7 +59,15 @@ def test_bad_projects_are_refused_with_the_path_named(path, reason):
     assert repr(path) in str(error.value) or not path
 
 
-@pytest.mark.parametrize("path", ["/home/dev/src/app", "/srv/projects/x", "/opt/work/app", "/tmp/scratch"])
+def test_a_dot_directory_refusal_says_what_is_allowed():
+    with pytest.raises(SessionInputError) as error:
+        check_project("/home/dev/.pi/agent", HOME, PROTECTED)
+    assert "name a directory elsewhere, such as /home/dev/src/app" in str(error.value)
+
+
+# A dot only deeper down, or a dot-directory outside the home, is an ordinary project.
+@pytest.mark.parametrize("path", ["/home/dev/src/app", "/srv/projects/x", "/opt/work/app", "/tmp/scratch",
+                                  "/home/dev/src/.hidden-app", "/home/dev/src/app/.git", "/srv/.projects/x"])
 def test_ordinary_projects_pass(path):
     assert check_project(path, HOME, PROTECTED) == path
 
@@ -69,6 +87,28 @@ def test_resolve_requires_an_existing_directory(tmp_path):
         resolve_project(str(tmp_path / "file"), "/nonexistent-home")
     with pytest.raises(SessionInputError, match="not an existing directory"):
         resolve_project(str(tmp_path / "missing"), "/nonexistent-home")
+
+
+def test_a_path_cut_at_a_space_is_named_with_the_json_form(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "src" / "with space").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    # What -e project=~/src/with space hands the module: the value up to the space.
+    for raw, whole in [("~/src/with", "~/src/with space"), (str(home / "src" / "with"), str(home / "src" / "with space"))]:
+        with pytest.raises(SessionInputError) as error:
+            resolve_project(raw, str(home))
+        message = str(error.value)
+        assert "%r (resolved to %r) is not an existing directory" % (raw, str(home / "src" / "with")) in message
+        assert "looks cut at a space" in message
+        assert """-e '{"project": "%s"}'""" % whole in message
+
+
+@pytest.mark.parametrize("missing", ["other", "wit", "with-space"])
+def test_a_missing_path_without_a_longer_name_gets_no_space_hint(tmp_path, missing):
+    (tmp_path / "with space").mkdir()
+    with pytest.raises(SessionInputError, match="not an existing directory") as error:
+        resolve_project(str(tmp_path / missing), "/nonexistent-home")
+    assert "cut at a space" not in str(error.value)
 
 
 def test_resolve_expands_the_tilde(tmp_path, monkeypatch):

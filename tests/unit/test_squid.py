@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The gate's squid configuration: ACL order, the session part, refused session inputs."""
 
-import pytest
+import ipaddress
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
+import pytest
+from test_policy import PASSING, REFUSED
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_policy_conf, render_session_conf
 
 
@@ -35,13 +38,35 @@ def test_domain_allowlist_never_resolves():
     assert acls and all(" -n " in line for line in acls)
 
 
-def test_denied_destinations_cover_local_and_private_ranges():
-    line = next(l for l in render_policy_conf(parse_policy(["example.com"])).splitlines()
-                if l.startswith("acl aisb_denied_dst dst "))
-    ranges = line.split()[3:]
-    for needed in ["127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
-                   "169.254.0.0/16", "::1/128", "fc00::/7", "fe80::/10"]:
-        assert needed in ranges
+def denied_dst(conf):
+    line = next(l for l in conf.splitlines() if l.startswith("acl aisb_denied_dst dst "))
+    return line.split()[3:]
+
+
+def as_squid_sees(text):
+    """TEXT (an address or network) in squid's own form: IPv4 kept as ::ffff:a.b.c.d."""
+    network = ipaddress.ip_network(text)
+    if network.version == 4:
+        network = ipaddress.ip_network("::ffff:%s/%d" % (network.network_address, 96 + network.prefixlen))
+    return network
+
+
+def test_denied_destinations_are_the_one_refused_list():
+    assert denied_dst(render_policy_conf(parse_policy(["example.com"]))) == list(REFUSED_DESTINATIONS)
+
+
+@pytest.mark.parametrize("address,network", REFUSED)
+def test_the_gate_refuses_every_refused_form(address, network):
+    """Judged as squid judges: both sides in its internal form, a mapped address as given."""
+    acl = [as_squid_sees(entry) for entry in denied_dst(render_policy_conf(parse_policy(["example.com"])))]
+    destination = as_squid_sees(address)
+    assert [str(entry) for entry in acl if entry.overlaps(destination)] == [str(as_squid_sees(network))]
+
+
+@pytest.mark.parametrize("address", PASSING)
+def test_the_gate_relays_to_public_destinations(address):
+    acl = [as_squid_sees(entry) for entry in denied_dst(render_policy_conf(parse_policy(["example.com"])))]
+    assert not any(entry.overlaps(as_squid_sees(address)) for entry in acl)
 
 
 def test_extra_ports_only_for_their_host():
