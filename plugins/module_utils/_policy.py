@@ -35,18 +35,19 @@ HTTP_PORT = 80
 # reserved. IPv6: IPv4-compatible ::/96 (which holds the unspecified and loopback
 # addresses too), ULA (fd00:ec2::254 is a metadata address), link-local, multicast, and
 # the prefixes whose addresses carry an IPv4 address that a translator or relay would
-# deliver to: NAT64's well-known 64:ff9b::/96 and local-use 64:ff9b:1::/48, 6to4
+# deliver to: IPv4-translated ::ffff:0:0:0/96 (SIIT), NAT64's well-known 64:ff9b::/96 and local-use 64:ff9b:1::/48, 6to4
 # 2002::/16 and Teredo 2001::/32 (refused outright: the IPv4 inside is not checked).
 # Not IPv4-mapped ::ffff:0:0/96: squid keeps every IPv4 address in that form, so the
 # entry would refuse all of IPv4; a mapped address is judged by its IPv4 address. No
 # entry overlaps another (squid 6.13 warns about one another covers, and ignores one).
+IPV4_EMBEDDING = ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32")
 REFUSED_DESTINATIONS = (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
     "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
-    "::/96", "fc00::/7", "fe80::/10", "ff00::/8",
-    "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32",
-)
+    "fc00::/7", "fe80::/10", "ff00::/8",
+) + IPV4_EMBEDDING
 _REFUSED_NETWORKS = tuple(ipaddress.ip_network(network) for network in REFUSED_DESTINATIONS)
+_IPV4_EMBEDDING_NETWORKS = tuple(ipaddress.ip_network(network) for network in IPV4_EMBEDDING)
 # IPv4 prefixes shorter than /8 and IPv6 prefixes shorter than /16 pin a large part of
 # the internet: that is an allowlist turned off, not an entry.
 MIN_PREFIX = {4: 8, 6: 16}
@@ -118,6 +119,11 @@ def _network(entry, text):
         _fail(entry, "it covers %s, where the sandbox reaches the host's loopback" % MAPPED_LOOPBACK)
     if network.version == 6 and address.ipv4_mapped is not None:
         _fail(entry, "write an IPv4-mapped address as plain IPv4")
+    # The IPv4 address inside would escape the checks above (64:ff9b::a9fe:a9fe is the
+    # metadata service behind a NAT64 translator).
+    if any(network.overlaps(embedding) for embedding in _IPV4_EMBEDDING_NETWORKS):
+        _fail(entry, "it is or covers an IPv6 form that carries an IPv4 address (%s): pin the IPv4 "
+                     "address itself" % ", ".join(IPV4_EMBEDDING))
     if network.prefixlen == network.max_prefixlen:
         return str(address)
     return str(network)

@@ -65,6 +65,14 @@ HOSTILE = [
     ("100.64.0.1", "host's loopback"),
     ("100.64.0.0/10", "host's loopback"),
     ("100.64.0.1:6379", "host's loopback"),
+    ("64:ff9b::a9fe:a9fe", "carries an IPv4 address"),
+    ("64:ff9b:1::7f00:1", "carries an IPv4 address"),
+    ("::7f00:1", "carries an IPv4 address"),
+    ("2002:a9fe:a9fe::1", "carries an IPv4 address"),
+    ("2001:0:a9fe:a9fe::1", "carries an IPv4 address"),
+    ("2001::/16", "carries an IPv4 address"),
+    ("[64:ff9b::a9fe:a9fe]:443", "carries an IPv4 address"),
+    ("::ffff:0:a9fe:a9fe", "carries an IPv4 address"),
     ("example.com:0", "1 to 65535"),
     ("example.com:65536", "1 to 65535"),
     ("example.com:0443", "leading zeros"),
@@ -176,6 +184,8 @@ REFUSED = [
     ("2002:7f00:1::1", "2002::/16"), ("2002:101:101::1", "2002::/16"),
     # Teredo: server 169.254.169.254, client 127.0.0.1 (inverted).
     ("2001:0:a9fe:a9fe:0:ffff:80ff:fffe", "2001::/32"),
+    # IPv4-translated (SIIT): refused whatever the IPv4 address is.
+    ("::ffff:0:a9fe:a9fe", "::ffff:0:0:0/96"), ("::ffff:0:101:101", "::ffff:0:0:0/96"),
     # IPv4-mapped: judged by the IPv4 address inside.
     ("::ffff:127.0.0.1", "127.0.0.0/8"), ("::ffff:169.254.169.254", "169.254.0.0/16"),
     ("::ffff:10.0.0.1", "10.0.0.0/8"),
