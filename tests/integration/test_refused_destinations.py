@@ -27,6 +27,7 @@ EMBEDDED = [
     ("6to4", "2002:7f00:1::1", "6to4 (2002::/16)"),
     # Server 169.254.169.254, client 127.0.0.1 (stored inverted), port 0 (stored inverted).
     ("teredo", "2001:0:a9fe:a9fe:0:ffff:80ff:fffe", "Teredo (2001::/32)"),
+    ("translated", "::ffff:0:a9fe:a9fe", "IPv4-translated, SIIT (::ffff:0:0:0/96)"),
     ("mapped", "::ffff:127.0.0.1", "IPv4-mapped, judged as 127.0.0.1"),
     ("mapped-metadata", "::ffff:169.254.169.254", "IPv4-mapped, judged as 169.254.169.254"),
 ]
@@ -58,6 +59,7 @@ def test_the_addresses_embed_what_they_say():
         "nat64-local96": ipaddress.ip_address(int(decoded["nat64-local96"]) & 0xFFFFFFFF),
         "6to4": decoded["6to4"].sixtofour,
         "teredo": decoded["teredo"].teredo[1],
+        "translated": ipaddress.ip_address(int(decoded["translated"]) & 0xFFFFFFFF),
         "mapped": decoded["mapped"].ipv4_mapped,
         "mapped-metadata": decoded["mapped-metadata"].ipv4_mapped,
     }
