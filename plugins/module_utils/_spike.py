@@ -22,8 +22,8 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
+from ansible_collections.aisb.sandbox.plugins.module_utils import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
 
@@ -38,12 +38,6 @@ CONNECT_SECONDS = 3
 BLOCKED_WAIT_MULTIPLE = 10
 BLOCKED_WAIT_FLOOR_MS = 1000
 STDERR_EXCERPT = 400
-PROBE_REPOSITORY = "localhost/aisb-probe"
-PROBE_CONTAINERFILE = """FROM {base}
-RUN apt-get update -q \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables \\
- && rm -rf /var/lib/apt/lists/*
-"""
 DROP_ALL_PRIVILEGES = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--inh-caps=-all",
                        "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 KEEP_ID = "--userns=keep-id:uid=1000,gid=1000"
@@ -664,48 +658,6 @@ def sentences(probes, failed, fixes):
                    for detail, names in causes.items()]
 
 
-def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout=900):
-    """(image, changed, error): PROBE_IMAGE as given, or one built from BASE_IMAGE with
-    nftables and tagged by the hash of its inputs. Check mode pulls and builds nothing."""
-    def has(reference):
-        return run(_podman.image_exists(podman, reference))[0] == 0
-
-    if probe_image:
-        return (probe_image, False, None) if has(probe_image) else \
-            (None, False, "the probe image %s is not present" % probe_image)
-    changed = False
-    if not has(base_image):
-        if _podman.is_local(base_image) or check_mode:
-            return None, False, "the base image %s is not present%s" % (
-                base_image, " (check mode pulls nothing)" if check_mode else "")
-        rc, _out, err = run(_podman.pull(podman, base_image), timeout=timeout)
-        if rc != 0:
-            return None, False, "pulling %s failed: %s" % (base_image, error_line(err))
-        changed = True
-    rc, base_id, err = run(_podman.image_id(podman, base_image))
-    if rc != 0:
-        return None, changed, "reading the ID of %s failed: %s" % (base_image, error_line(err))
-    containerfile = PROBE_CONTAINERFILE.format(base=base_image)
-    digest = _content_hash.content_hash(_content_hash.build_inputs(
-        {"Containerfile": containerfile.encode("utf-8")}, base_id.strip()))
-    tag = _content_hash.image_tag(PROBE_REPOSITORY, digest)
-    if has(tag):
-        return tag, changed, None
-    if check_mode:
-        return None, changed, "the probe image %s is not built (check mode builds nothing)" % tag
-    context = tempfile.mkdtemp(prefix="aisb-probe-image-")
-    try:
-        with open(os.path.join(context, "Containerfile"), "w") as handle:
-            handle.write(containerfile)
-        rc, _out, err = run(_podman.build(podman, tag, context, base_id.strip(),
-                                          {"aisb.sandbox.role": "probe"}), timeout=timeout)
-    finally:
-        shutil.rmtree(context, ignore_errors=True)
-    if rc != 0:
-        return None, changed, "building the probe image from %s failed: %s" % (base_image, error_line(err))
-    return tag, True, None
-
-
 def measure(run, podman, image, image_error, timeout, now, environ):
     """Run the spike and return the aisb_host facts."""
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -764,8 +716,8 @@ def host_capabilities(params, check_mode, run, environ, now):
         fingerprint = _host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman, cache_environ)
         if not _host_facts.stale_reasons(previous, fingerprint, now, params["max_age"]):
             return {"changed": False, "cached": True, "path": path, "ansible_facts": {"aisb_host": previous}}
-    image, changed, image_error = ensure_probe_image(run, podman, params["base_image"], params["probe_image"],
-                                                     check_mode)
+    image, changed, image_error = _images.ensure_probe_image(run, podman, params["base_image"],
+                                                             params["probe_image"], check_mode)
     facts = measure(run, podman, image, image_error, params["probe_timeout"], now, cache_environ)
     facts["probe_source"] = source
     changed = changed or summary(previous) != summary(facts)

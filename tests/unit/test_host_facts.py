@@ -187,55 +187,6 @@ def test_facts_whose_values_were_edited_under_their_hash_are_stale():
     assert problems and "podman '0.0.1' -> '5.4.2'" in problems[0]
 
 
-def image_run(present, build_rc=0):
-    """A RUN for image handling: PRESENT is the set of references podman has."""
-    calls = []
-
-    def run(argv, timeout=None):
-        calls.append(argv)
-        if argv[1:3] == ["image", "exists"]:
-            return (0 if argv[3] in present else 1), "", ""
-        if argv[1:3] == ["image", "inspect"]:
-            return (0, "sha256:base\n", "") if argv[-1] in present else (125, "", "Error: no such image")
-        if argv[1] == "build":
-            return build_rc, "", "" if build_rc == 0 else "Error: apt failed"
-        raise AssertionError(argv)
-
-    run.calls = calls
-    return run
-
-
-def test_probe_image_given_but_absent():
-    assert _spike.ensure_probe_image(image_run(set()), "podman", None, "localhost/p:1", False) == \
-        (None, False, "the probe image localhost/p:1 is not present")
-
-
-def test_local_base_image_is_never_pulled():
-    run = image_run(set())
-    image, changed, error = _spike.ensure_probe_image(run, "podman", "localhost/base:1", None, False)
-    assert (image, changed) == (None, False) and "localhost/base:1 is not present" in error
-    assert not any(argv[1] == "pull" for argv in run.calls)
-
-
-def test_probe_image_built_from_the_base_image_id_and_tagged_by_hash():
-    run = image_run({"localhost/base:1"})
-    image, changed, error = _spike.ensure_probe_image(run, "podman", "localhost/base:1", None, False)
-    assert error is None and changed is True and image.startswith("localhost/aisb-probe:")
-    [build] = [argv for argv in run.calls if argv[1] == "build"]
-    assert build[build.index("--from") + 1] == "sha256:base" and build[build.index("--tag") + 1] == image
-    # Built once: the same inputs name the same tag, which now exists.
-    again = _spike.ensure_probe_image(image_run({"localhost/base:1", image}), "podman", "localhost/base:1",
-                                      None, False)
-    assert again == (image, False, None)
-
-
-def test_check_mode_builds_nothing():
-    run = image_run({"localhost/base:1"})
-    image, _changed, error = _spike.ensure_probe_image(run, "podman", "localhost/base:1", None, True)
-    assert image is None and "check mode builds nothing" in error
-    assert not any(argv[1] == "build" for argv in run.calls)
-
-
 def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
     path = tmp_path / "facts.json"
     stored = dict(facts(), probe_source="localhost/base:1")
