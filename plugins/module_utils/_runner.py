@@ -7,8 +7,8 @@ stdout, stderr), with rc None when the command outlived TIMEOUT seconds and was 
 It keeps every argv in COMMANDS, in the order they started, for the module's result.
 How a command executes is the Runner's EXECUTE: module_execute(module) inside a module
 (AnsibleModule.run_command), or plugin_utils/_local_run.execute where there is no module
-(the controller, scripts). Only the session's long-lived processes (a terminal, a
-watchdog) are started another way.
+(the controller, scripts). The session runs its commands its own way for now; its
+long-lived processes (a terminal, a watchdog) will stay outside the Runner.
 """
 
 import threading
