@@ -7,7 +7,7 @@ bench/run runs it with the rest)
 In a workstation provisioned by this checkout (the probe image built, not timed), times
 RUNS full spikes and RUNS cached ones two ways: as a user sees them (`ansible localhost
 -m aisb.sandbox.host_capabilities`, Ansible's own start-up included, beside `ansible
-localhost -m ping`) and in-process (the module_utils call alone, beside one bare
+localhost -m ping`) and in-process (the module's execute() alone, beside one bare
 `podman run --rm` of the base image). Medians. A measurement, not a test: it asserts
 nothing.
 """
@@ -19,18 +19,22 @@ from measure import median, row, run_alone, timed
 from spike_host import ENV, run_spike
 from workstation import BASE_IMAGE
 
-# Times host_capabilities() in the workstation's own Python, without Ansible around it.
+# Times the host_capabilities module's execute() in the workstation's own Python, without
+# Ansible around it (commands through plugin_utils/_local_run, as before through subprocess).
 IN_PROCESS = """
 import json, os, sys, time
+from types import SimpleNamespace
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _spike
-from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import run
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
+from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import execute
+from ansible_collections.aisb.sandbox.plugins.plugin_utils import _local_run
 params = dict(base_image=sys.argv[1], probe_image=None, cached=sys.argv[2] == "cached", max_age=86400,
               path=None, probe_timeout=60, executable="podman")
 times = []
 for _ in range(int(sys.argv[3])):
     start = time.monotonic()
-    answer = _spike.host_capabilities(params, False, run, os.environ, time.time())
+    module = SimpleNamespace(params=params, check_mode=False)
+    answer = execute(module, Runner(_local_run.execute), os.environ, time.time())
     times.append(time.monotonic() - start)
     assert answer["cached"] is (sys.argv[2] == "cached"), answer["cached"]
 print(json.dumps(times))

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -48,12 +49,39 @@ def parse_time(text):
     return calendar.timegm(time.strptime(text, TIME_FORMAT))
 
 
-def info_argv(podman):
-    return [podman, "info", "--format", "json"]
+def load(path):
+    """The facts stored at PATH, or None when there are none to read."""
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def save(path, facts):
+    """Write FACTS to PATH atomically, readable by the user only."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".host_capabilities.")
+    with os.fdopen(handle, "w") as out:
+        json.dump(facts, out, indent=2, sort_keys=True)
+        out.write("\n")
+    os.rename(temporary, path)
+
+
+def change_key(facts):
+    """What a new measurement must change to count as a change: not the time, the
+    evidence or the wording."""
+    if not facts:
+        return None
+    decision = dict((facts.get("verdict") or {}), reasons=None, notes=None)
+    return (facts.get("fingerprint"), facts.get("probe_source"), decision,
+            dict((name, entry.get("ok")) for name, entry in (facts.get("probes") or {}).items()))
 
 
 def _podman_info(run, podman):
-    rc, out, _err = run(info_argv(podman))
+    rc, out, _err = run(_podman.info(podman))
     if rc != 0:
         return {}
     try:

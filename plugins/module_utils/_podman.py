@@ -123,3 +123,55 @@ def stop(podman, names):
 
 def remove(podman, names):
     return [podman, "rm", "--force", "--ignore", "--time", "0"] + list(names)
+
+
+def pasta_network(map_host_loopback=(), forward_tcp=(), no_map_gw=False):
+    """podman's --network value for pasta: MAP_HOST_LOOPBACK, the addresses at which the
+    container reaches the host's loopback; FORWARD_TCP, ports of the container's own
+    loopback forwarded to the host's (-T); NO_MAP_GW, no way to the host through the
+    gateway address. "pasta" alone without options."""
+    options = []
+    for address in map_host_loopback:
+        options += ["--map-host-loopback", address]
+    for port in forward_tcp:
+        options += ["-T", str(port)]
+    if no_map_gw:
+        options.append("--no-map-gw")
+    return "pasta:" + ",".join(options) if options else "pasta"
+
+
+# The host measurement's probes (host_capabilities).
+
+def info(podman):
+    return [podman, "info", "--format", "json"]
+
+
+def run_script(podman, name, options, image, script, args=()):
+    """A probe container: podman run --rm --name NAME OPTIONS IMAGE bash -c SCRIPT _ ARGS."""
+    return ([podman, "run", "--rm", "--name", name] + list(options) +
+            [image, "bash", "-c", script, "_"] + [str(a) for a in args])
+
+
+def unshare(podman, argv):
+    """ARGV in the user namespace rootless podman sets up for this user."""
+    return [podman, "unshare"] + list(argv)
+
+
+def network(podman, action, name, internal=False):
+    return [podman, "network", action] + (["--internal"] if internal else []) + [name]
+
+
+def container_address(podman, name, network_name):
+    """NAME's address on the user-defined network NETWORK_NAME."""
+    return [podman, "inspect", "--format",
+            '{{(index .NetworkSettings.Networks "%s").IPAddress}}' % network_name, name]
+
+
+def tag(podman, image, new_tag):
+    return [podman, "tag", image, new_tag]
+
+
+def error_line(stderr):
+    """podman's own message (its "Error: ..." line) out of STDERR; the rest is context."""
+    lines = (stderr or "").strip().splitlines() or [""]
+    return next((line for line in lines if line.startswith("Error")), lines[-1])[:300]

@@ -127,13 +127,9 @@ commands:
   elements: list
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman
-
-LABEL_PREFIX = "io.aisb."
+from ansible_collections.aisb.sandbox.plugins.module_utils import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
 def argspec():
@@ -151,136 +147,45 @@ def argspec():
     )
 
 
-def read_context(directory):
-    """Every regular file under DIRECTORY as {relative path: bytes}.
-
-    A symlink is refused: the hash would then depend on what it points at build time.
-    """
-    files = {}
-    for root, dirs, names in os.walk(directory):
-        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
-            path = os.path.join(root, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                raise ValueError("%s: only regular files belong in a build context" % path)
-            with open(path, "rb") as handle:
-                files[os.path.relpath(path, directory)] = handle.read()
-    return files
-
-
-def context_files(entries):
-    """{relative path: (bytes, mode)} from the files option; ValueError on a path that
-    leaves the context or a mode that is not octal."""
-    files = {}
-    for entry in entries:
-        path = os.path.normpath(entry["path"])
-        if os.path.isabs(path) or path == "." or path.split(os.sep)[0] == "..":
-            raise ValueError("files: path %r must be relative and stay inside the context" % entry["path"])
-        try:
-            mode = int(entry["mode"], 8)
-        except ValueError:
-            raise ValueError("files: mode %r of %s is not an octal mode" % (entry["mode"], entry["path"]))
-        files[path] = (entry["content"].encode("utf-8"), mode)
-    return files
-
-
-def write_context(directory, files):
-    """Make DIRECTORY hold exactly FILES ({relative path: (bytes, mode)}): files whose
-    content and mode already match are left alone, any other file is removed."""
-    for root, _dirs, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(root, name)
-            if os.path.relpath(path, directory) not in files:
-                os.remove(path)
-    for relative, (data, mode) in files.items():
-        path = os.path.join(directory, relative)
-        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
-        if os.path.islink(path):
-            os.remove(path)  # writing would go through it, to wherever it points
-        if not os.path.isfile(path) or _read(path) != data:
-            with open(path, "wb") as handle:
-                handle.write(data)
-        os.chmod(path, mode)
-
-
-def _read(path):
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-class Runner:
-    """Runs podman commands and remembers them for the result."""
-
-    def __init__(self, module):
-        self.module = module
-        self.commands = []
-
-    def __call__(self, argv, check=True):
-        self.commands.append(argv)
-        rc, out, err = self.module.run_command(argv)
-        if check and rc != 0:
-            self.module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv[:3]), rc, err.strip()),
-                                  rc=rc, stdout=out, stderr=err, commands=self.commands)
-        return rc, out.strip()
-
-
-def base_image_id(module, run, podman, reference):
-    """ID of REFERENCE, pulled first when missing and pullable; None in check mode if missing."""
-    rc, out = run(_podman.image_id(podman, reference), check=False)
-    if rc == 0:
-        return out
-    if module.check_mode:
-        # It may be imported or pulled by an earlier task that check mode did not run.
-        return None
-    if _podman.is_local(reference):
-        module.fail_json(msg="base image %s does not exist: a localhost/ image is never pulled" % reference,
-                         commands=run.commands)
-    run(_podman.pull(podman, reference))
-    return run(_podman.image_id(podman, reference))[1]
-
-
-def facts(params, tag, inputs):
-    if not params["fact_name"]:
-        return {}
-    return {params["fact_name"]: tag, params["fact_name"] + "_inputs": inputs}
-
-
 def execute_module(module):
     params = module.params
     # In check mode on a bare host podman is not installed yet: report a build.
     podman = module.get_bin_path(params["executable"], required=not module.check_mode)
-    run = Runner(module)
+    run = module_runner(module)
     try:
         if params["files"] is None:
-            files = read_context(params["context"])
+            files = _images.read_context(params["context"])
         else:
-            given = context_files(params["files"])
+            given = _images.context_files(params["files"])
             if not module.check_mode:
-                write_context(params["context"], given)
+                _images.write_context(params["context"], given)
             files = dict((path, data) for path, (data, _mode) in given.items())
     except (OSError, ValueError) as error:
         module.fail_json(msg="cannot read build context %s: %s" % (params["context"], error))
     rendered = "Containerfile" in files
     if not rendered and not module.check_mode:
         module.fail_json(msg="build context %s has no Containerfile" % params["context"])
-    base_id = base_image_id(module, run, podman, params["base_image"]) if podman and rendered else None
-    if base_id is None:
+    image = _images.Image()
+    if podman and rendered:
+        build_args = dict((name, str(value)) for name, value in params["build_args"].items())
+        try:
+            image = _images.ensure(run, podman, params["name"], files, params["base_image"], module.check_mode,
+                                   context=params["context"], build_args=build_args, extra=params["extra_inputs"])
+        except _images.ImageError as error:
+            module.fail_json(msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,
+                             commands=run.commands)
+    if image.tag is None and not module.check_mode:
+        module.fail_json(msg="base image %s does not exist: a localhost/ image is never pulled" % params["base_image"],
+                         commands=run.commands)
+    fact = params["fact_name"]
+    result = dict(changed=image.built or image.tag is None, built=image.built or image.tag is None, image=image.tag,
+                  hash=image.digest, inputs=image.inputs, commands=run.commands,
+                  ansible_facts={fact: image.tag, fact + "_inputs": image.inputs} if fact else {})
+    if image.tag is None:
         # Only in check mode: an earlier task would install podman, import or pull the
         # base image, or render the context, so the tag cannot be known yet.
-        module.exit_json(changed=True, built=True, image=None, hash=None, inputs={}, commands=run.commands,
-                         ansible_facts=facts(params, None, {}),
-                         msg="podman, the base image or the build context is not there yet (check mode)")
-    build_args = dict((name, str(value)) for name, value in params["build_args"].items())
-    inputs = _content_hash.build_inputs(files, base_id, build_args, params["extra_inputs"])
-    digest = _content_hash.content_hash(inputs)
-    tag = _content_hash.image_tag(params["name"], digest)
-    exists = run(_podman.image_exists(podman, tag), check=False)[0] == 0
-    if not exists and not module.check_mode:
-        labels = {LABEL_PREFIX + "content-hash": digest,
-                  LABEL_PREFIX + "inputs": json.dumps(inputs, sort_keys=True, separators=(",", ":")),
-                  LABEL_PREFIX + "base-image": params["base_image"]}
-        run(_podman.build(podman, tag, params["context"], base_id, labels, build_args))
-    module.exit_json(changed=not exists, built=not exists, image=tag, hash=digest, inputs=inputs,
-                     commands=run.commands, ansible_facts=facts(params, tag, inputs))
+        result["msg"] = "podman, the base image or the build context is not there yet (check mode)"
+    module.exit_json(**result)
 
 
 def main():

@@ -109,6 +109,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman, _policy, _squid
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 POLICY_SCHEME = "aisb-policy-1"
 # Only for the nft -c check: the real address and port come with each session.
@@ -149,8 +150,8 @@ def write_files(directory, files):
         os.chmod(path, 0o644)
 
 
-def check(module, podman, staging, policy):
-    """Run the real parsers over the staged policy; return the commands."""
+def check(module, run, podman, staging, policy):
+    """Run the real parsers over the staged policy (RUN: a _runner.Runner)."""
     params = module.params
     scratch = tempfile.mkdtemp(prefix=".check-", dir=os.path.dirname(staging))
     try:
@@ -163,13 +164,11 @@ def check(module, podman, staging, policy):
                                                    os.path.join(scratch, "session.conf"))),
             ("nft -c", _podman.ruleset_check(podman, params["sandbox_image"], os.path.join(scratch, "sandbox-policy"))),
         ]
-        commands = [argv for _name, argv in checks]
         for name, argv in checks:
-            rc, out, err = module.run_command(argv)
+            rc, out, err = run(argv)
             if rc != 0:
-                module.fail_json(msg="the rendered policy does not pass %s (rc=%d): %s"
-                                 % (name, rc, (err or out).strip()[-2000:]), commands=commands)
-        return commands
+                module.fail_json(msg="the rendered policy does not pass %s (rc=%s): %s"
+                                 % (name, rc, (err or out).strip()[-2000:]), commands=run.commands)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -195,7 +194,9 @@ def execute_module(module):
     staging = tempfile.mkdtemp(prefix=".staging-", dir=policies)
     try:
         write_files(staging, files)
-        result["commands"] = check(module, podman, staging, policy)
+        run = module_runner(module)
+        check(module, run, podman, staging, policy)
+        result["commands"] = run.commands
         # Appears under its final name only once both parsers accepted it.
         os.rename(staging, final)
     finally:

@@ -80,10 +80,10 @@ commands:
 """
 
 import os
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import free_loopback_port, gate_answers
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
@@ -100,9 +100,9 @@ def argspec():
     )
 
 
-def inspect(module, podman, name):
+def inspect(run, podman, name):
     """(state, port) of the gate container, or (None, None) when there is none."""
-    rc, out, _err = module.run_command(
+    rc, out, _err = run(
         [podman, "container", "inspect", "--format", '{{.State.Status}} {{index .Config.Labels "aisb.port"}}', name])
     if rc != 0:
         return None, None
@@ -115,38 +115,35 @@ def execute_module(module):
     podman = params["executable"]
     policy_hash = os.path.basename(params["policy_dir"].rstrip("/"))
     name = "aisb-gate-policy-" + policy_hash
-    commands = []
-    state, port = inspect(module, podman, name)
+    run = module_runner(module)
+    state, port = inspect(run, podman, name)
     if params["state"] == "down":
         if state is not None and not module.check_mode:
-            argv = _podman.remove(podman, [name])
-            commands.append(argv)
-            module.run_command(argv, check_rc=True)
-        return dict(changed=state is not None, name=name, commands=commands)
+            run.checked(_podman.remove(podman, [name]))
+        return dict(changed=state is not None, name=name, commands=run.commands)
     if not params["gate_image"]:
         module.fail_json(msg="gate_image is required for state=up (the gate role's aisb_gate_image)")
     if state == "running" and (params["port"] is None or params["port"] == port):
-        return dict(changed=False, name=name, port=port, proxy="http://127.0.0.1:%d" % port, commands=commands)
+        return dict(changed=False, name=name, port=port, proxy="http://127.0.0.1:%d" % port, commands=run.commands)
     if module.check_mode:
-        return dict(changed=True, name=name, commands=commands)
+        return dict(changed=True, name=name, commands=run.commands)
     port = params["port"] or free_loopback_port()
     conf_dir = os.path.join(os.path.dirname(os.path.dirname(params["policy_dir"])), "gates", policy_hash)
     os.makedirs(conf_dir, exist_ok=True)
     conf = os.path.join(conf_dir, "gate-session.conf")
     with open(conf, "w") as handle:
         handle.write(render_session_conf(port, "policy-" + policy_hash, _podman.GATE_POLICY_CONF))
-    for argv in (_podman.remove(podman, [name]),
-                 _podman.gate_run(podman, params["gate_image"], name, params["policy_dir"], conf,
-                                  extra=["--detach", "--label", "%s=%s" % (POLICY_LABEL, policy_hash),
-                                         "--label", "aisb.port=%d" % port])):
-        commands.append(argv)
-        module.run_command(argv, check_rc=True)
-    if not gate_answers(port, lambda: inspect(module, podman, name)[0] == "running"):
-        logs = subprocess.run(_podman.logs(podman, name), capture_output=True, text=True, check=False)
-        module.run_command(_podman.remove(podman, [name]))
-        module.fail_json(msg="the gate did not answer on 127.0.0.1:%d: %s" % (port, (logs.stdout + logs.stderr)[-800:]),
-                         commands=commands)
-    return dict(changed=True, name=name, port=port, proxy="http://127.0.0.1:%d" % port, commands=commands)
+    run.checked(_podman.remove(podman, [name]))
+    run.checked(_podman.gate_run(podman, params["gate_image"], name, params["policy_dir"], conf,
+                                 extra=["--detach", "--label", "%s=%s" % (POLICY_LABEL, policy_hash),
+                                        "--label", "aisb.port=%d" % port]))
+    # Polled until the gate answers: through the Runner's executor, not recorded.
+    if not gate_answers(port, lambda: inspect(run.execute, podman, name)[0] == "running"):
+        _rc, out, err = run(_podman.logs(podman, name))
+        run(_podman.remove(podman, [name]))
+        module.fail_json(msg="the gate did not answer on 127.0.0.1:%d: %s" % (port, (out + err)[-800:]),
+                         commands=run.commands)
+    return dict(changed=True, name=name, port=port, proxy="http://127.0.0.1:%d" % port, commands=run.commands)
 
 
 def main():

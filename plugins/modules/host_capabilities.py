@@ -143,17 +143,23 @@ ansible_facts:
             fix per failed probe the model needs) and C(notes) (informational probes that failed).
           type: dict
           returned: always
+commands:
+  description: >-
+    The commands that ran, in the order they started (the probes run side by side; each
+    probe's own are also in its evidence).
+  returned: always
+  type: list
+  elements: list
 """
 
 import os
-import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _spike
-
-DEFAULT_BASE_IMAGE = "docker.io/library/ubuntu:24.04"
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _host_probes, _host_verdict, _images, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
 def argspec():
@@ -168,26 +174,52 @@ def argspec():
     )
 
 
-def run(argv, timeout=None):
-    """Run ARGV; rc None when it outlived TIMEOUT (the spike reports it as hung)."""
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout, check=False, universal_newlines=True)
-    except subprocess.TimeoutExpired as exc:
-        # What a hung command printed arrives as bytes whatever the text mode.
-        return None, (exc.stdout or b"").decode("utf-8", "replace"), (exc.stderr or b"").decode("utf-8", "replace")
-    except OSError as exc:
-        return 127, "", str(exc)
-    return done.returncode, done.stdout, done.stderr
+def execute(module, run, environ, now):
+    """The stored facts while they still stand for this host, else a new measurement
+    (probe image, probes, verdict), stored outside check mode. RUN: a _runner.Runner."""
+    params, check_mode = module.params, module.check_mode
+    podman = params["executable"]
+    base_image = params["base_image"] or (None if params["probe_image"] else _images.DEFAULT_BASE_IMAGE)
+    path = params["path"] or _host_facts.facts_path(environ)
+    # Where a fresh fingerprint is also kept for sessions (check mode writes nothing).
+    cache_environ = None if check_mode else environ
+    previous = _host_facts.load(path)
+    source = params["probe_image"] or base_image
+    if params["cached"] and previous and previous.get("probe_source") == source:
+        fingerprint = _host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman, cache_environ)
+        if not _host_facts.stale_reasons(previous, fingerprint, now, params["max_age"]):
+            return {"changed": False, "cached": True, "path": path, "ansible_facts": {"aisb_host": previous}}
+    image, changed, image_error = _images.ensure_probe_image(run, podman, base_image, params["probe_image"],
+                                                             check_mode)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Read while the probes run: it starts no container and depends on none of them.
+        # No image: an empty reference, so a stale alias from an older measurement is not counted.
+        fingerprint = pool.submit(_host_facts.current_fingerprint, run, image or "", podman, cache_environ)
+        probes = _host_probes.run_probes(_host_probes.Prober(run, podman, image, params["probe_timeout"],
+                                                             image_error))
+    facts = {
+        "schema_version": _host_facts.SCHEMA_VERSION,
+        "measured_at": _host_facts.format_time(now),
+        "fingerprint": fingerprint.result(),
+        "probe_image": image or "",
+        "probe_source": source,
+        "probes": probes,
+        "verdict": _host_verdict.verdict(probes),
+    }
+    changed = changed or _host_facts.change_key(previous) != _host_facts.change_key(facts)
+    if not check_mode:
+        if image:
+            run(_podman.tag(podman, image, _host_facts.PROBE_IMAGE_ALIAS))
+        _host_facts.save(path, facts)
+    return {"changed": changed, "cached": False, "path": path, "ansible_facts": {"aisb_host": facts}}
 
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True,
                            mutually_exclusive=[("base_image", "probe_image")])
-    params = dict(module.params)
-    if not params["probe_image"] and not params["base_image"]:
-        params["base_image"] = DEFAULT_BASE_IMAGE
-    module.exit_json(**_spike.host_capabilities(params, module.check_mode, run, os.environ, time.time()))
+    run = module_runner(module)
+    result = execute(module, run, os.environ, time.time())
+    module.exit_json(commands=run.commands, **result)
 
 
 if __name__ == "__main__":

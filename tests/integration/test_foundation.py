@@ -7,28 +7,17 @@ import re
 from conftest import provision
 from workstation import BASE_IMAGE, Workstation, install_checkout
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
+from ansible_collections.aisb.sandbox.plugins.module_utils._podman import SANDBOX_SECURITY, pasta_network
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
+
 PROBE_IMAGE = f"""FROM {BASE_IMAGE}
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables curl \\
  && rm -rf /var/lib/apt/lists/*
 """
-GATE_ADDR = "100.64.0.1"
+GATE_ADDR = MAPPED_LOOPBACK
 ALLOWED_PORT = 18080
 OTHER_PORT = 18081
-
-RULESET = f"""table inet aisb {{
-  chain output {{
-    type filter hook output priority 0; policy drop;
-    oif lo accept
-    ct state established,related accept
-    ip daddr {GATE_ADDR} tcp dport {ALLOWED_PORT} accept
-  }}
-}}
-"""
-# NET_ADMIN installs the table; setpriv needs SETUID/SETGID to change ids and SETPCAP to
-# empty the bounding set. It drops all four before the probe runs.
-ENTRYPOINT_CAPS = "NET_ADMIN,SETUID,SETGID,SETPCAP"
-DROP_ALL_PRIVILEGES = ("setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all "
-                       "--ambient-caps=-all --bounding-set=-all --no-new-privs --")
 
 # Two loopback listeners that log every request they serve, so a leak is seen.
 LISTENERS = f"""
@@ -45,14 +34,15 @@ done
 
 
 def probe_container(ws, image, script, with_table):
-    """Run SCRIPT in a sandbox-shaped container; with_table installs the drop table first."""
+    """Run SCRIPT in a sandbox-shaped container (the session's capabilities and user
+    namespace); with_table installs the host probes' model of the session's table for
+    GATE_ADDR:ALLOWED_PORT first, then drops every privilege as the entrypoint does."""
     setup = ""
     if with_table:
-        setup = f"printf '%s' '{RULESET}' | nft -f - && exec {DROP_ALL_PRIVILEGES} "
-    return ws.run(["podman", "run", "--rm", f"--network=pasta:--map-host-loopback,{GATE_ADDR}",
-                   "--cap-drop=ALL", f"--cap-add={ENTRYPOINT_CAPS}", "--security-opt=no-new-privileges",
-                   "--userns=keep-id:uid=1000,gid=1000", "--user=0:0", image,
-                   "sh", "-c", setup + f"sh -c '{script}'"], check=False, timeout=120)
+        setup = (f"printf '%s' '{RULESET}' | nft -D gate_addr={GATE_ADDR} -D gate_port={ALLOWED_PORT} -f - "
+                 f"&& exec {' '.join(DROP_ALL_PRIVILEGES)} ")
+    return ws.run(["podman", "run", "--rm", "--network=" + pasta_network(map_host_loopback=[GATE_ADDR]),
+                   *SANDBOX_SECURITY, image, "sh", "-c", setup + f"sh -c '{script}'"], check=False, timeout=120)
 
 
 def curl(port):

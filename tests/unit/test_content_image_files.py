@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""content_image's files option: the build context written from given contents."""
+"""content_image's files option: the build context written from given contents (_images)."""
 
 import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.modules.content_image import context_files, read_context, write_context
+from ansible_collections.aisb.sandbox.plugins.module_utils._images import context_files, read_context, write_context
 
 
 def entry(path, content="x\n", mode="0644"):

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The fingerprint, the checks a consumer runs before trusting the facts, and the verdict."""
+"""The fingerprint, the checks a consumer runs before trusting the facts, and where
+the facts are kept."""
 
 import json
+import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _spike
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
 
 INFO = {
     "version": {"Version": "5.4.2"},
@@ -119,63 +121,6 @@ def test_facts_path_follows_xdg():
     assert _host_facts.facts_path({"HOME": "/home/u", "XDG_STATE_HOME": "/s"}) == "/s/aisb/host_capabilities.json"
 
 
-def probes(failed=(), **extra):
-    entries = dict((name, {"ok": name not in failed, "detail": "d-" + name}) for name in _spike.ORDER)
-    entries.update(extra)
-    return entries
-
-
-def test_verdict_holds_when_every_needed_probe_passes():
-    verdict = _spike.verdict(probes(failed=("limits", "container_to_container")))
-    assert verdict["model_holds"] is True and verdict["gate_path"] == "map-host-loopback"
-    assert verdict["reasons"] == [] and not verdict["limits_enforceable"]
-    assert [note.split(":")[0] for note in verdict["notes"]] == ["container_to_container", "limits"]
-
-
-def test_verdict_names_each_failed_probe_and_its_fix():
-    verdict = _spike.verdict(probes(failed=("tun", "udp_blocked")))
-    assert verdict["model_holds"] is False
-    assert verdict["reasons"] == ["tun: d-tun. " + _spike.FIXES["tun"],
-                                  "udp_blocked: d-udp_blocked. " + _spike.FIXES["udp_blocked"]]
-
-
-def test_verdict_gate_path_falls_back_to_tcp_forward():
-    verdict = _spike.verdict(probes(failed=("host_loopback_reachable", "map_host_loopback")))
-    assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is False
-    assert any("gate_path is tcp-forward" in reason for reason in verdict["reasons"])
-    assert _spike.verdict(probes(failed=("host_loopback_reachable", "tcp_forward")))["gate_path"] == "none"
-
-
-def test_summary_ignores_time_evidence_and_wording():
-    one = {"measured_at": "a", "fingerprint": {"hash": "h"}, "probe_source": "img",
-           "verdict": {"model_holds": False, "reasons": ["port 1"]}, "probes": {"x": {"ok": False, "detail": "1"}}}
-    two = {"measured_at": "b", "fingerprint": {"hash": "h"}, "probe_source": "img",
-           "verdict": {"model_holds": False, "reasons": ["port 2"]}, "probes": {"x": {"ok": False, "detail": "2"}}}
-    assert _spike.summary(one) == _spike.summary(two)
-    two["probes"]["x"]["ok"] = True
-    assert _spike.summary(one) != _spike.summary(two)
-
-
-def test_every_needed_probe_has_a_fix_and_every_probe_is_classified():
-    assert set(_spike.ORDER) == set(_spike.FIXES) | set(_spike.INFORMATIONAL)
-    assert not set(_spike.FIXES) & set(_spike.INFORMATIONAL)
-
-
-def test_probe_container_command_line():
-    argv = _spike.run_argv("podman", "n", ["--network=none"], "img", "echo hi", [1, "a"])
-    assert argv[:6] == ["podman", "run", "--rm", "--name", "n", "--network=none"]
-    assert argv[6:9] == ["img", "bash", "-c"] and argv[9].endswith("echo hi") and argv[10:] == ["_", "1", "a"]
-
-
-def test_verdict_groups_probes_that_could_not_run_by_cause():
-    entries = probes(failed=("tun",))
-    entries.update(_spike.unmeasured(("raw_tcp_blocked", "udp_blocked"), "pasta failed"))
-    verdict = _spike.verdict(entries)
-    assert verdict["reasons"] == ["tun: d-tun. " + _spike.FIXES["tun"],
-                                  "raw_tcp_blocked, udp_blocked: not measured: pasta failed; fix what stops "
-                                  "them and measure again."]
-
-
 def test_facts_whose_values_were_edited_under_their_hash_are_stale():
     current = {"podman": "5.4.2", "passt": "p", "runtime": "crun", "kernel": "6", "distro": "debian 13",
                "probe_image": "sha256:x"}
@@ -187,62 +132,23 @@ def test_facts_whose_values_were_edited_under_their_hash_are_stale():
     assert problems and "podman '0.0.1' -> '5.4.2'" in problems[0]
 
 
-def image_run(present, build_rc=0):
-    """A RUN for image handling: PRESENT is the set of references podman has."""
-    calls = []
-
-    def run(argv, timeout=None):
-        calls.append(argv)
-        if argv[1:3] == ["image", "exists"]:
-            return (0 if argv[3] in present else 1), "", ""
-        if argv[1:3] == ["image", "inspect"]:
-            return (0, "sha256:base\n", "") if argv[-1] in present else (125, "", "Error: no such image")
-        if argv[1] == "build":
-            return build_rc, "", "" if build_rc == 0 else "Error: apt failed"
-        raise AssertionError(argv)
-
-    run.calls = calls
-    return run
+def test_change_key_ignores_time_evidence_and_wording():
+    one = {"measured_at": "a", "fingerprint": {"hash": "h"}, "probe_source": "img",
+           "verdict": {"model_holds": False, "reasons": ["port 1"]}, "probes": {"x": {"ok": False, "detail": "1"}}}
+    two = {"measured_at": "b", "fingerprint": {"hash": "h"}, "probe_source": "img",
+           "verdict": {"model_holds": False, "reasons": ["port 2"]}, "probes": {"x": {"ok": False, "detail": "2"}}}
+    assert _host_facts.change_key(one) == _host_facts.change_key(two)
+    two["probes"]["x"]["ok"] = True
+    assert _host_facts.change_key(one) != _host_facts.change_key(two)
+    assert _host_facts.change_key(None) is None
 
 
-def test_probe_image_given_but_absent():
-    assert _spike.ensure_probe_image(image_run(set()), "podman", None, "localhost/p:1", False) == \
-        (None, False, "the probe image localhost/p:1 is not present")
-
-
-def test_local_base_image_is_never_pulled():
-    run = image_run(set())
-    image, changed, error = _spike.ensure_probe_image(run, "podman", "localhost/base:1", None, False)
-    assert (image, changed) == (None, False) and "localhost/base:1 is not present" in error
-    assert not any(argv[1] == "pull" for argv in run.calls)
-
-
-def test_probe_image_built_from_the_base_image_id_and_tagged_by_hash():
-    run = image_run({"localhost/base:1"})
-    image, changed, error = _spike.ensure_probe_image(run, "podman", "localhost/base:1", None, False)
-    assert error is None and changed is True and image.startswith("localhost/aisb-probe:")
-    [build] = [argv for argv in run.calls if argv[1] == "build"]
-    assert build[build.index("--from") + 1] == "sha256:base" and build[build.index("--tag") + 1] == image
-    # Built once: the same inputs name the same tag, which now exists.
-    again = _spike.ensure_probe_image(image_run({"localhost/base:1", image}), "podman", "localhost/base:1",
-                                      None, False)
-    assert again == (image, False, None)
-
-
-def test_check_mode_builds_nothing():
-    run = image_run({"localhost/base:1"})
-    image, _changed, error = _spike.ensure_probe_image(run, "podman", "localhost/base:1", None, True)
-    assert image is None and "check mode builds nothing" in error
-    assert not any(argv[1] == "build" for argv in run.calls)
-
-
-def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
-    path = tmp_path / "facts.json"
-    stored = dict(facts(), probe_source="localhost/base:1")
-    _spike.save(str(path), stored)
-    run = fake_run()
-    params = dict(executable="podman", path=str(path), probe_image=None, base_image="localhost/base:1",
-                  cached=True, max_age=86400, probe_timeout=60)
-    answer = _spike.host_capabilities(params, False, run, {"HOME": str(tmp_path)}, NOW)
-    assert answer == {"changed": False, "cached": True, "path": str(path), "ansible_facts": {"aisb_host": stored}}
-    assert all(argv[1] in ("info", "image") for argv in run.calls)
+def test_facts_are_saved_for_the_user_only_and_read_back(tmp_path):
+    path = tmp_path / "state" / "aisb" / "host_capabilities.json"
+    assert _host_facts.load(str(path)) is None
+    _host_facts.save(str(path), facts())
+    assert _host_facts.load(str(path)) == facts()
+    assert os.stat(path.parent).st_mode & 0o777 == 0o700 and os.stat(path).st_mode & 0o077 == 0
+    assert path.read_text().endswith("}\n") and os.listdir(path.parent) == ["host_capabilities.json"]
+    path.write_text("{not json")
+    assert _host_facts.load(str(path)) is None

@@ -7,7 +7,8 @@ import socket
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _podman, _session, _spike
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _host_facts, _host_probe_sandbox, _host_probes, _host_verdict, _podman, _session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved, render_sandbox_policy)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
@@ -79,27 +80,27 @@ def test_no_gate_reads_no_gate_holds_and_allow_reads_model_holds():
 
 
 def probes(network, failed=()):
-    entries = dict((name, {"ok": name not in failed, "detail": "d-" + name}) for name in _spike.ORDER)
-    for name in _spike.SANDBOX_PROBES:
+    entries = dict((name, {"ok": name not in failed, "detail": "d-" + name}) for name in _host_probes.ORDER)
+    for name in _host_probe_sandbox.SANDBOX_PROBES:
         entries[name]["network"] = network
     return entries
 
 
 def test_no_gate_holds_only_when_the_table_held_on_plain_pasta():
     no_loopback = ("map_host_loopback", "host_loopback_reachable", "tcp_forward")
-    verdict = _spike.verdict(probes(_podman.NO_GATE_NETWORK, no_loopback))
+    verdict = _host_verdict.verdict(probes(_podman.NO_GATE_NETWORK, no_loopback))
     assert verdict["no_gate_holds"] is True and verdict["model_holds"] is False
     assert verdict["gate_path"] == "none" and "verdict.no_gate_holds" in verdict["reasons"][-1]
-    assert _spike.verdict(probes(_podman.NO_GATE_NETWORK, no_loopback + ("udp_blocked",)))["no_gate_holds"] is False
+    assert _host_verdict.verdict(probes(_podman.NO_GATE_NETWORK, no_loopback + ("udp_blocked",)))["no_gate_holds"] is False
     # Measured on the mapped loopback (a host with a gate path): not measured for no-gate.
-    mapped = _spike.verdict(probes("pasta:--map-host-loopback,100.64.0.1"))
+    mapped = _host_verdict.verdict(probes("pasta:--map-host-loopback,100.64.0.1"))
     assert mapped["model_holds"] is True and mapped["no_gate_holds"] is False
 
 
 def test_a_gate_host_whose_sandbox_probes_fell_back_to_plain_pasta_does_not_hold():
     # The loopback probe reached the host, but the sandbox probes' mapped container did
     # not start: raw TCP, UDP and IPv6 through the mapping were never measured.
-    fell_back = _spike.verdict(probes(_podman.NO_GATE_NETWORK))
+    fell_back = _host_verdict.verdict(probes(_podman.NO_GATE_NETWORK))
     assert fell_back["gate_path"] == "map-host-loopback"
     assert fell_back["model_holds"] is False and fell_back["no_gate_holds"] is True
     assert "measured on plain pasta only" in fell_back["reasons"][0]
@@ -120,8 +121,8 @@ def test_the_plan_has_no_gate_no_proxy_and_the_resolved_hosts():
     assert lines[1] == "gate none" and "pin 198.18.0.2 443" in lines and "pin 2001:db8::3 80" in lines
 
 
-def sandbox_spike(mapped_rc):
-    """A spike whose mapped-loopback container exits MAPPED_RC before its script runs
+def sandbox_prober(mapped_rc):
+    """A prober whose mapped-loopback container exits MAPPED_RC before its script runs
     (None: it hung) and whose plain-pasta container runs; the podman argv it was given."""
     calls = []
 
@@ -132,19 +133,19 @@ def sandbox_spike(mapped_rc):
             return mapped_rc, "", "Error: pasta failed with exit code 1"
         return 0, "started\ntarget=169.254.1.2\ntable=installed\n", ""
 
-    return _spike.Spike(run, "podman", "img", 60), calls
+    return _host_probes.Prober(run, "podman", "img", 60), calls
 
 
 def test_the_sandbox_probes_run_on_plain_pasta_when_the_mapped_container_cannot_start():
-    spike, calls = sandbox_spike(126)
-    found = _spike.probe_sandbox(spike)
+    prober, calls = sandbox_prober(126)
+    found = _host_probe_sandbox.probe_sandbox(prober)
     assert set(entry["network"] for entry in found.values()) == {_podman.NO_GATE_NETWORK}
     plain = calls[-1]
-    assert "--network=" + _podman.NO_GATE_NETWORK in plain and _spike.HOST_ENTRY in plain
+    assert "--network=" + _podman.NO_GATE_NETWORK in plain and _host_probe_sandbox.HOST_ENTRY in plain
 
 
 def test_a_hung_mapped_container_is_reported_not_retried():
-    spike, calls = sandbox_spike(None)
-    found = _spike.probe_sandbox(spike)
+    prober, calls = sandbox_prober(None)
+    found = _host_probe_sandbox.probe_sandbox(prober)
     assert found["raw_tcp_blocked"]["detail"].startswith("not measured: hung")
     assert not [argv for argv in calls if "--network=" + _podman.NO_GATE_NETWORK in argv]

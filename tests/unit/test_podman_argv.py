@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""podman command lines for images, the gate and the checks: the security flags are there."""
+"""podman command lines for images, the gate, the checks and the host probes: the security flags are there."""
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 
@@ -33,3 +33,27 @@ def test_checks_run_without_network():
 def test_only_localhost_images_count_as_local():
     assert _podman.is_local("localhost/aisb-base:trixie")
     assert not _podman.is_local("docker.io/library/ubuntu:24.04")
+
+
+def test_pasta_network_values():
+    assert _podman.pasta_network() == "pasta"
+    assert _podman.pasta_network(map_host_loopback=["100.64.0.1", "fd00::1"]) == \
+        "pasta:--map-host-loopback,100.64.0.1,--map-host-loopback,fd00::1"
+    assert _podman.pasta_network(forward_tcp=[41234], no_map_gw=True) == "pasta:-T,41234,--no-map-gw"
+    assert _podman.pasta_network(no_map_gw=True) == _podman.NO_GATE_NETWORK
+
+
+def test_the_probes_command_lines():
+    assert _podman.run_script("podman", "n", ["--network=none"], "img", "echo hi", [1]) == \
+        ["podman", "run", "--rm", "--name", "n", "--network=none", "img", "bash", "-c", "echo hi", "_", "1"]
+    assert _podman.unshare("podman", ["cat", "/proc/self/uid_map"]) == ["podman", "unshare", "cat", "/proc/self/uid_map"]
+    assert _podman.network("podman", "create", "n", internal=True) == ["podman", "network", "create", "--internal", "n"]
+    assert _podman.container_address("podman", "c", "n")[-2:] == ['{{(index .NetworkSettings.Networks "n").IPAddress}}',
+                                                                  "c"]
+    assert _podman.info("podman") == ["podman", "info", "--format", "json"]
+    assert _podman.tag("podman", "a:1", "a:current") == ["podman", "tag", "a:1", "a:current"]
+
+
+def test_error_line_is_podmans_own_message():
+    assert _podman.error_line("Trying to pull...\nError: no such host\nmore") == "Error: no such host"
+    assert _podman.error_line("just this\nlast") == "last" and _podman.error_line(None) == ""

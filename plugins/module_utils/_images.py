@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Images by content: a build context, and the one ensure-built flow that tags an image
+by the hash of its inputs and builds it only when that tag does not exist yet.
+
+The content_image module (sandbox and gate images) and the host probes' image both go
+through ensure(). Commands go through RUN, a _runner.Runner.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman
+
+# The base of every image the collection builds unless the operator names another
+# (aisb_base_image). The roles' defaults and the modules' documentation repeat it:
+# tests/unit/test_enforcement_copies.py fails when a copy differs.
+DEFAULT_BASE_IMAGE = "docker.io/library/ubuntu:24.04"
+LABEL_PREFIX = "io.aisb."
+PROBE_REPOSITORY = "localhost/aisb-probe"
+PROBE_CONTAINERFILE = """FROM {base}
+RUN apt-get update -q \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables \\
+ && rm -rf /var/lib/apt/lists/*
+"""
+
+
+class ImageError(Exception):
+    """A pull, inspect or build that failed: the message names it, with podman's own words;
+    RC, STDOUT and STDERR are podman's, PULLED: the base image was pulled before it failed."""
+
+    def __init__(self, message, rc=None, stdout="", stderr="", pulled=False):
+        super(ImageError, self).__init__(message)
+        self.rc, self.stdout, self.stderr, self.pulled = rc, stdout, stderr, pulled
+
+
+class Image(object):
+    """What ensure() found or did. TAG is None when the base image is missing and was not
+    pulled (then nothing else is known). BUILT: this call built TAG (check mode: would).
+    PULLED: this call pulled the base image."""
+
+    def __init__(self, tag=None, digest=None, inputs=None, built=False, pulled=False):
+        self.tag, self.digest, self.inputs = tag, digest, inputs or {}
+        self.built, self.pulled = built, pulled
+
+
+def read_context(directory):
+    """Every regular file under DIRECTORY as {relative path: bytes}.
+
+    A symlink is refused: the hash would then depend on what it points at build time.
+    """
+    files = {}
+    for root, dirs, names in os.walk(directory):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            path = os.path.join(root, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                raise ValueError("%s: only regular files belong in a build context" % path)
+            with open(path, "rb") as handle:
+                files[os.path.relpath(path, directory)] = handle.read()
+    return files
+
+
+def context_files(entries):
+    """{relative path: (bytes, mode)} from content_image's files option; ValueError on a
+    path that leaves the context or a mode that is not octal."""
+    files = {}
+    for entry in entries:
+        path = os.path.normpath(entry["path"])
+        if os.path.isabs(path) or path == "." or path.split(os.sep)[0] == "..":
+            raise ValueError("files: path %r must be relative and stay inside the context" % entry["path"])
+        try:
+            mode = int(entry["mode"], 8)
+        except ValueError:
+            raise ValueError("files: mode %r of %s is not an octal mode" % (entry["mode"], entry["path"]))
+        files[path] = (entry["content"].encode("utf-8"), mode)
+    return files
+
+
+def write_context(directory, files):
+    """Make DIRECTORY hold exactly FILES ({relative path: (bytes, mode)}): files whose
+    content and mode already match are left alone, any other file is removed."""
+    for root, _dirs, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.relpath(path, directory) not in files:
+                os.remove(path)
+    for relative, (data, mode) in files.items():
+        path = os.path.join(directory, relative)
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+        if os.path.islink(path):
+            os.remove(path)  # writing would go through it, to wherever it points
+        if not os.path.isfile(path) or _read(path) != data:
+            with open(path, "wb") as handle:
+                handle.write(data)
+        os.chmod(path, mode)
+
+
+def _read(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def base_image_id(run, podman, reference, pull=True, timeout=None):
+    """(ID, pulled) of REFERENCE, pulled once first when it is missing, PULL allows it and
+    it is not a localhost/ image; (None, False) when it is missing and was not pulled."""
+    rc, out, _err = run(_podman.image_id(podman, reference))
+    if rc == 0:
+        return out.strip(), False
+    if not pull or _podman.is_local(reference):
+        return None, False
+    rc, out, err = run(_podman.pull(podman, reference), timeout=timeout)
+    if rc != 0:
+        raise ImageError("pulling %s failed: %s" % (reference, _podman.error_line(err)), rc, out, err)
+    rc, out, err = run(_podman.image_id(podman, reference))
+    if rc != 0:
+        raise ImageError("reading the ID of %s failed: %s" % (reference, _podman.error_line(err)), rc, out, err,
+                         pulled=True)
+    return out.strip(), True
+
+
+def ensure(run, podman, repository, files, base_image, check_mode, context=None, build_args=None, extra=None,
+           labels=None, what=None, timeout=None):
+    """REPOSITORY:<hash>, built when no image has that tag: the one ensure-built flow.
+
+    The hash covers FILES ({context path: bytes}), the base image's ID, BUILD_ARGS and
+    EXTRA (_content_hash.build_inputs). The build runs with --pull=never from exactly the
+    hashed base (--from its ID), in CONTEXT (a directory holding FILES; None: FILES are
+    written to a temporary one), labelled io.aisb.content-hash, io.aisb.inputs,
+    io.aisb.base-image and LABELS. Check mode pulls and builds nothing. WHAT names the
+    image in messages (default: its tag). Raises ImageError.
+    """
+    base_id, pulled = base_image_id(run, podman, base_image, pull=not check_mode, timeout=timeout)
+    if base_id is None:
+        return Image()
+    inputs = _content_hash.build_inputs(files, base_id, build_args, extra)
+    digest = _content_hash.content_hash(inputs)
+    tag = _content_hash.image_tag(repository, digest)
+    if run(_podman.image_exists(podman, tag))[0] == 0:
+        return Image(tag, digest, inputs, built=False, pulled=pulled)
+    if check_mode:
+        return Image(tag, digest, inputs, built=True, pulled=pulled)
+    all_labels = {LABEL_PREFIX + "content-hash": digest,
+                  LABEL_PREFIX + "inputs": json.dumps(inputs, sort_keys=True, separators=(",", ":")),
+                  LABEL_PREFIX + "base-image": base_image}
+    all_labels.update(labels or {})
+    directory = context or tempfile.mkdtemp(prefix="aisb-image-")
+    try:
+        if context is None:
+            write_context(directory, dict((path, (data, 0o644)) for path, data in files.items()))
+        rc, out, err = run(_podman.build(podman, tag, directory, base_id, all_labels, build_args), timeout=timeout)
+    finally:
+        if context is None:
+            shutil.rmtree(directory, ignore_errors=True)
+    if rc != 0:
+        raise ImageError("building %s from %s failed: %s" % (what or tag, base_image, _podman.error_line(err)),
+                         rc, out, err, pulled)
+    return Image(tag, digest, inputs, built=True, pulled=pulled)
+
+
+def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout=900):
+    """(image, changed, error) for the host probes: PROBE_IMAGE as given, or one built
+    from BASE_IMAGE with nftables (PROBE_CONTAINERFILE). Check mode pulls and builds nothing."""
+    if probe_image:
+        present = run(_podman.image_exists(podman, probe_image))[0] == 0
+        return (probe_image, False, None) if present else \
+            (None, False, "the probe image %s is not present" % probe_image)
+    containerfile = PROBE_CONTAINERFILE.format(base=base_image).encode("utf-8")
+    try:
+        image = ensure(run, podman, PROBE_REPOSITORY, {"Containerfile": containerfile}, base_image, check_mode,
+                       labels={"aisb.sandbox.role": "probe"}, what="the probe image", timeout=timeout)
+    except ImageError as error:
+        return None, error.pulled, str(error)
+    if image.tag is None:
+        return None, False, "the base image %s is not present%s" % (
+            base_image, " (check mode pulls nothing)" if check_mode else "")
+    if image.built and check_mode:
+        return None, image.pulled, "the probe image %s is not built (check mode builds nothing)" % image.tag
+    return image.tag, image.pulled or image.built, None

@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The verdict on the host probes: when the model holds, and the reasons with their fixes."""
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes, _host_verdict
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_results import unmeasured
+
+FIXES = _host_verdict.FIXES
+
+
+def probes(failed=(), **extra):
+    entries = dict((name, {"ok": name not in failed, "detail": "d-" + name}) for name in _host_probes.ORDER)
+    entries.update(extra)
+    return entries
+
+
+def test_verdict_holds_when_every_needed_probe_passes():
+    verdict = _host_verdict.verdict(probes(failed=("limits", "container_to_container")))
+    assert verdict["model_holds"] is True and verdict["gate_path"] == "map-host-loopback"
+    assert verdict["reasons"] == [] and not verdict["limits_enforceable"]
+    assert [note.split(":")[0] for note in verdict["notes"]] == ["container_to_container", "limits"]
+
+
+def test_verdict_names_each_failed_probe_and_its_fix():
+    verdict = _host_verdict.verdict(probes(failed=("tun", "udp_blocked")))
+    assert verdict["model_holds"] is False
+    assert verdict["reasons"] == ["tun: d-tun. " + FIXES["tun"], "udp_blocked: d-udp_blocked. " + FIXES["udp_blocked"]]
+
+
+def test_verdict_gate_path_falls_back_to_tcp_forward():
+    verdict = _host_verdict.verdict(probes(failed=("host_loopback_reachable", "map_host_loopback")))
+    assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is False
+    assert any("gate_path is tcp-forward" in reason for reason in verdict["reasons"])
+    assert _host_verdict.verdict(probes(failed=("host_loopback_reachable", "tcp_forward")))["gate_path"] == "none"
+
+
+def test_every_needed_probe_has_a_fix_and_every_probe_is_classified():
+    assert set(_host_probes.ORDER) == set(FIXES) | set(_host_verdict.INFORMATIONAL)
+    assert not set(FIXES) & set(_host_verdict.INFORMATIONAL)
+
+
+def test_verdict_groups_probes_that_could_not_run_by_cause():
+    entries = probes(failed=("tun",))
+    entries.update(unmeasured(("raw_tcp_blocked", "udp_blocked"), "pasta failed"))
+    verdict = _host_verdict.verdict(entries)
+    assert verdict["reasons"] == ["tun: d-tun. " + FIXES["tun"],
+                                  "raw_tcp_blocked, udp_blocked: not measured: pasta failed; fix what stops "
+                                  "them and measure again."]

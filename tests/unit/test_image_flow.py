@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The one ensure-built flow (content_image and the probe image): tagged by the hash of
+every input, built from exactly the hashed base, only when the tag is missing."""
+
+import json
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _images
+
+
+def image_run(present, build_rc=0, pullable=()):
+    """A RUN for image handling: PRESENT is the set of references podman has, PULLABLE
+    what a registry would give."""
+    present = set(present)
+    calls = []
+
+    def run(argv, timeout=None):
+        calls.append((argv, timeout))
+        if argv[1:3] == ["image", "exists"]:
+            return (0 if argv[3] in present else 1), "", ""
+        if argv[1:3] == ["image", "inspect"]:
+            return (0, "sha256:base\n", "") if argv[-1] in present else (125, "", "Error: no such image")
+        if argv[1] == "pull":
+            if argv[-1] in pullable:
+                present.add(argv[-1])
+                return 0, "", ""
+            return 125, "", "Trying to pull...\nError: initializing source: no such host"
+        if argv[1] == "build":
+            return build_rc, "STEP 1/2", "" if build_rc == 0 else "Error: apt failed"
+        raise AssertionError(argv)
+
+    run.calls = calls
+    run.argv = lambda: [argv for argv, _timeout in calls]
+    return run
+
+
+def build_of(run):
+    [build] = [argv for argv in run.argv() if argv[1] == "build"]
+    return build
+
+
+def labels_of(build):
+    return dict(build[i + 1].split("=", 1) for i, arg in enumerate(build) if arg == "--label")
+
+
+def test_probe_image_given_but_absent():
+    assert _images.ensure_probe_image(image_run(set()), "podman", None, "localhost/p:1", False) == \
+        (None, False, "the probe image localhost/p:1 is not present")
+    assert _images.ensure_probe_image(image_run({"localhost/p:1"}), "podman", None, "localhost/p:1", False) == \
+        ("localhost/p:1", False, None)
+
+
+def test_local_base_image_is_never_pulled():
+    run = image_run(set())
+    image, changed, error = _images.ensure_probe_image(run, "podman", "localhost/base:1", None, False)
+    assert (image, changed, error) == (None, False, "the base image localhost/base:1 is not present")
+    assert not any(argv[1] == "pull" for argv in run.argv())
+
+
+def test_probe_image_built_from_the_base_image_id_and_tagged_by_hash():
+    run = image_run({"localhost/base:1"})
+    image, changed, error = _images.ensure_probe_image(run, "podman", "localhost/base:1", None, False)
+    # The tag the probe image had before the flow was shared: provisioned hosts keep theirs.
+    assert (image, changed, error) == ("localhost/aisb-probe:b825e7e5b62bfefa", True, None)
+    build = build_of(run)
+    assert build[build.index("--from") + 1] == "sha256:base" and build[build.index("--tag") + 1] == image
+    assert "--pull=never" in build
+    labels = labels_of(build)
+    assert labels["aisb.sandbox.role"] == "probe" and labels["io.aisb.base-image"] == "localhost/base:1"
+    assert image.endswith(":" + labels["io.aisb.content-hash"][:_content_hash.TAG_LENGTH])
+    assert json.loads(labels["io.aisb.inputs"])["files"] == _content_hash.file_digests(
+        {"Containerfile": _images.PROBE_CONTAINERFILE.format(base="localhost/base:1").encode()})
+    # Built once: the same inputs name the same tag, which now exists.
+    again = image_run({"localhost/base:1", image})
+    assert _images.ensure_probe_image(again, "podman", "localhost/base:1", None, False) == (image, False, None)
+    assert not any(argv[1] == "build" for argv in again.argv())
+
+
+def test_check_mode_builds_and_pulls_nothing():
+    run = image_run({"localhost/base:1"})
+    image, _changed, error = _images.ensure_probe_image(run, "podman", "localhost/base:1", None, True)
+    assert image is None and error.startswith("the probe image localhost/aisb-probe:")
+    assert error.endswith(" is not built (check mode builds nothing)")
+    run = image_run(set(), pullable={"docker.io/library/debian:13"})
+    assert _images.ensure_probe_image(run, "podman", "docker.io/library/debian:13", None, True) == \
+        (None, False, "the base image docker.io/library/debian:13 is not present (check mode pulls nothing)")
+    assert not any(argv[1] in ("build", "pull") for argv in run.argv())
+
+
+def test_a_registry_base_is_pulled_once_within_the_timeout():
+    run = image_run(set(), pullable={"docker.io/library/debian:13"})
+    image, changed, error = _images.ensure_probe_image(run, "podman", "docker.io/library/debian:13", None, False)
+    assert error is None and changed is True and image.startswith("localhost/aisb-probe:")
+    assert [argv[1] for argv in run.argv()] == ["image", "pull", "image", "image", "build"]
+    assert [timeout for argv, timeout in run.calls if argv[1] in ("pull", "build")] == [900, 900]
+
+
+def test_failures_name_the_image_in_podmans_words():
+    run = image_run(set())
+    assert _images.ensure_probe_image(run, "podman", "docker.io/library/debian:13", None, False) == \
+        (None, False, "pulling docker.io/library/debian:13 failed: Error: initializing source: no such host")
+    run = image_run({"localhost/base:1"}, build_rc=1)
+    assert _images.ensure_probe_image(run, "podman", "localhost/base:1", None, False) == \
+        (None, False, "building the probe image from localhost/base:1 failed: Error: apt failed")
+
+
+def test_ensure_hashes_every_input_and_builds_in_the_given_context():
+    files = {"Containerfile": b"FROM base\n", "entrypoint": b"#!/bin/sh\n"}
+    run = image_run({"localhost/base:1"})
+    image = _images.ensure(run, "podman", "localhost/aisb-sandbox", files, "localhost/base:1", False,
+                           context="/ctx", build_args={"ARG": "v"}, extra={"recipe": {"command": ["pi"]}})
+    inputs = _content_hash.build_inputs(files, "sha256:base", {"ARG": "v"}, {"recipe": {"command": ["pi"]}})
+    assert (image.digest, image.inputs, image.built, image.pulled) == (
+        _content_hash.content_hash(inputs), inputs, True, False)
+    assert image.tag == _content_hash.image_tag("localhost/aisb-sandbox", image.digest)
+    build = build_of(run)
+    assert build[-1] == "/ctx" and build[build.index("--build-arg") + 1] == "ARG=v"
+    assert labels_of(build) == {"io.aisb.content-hash": image.digest, "io.aisb.base-image": "localhost/base:1",
+                                "io.aisb.inputs": json.dumps(inputs, sort_keys=True, separators=(",", ":"))}
+
+
+def test_ensure_in_check_mode_names_the_tag_or_nothing():
+    files = {"Containerfile": b"FROM base\n"}
+    run = image_run({"localhost/base:1"})
+    planned = _images.ensure(run, "podman", "localhost/x", files, "localhost/base:1", True, context="/ctx")
+    assert planned.tag.startswith("localhost/x:") and planned.built is True
+    assert not any(argv[1] == "build" for argv in run.argv())
+    missing = _images.ensure(image_run(set()), "podman", "localhost/x", files, "docker.io/library/debian:13", True)
+    assert (missing.tag, missing.built, missing.inputs) == (None, False, {})
+
+
+def test_a_failed_build_is_an_image_error_with_podmans_output():
+    with pytest.raises(_images.ImageError) as raised:
+        _images.ensure(image_run({"localhost/base:1"}, build_rc=2), "podman", "localhost/x",
+                       {"Containerfile": b"FROM base\n"}, "localhost/base:1", False, context="/ctx")
+    assert str(raised.value).startswith("building localhost/x:") and str(raised.value).endswith(
+        " from localhost/base:1 failed: Error: apt failed")
+    assert (raised.value.rc, raised.value.stdout, raised.value.stderr) == (2, "STEP 1/2", "Error: apt failed")
