@@ -45,8 +45,11 @@ def test_the_probes_table_is_the_sessions():
 
 
 def test_the_probes_privilege_drop_is_the_entrypoints():
-    [line] = re.findall(r"^exec (setpriv .*)$", ENTRYPOINT.read_text().replace("\\\n", " "), re.M)
-    assert shlex.split(line) == DROP_ALL_PRIVILEGES + ["$@"]
+    # The entrypoint names setpriv by its absolute path and execs harness-exec after it.
+    [line] = re.findall(r"^exec (/usr/bin/setpriv .*)$", ENTRYPOINT.read_text().replace("\\\n", " "), re.M)
+    argv = shlex.split(line)
+    assert argv == ["/usr/bin/" + DROP_ALL_PRIVILEGES[0]] + DROP_ALL_PRIVILEGES[1:] + [
+        "/bin/bash", "$HARNESS_EXEC", "$@"]
 
 
 @pytest.mark.parametrize("gate_path, options", [
