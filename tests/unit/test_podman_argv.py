@@ -33,3 +33,8 @@ def test_checks_run_without_network():
 def test_only_localhost_images_count_as_local():
     assert _podman.is_local("localhost/aisb-base:trixie")
     assert not _podman.is_local("docker.io/library/ubuntu:24.04")
+
+
+def test_stop_gives_a_grace_period_unless_told_not_to():
+    assert _podman.stop("podman", ["a"]) == ["podman", "stop", "--ignore", "--time", "2", "a"]
+    assert _podman.stop("podman", ["a"], grace=0) == ["podman", "stop", "--ignore", "--time", "0", "a"]
