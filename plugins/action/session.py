@@ -12,6 +12,10 @@ pass-throughs of this controller's environment, refuses without host facts, then
   terminal) and hands it to podman. Keys, Ctrl-C and the harness's output go through
   the TTY podman sets up; resizes are relayed to podman. The controller must be the
   workstation (a local connection).
+Either way the session ends with ansible-playbook: this worker waits for the module with
+nobody watching ansible-playbook, so when that process goes (SIGKILL included) the worker
+goes too, and the module sees its output lose its reader; an interactive session here
+is stopped (see module_utils/_controller).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session_run
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _session_run
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, check_command)
 from ansible_collections.aisb.sandbox.plugins.modules.session import argument_spec
@@ -82,8 +86,14 @@ class ActionModule(ActionBase):
         if interactive:
             result.update(self._run_interactive(args))
             return result
-        result.update(self._execute_module(module_name="aisb.sandbox.session", module_args=args,
-                                           task_vars=task_vars))
+        # Nothing is left to report to once ansible-playbook is gone: leave, and the module
+        # sees its stdout lose its reader.
+        watch = _controller.Watch(lambda _reason: os._exit(1), parent=os.getppid()).start()
+        try:
+            result.update(self._execute_module(module_name="aisb.sandbox.session", module_args=args,
+                                               task_vars=task_vars))
+        finally:
+            watch.stop()
         return result
 
     def _run_interactive(self, args):
@@ -105,7 +115,8 @@ class ActionModule(ActionBase):
                 return dict(changed=False, status="planned", msg="check mode: nothing started")
             inputs["executable"] = args["executable"]
             inputs["interactive"] = True
-            outcome = _session_run.finish(_session_run.execute(inputs, facts, environ, terminal=terminal))
+            outcome = _session_run.finish(_session_run.execute(inputs, facts, environ, terminal=terminal,
+                                                               parent=os.getppid()))
             outcome["warnings"] = warnings
             return outcome
         finally:

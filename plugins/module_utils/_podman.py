@@ -117,8 +117,9 @@ def wait(podman, name):
     return [podman, "wait", name]
 
 
-def stop(podman, names):
-    return [podman, "stop", "--ignore", "--time", "2"] + list(names)
+def stop(podman, names, grace=2):
+    """Stop NAMES: SIGTERM, then SIGKILL after GRACE seconds."""
+    return [podman, "stop", "--ignore", "--time", str(grace)] + list(names)
 
 
 def remove(podman, names):

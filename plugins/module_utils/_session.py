@@ -17,12 +17,13 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import termios
 import threading
 import time
 import uuid
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _watchdog
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
@@ -36,8 +37,6 @@ REPORT_FD = 3
 # a NUL byte), read only after every privilege is dropped (the image's harness-exec).
 ENV_FD = 4
 GATE_READY_TIMEOUT = 15.0
-# What the session writes to its watchdog when it has removed its containers itself.
-WATCHDOG_DONE = "done"
 # Runs each podman that creates a container: it dies with the session (parent-death
 # signal), so after a SIGKILL no container can still be on its way while the watchdog
 # removes them.
@@ -172,13 +171,6 @@ def parse_gate_log(text):
     return decisions
 
 
-def watchdog_argv(remove_argv):
-    """A shell that reads its stdin to the end, then runs REMOVE_ARGV unless it read
-    WATCHDOG_DONE: the session holds the only write end, so a session killed by any
-    signal, SIGKILL included, closes it without the word."""
-    return ["sh", "-c", 'test "$(cat)" = %s || exec "$@"' % WATCHDOG_DONE, "aisb-watchdog"] + list(remove_argv)
-
-
 def free_loopback_port():
     """A port nothing listens on right now (the gate's bind is the real test)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -224,6 +216,8 @@ class SessionRunner(object):
         # before the sandbox's container existed is repeated while the sandbox runs.
         self._stop_wanted = threading.Event()
         self.ruleset = None
+        # Why the session's controller went away (controller_lost), or None.
+        self.lost = None
         self._started = []
         self._finished = False
         self._process = None
@@ -247,14 +241,16 @@ class SessionRunner(object):
         return path
 
     # -- removal that outlives this process
-    def start_watchdog(self):
-        """Start a process that removes this session's containers if this one dies
-        without saying it has (release_watchdog). Its own session: a signal to this
-        process group or terminal does not reach it."""
+    def start_watchdog(self, record):
+        """Start a process (_watchdog) that removes this session's containers and writes
+        RECORD, the record as prepared at start, if this one dies without saying it has
+        (release_watchdog). Its own session: a signal to this process group or terminal
+        does not reach it."""
         names = [self.plan["names"]["sandbox"]] + ([self.plan["names"]["gate"]] if self.plan["gate"] else [])
+        argv = _watchdog.argv(sys.executable, record["record"], _podman.remove(self.podman, names))
         read_end, write_end = os.pipe()
         try:
-            process = subprocess.Popen(watchdog_argv(_podman.remove(self.podman, names)), stdin=read_end,
+            process = subprocess.Popen(argv, stdin=read_end,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                        env=self.environ, start_new_session=True)
         except OSError:
@@ -263,6 +259,12 @@ class SessionRunner(object):
         finally:
             os.close(read_end)
         self._watchdog = (process, write_end)
+        try:
+            # The watchdog reads while this writes: a record bigger than the pipe cannot block.
+            with os.fdopen(os.dup(write_end), "wb") as pipe:
+                pipe.write(json.dumps(record, sort_keys=True).encode("utf-8") + b"\n")
+        except OSError as error:
+            raise SessionError("the watchdog did not start: %s" % error)
 
     def release_watchdog(self):
         """Tell the watchdog the containers are gone and wait for it to exit."""
@@ -271,7 +273,7 @@ class SessionRunner(object):
         process, write_end = self._watchdog
         self._watchdog = None
         try:
-            os.write(write_end, WATCHDOG_DONE.encode("ascii"))
+            os.write(write_end, _watchdog.DONE)
         except OSError:
             pass  # The watchdog died: it can remove nothing, and cleanup() already has.
         finally:
@@ -360,7 +362,8 @@ class SessionRunner(object):
         # A stop that runs before the sandbox's container exists does nothing: repeat it.
         self._stop_wanted.wait()
         while process.poll() is None:
-            self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]]), check=False)
+            self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]], grace=0 if self.lost else 2),
+                      check=False)
             time.sleep(0.2)
 
     def _read_report(self, fd):
@@ -370,6 +373,13 @@ class SessionRunner(object):
             self.ruleset = json.loads(text) if text.strip() else None
         except ValueError:
             self.ruleset = {"unparsed": text[:4000]}
+
+    def controller_lost(self, reason):
+        """Whatever controlled the session went away (_controller.Watch): stop the
+        sandbox at once (nobody is left to wait for the harness: no grace period); the
+        session then ends as on any other stop, with status controller-lost."""
+        self.lost = reason
+        self.stop_sandbox()
 
     def stop_sandbox(self):
         """Stop the sandbox, now or as soon as it starts, for as long as it runs: one place,

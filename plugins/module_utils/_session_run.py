@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _session
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, format_time, state_dir)
@@ -26,6 +26,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs impor
 SESSION_DIR_MODE = 0o700
 TRANSCRIPT = "transcript.log"
 RECORD = "record.json"
+# The module's stdout, whose reader is the controller's side (see _controller).
+STDOUT = 1
 EXIT_STATUS = {77: "enforcement could not be installed or verified",
                78: "the sandbox's policy was missing or unreadable",
                79: "the gate never answered the sandbox",
@@ -143,22 +145,46 @@ def start(inputs, facts, environ):
     return plan, runner
 
 
-def execute(inputs, facts, environ, terminal=None):
+def execute(inputs, facts, environ, terminal=None, parent=None):
     """Run a prepared session to its end; return the record (also written to disk).
 
     TERMINAL: a terminal's file descriptor for an interactive session; None runs
-    headless, the output going to the session's transcript."""
+    headless, the output going to the session's transcript.
+    The session ends with status controller-lost when this process's stdout loses its
+    reader (the module's: ansible-playbook's worker or the SSH connection went away) or,
+    given PARENT, when this process's parent is no longer PARENT (see _controller)."""
     plan, runner = start(inputs, facts, environ)
-    started = time.time()
+    transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
+    # Everything known before anything runs: the watchdog completes it if this process dies.
+    record = {
+        "session_id": plan["session_id"],
+        "started_at": format_time(time.time()),
+        "project": inputs["project"],
+        "command": inputs["command"],
+        "network": inputs["network"],
+        # network no-gate: each allowed name and the addresses pinned for it.
+        "pinned_names": inputs["hosts"],
+        "image": {"tag": inputs["image"]},
+        "gate_image": inputs.get("gate_image"),
+        "policy_dir": inputs.get("policy_dir"),
+        "policy": plan["policy_text"],
+        "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
+        "limits": plan["limits"],
+        "environment_names": sorted(inputs["environment"]),
+        "transcript": transcript,
+        "record": os.path.join(runner.session_dir, RECORD),
+    }
+    watch = _controller.Watch(runner.controller_lost, output=STDOUT, parent=parent)
     rc, status, reason = None, "exited", ""
     try:
         with _session.signals_raise():
-            runner.start_watchdog()
+            runner.start_watchdog(record)
+            watch.start()
             if plan["gate"] is not None:
                 runner.start_gate(inputs["gate_image"], inputs["policy_dir"])
             if terminal is None:
-                with open(os.path.join(runner.session_dir, TRANSCRIPT), "w") as transcript:
-                    rc = runner.run_sandbox(transcript)
+                with open(transcript, "w") as output:
+                    rc = runner.run_sandbox(output)
             else:
                 rc = runner.run_sandbox(terminal, terminal)
     except _session.Interrupted as signal_name:
@@ -166,38 +192,27 @@ def execute(inputs, facts, environ, terminal=None):
     except _session.SessionError as error:
         status, reason = "failed", str(error)
     finally:
+        # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
+        watch.stop()
         runner.cleanup()
     if runner.gate_error:
         status, reason = "failed", runner.gate_error
     elif runner.gate_died:
         status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
+    elif runner.lost and status == "exited":
+        status, reason = "controller-lost", runner.lost + "; the sandbox was stopped"
     elif status == "exited":
         reason = exit_reason(rc)
-    record = {
-        "session_id": plan["session_id"],
-        "started_at": format_time(started),
+    record["image"]["labels"] = _image_labels(runner.podman, inputs["image"])
+    record.update({
         "ended_at": format_time(time.time()),
-        "project": inputs["project"],
-        "command": inputs["command"],
-        "network": inputs["network"],
-        # network no-gate: each allowed name and the addresses pinned for it.
-        "pinned_names": inputs["hosts"],
         "exit_code": rc,
         "status": status,
         "reason": reason,
-        "image": {"tag": inputs["image"], "labels": _image_labels(runner.podman, inputs["image"])},
-        "gate_image": inputs.get("gate_image"),
-        "policy_dir": inputs.get("policy_dir"),
-        "policy": plan["policy_text"],
         "ruleset": runner.ruleset,
-        "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
-        "limits": plan["limits"],
         "gate": _session.parse_gate_log(runner.gate_log),
-        "environment_names": sorted(inputs["environment"]),
         "commands": runner.commands,
-        "transcript": os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None,
-        "record": os.path.join(runner.session_dir, RECORD),
-    }
+    })
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as error:

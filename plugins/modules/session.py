@@ -23,7 +23,12 @@ description:
     time, the sandbox, attached with its output in a transcript; the sandbox's entrypoint
     waits until the gate answers before the harness runs. Then removes the gate. Every
     container it started is removed on every exit path, signals included; a watchdog
-    process removes them if this one is killed (SIGKILL).
+    process removes them, and writes the record, if this one is killed (SIGKILL).
+  - Ends with its controller. When this module's stdout loses its reader
+    (ansible-playbook's worker or the SSH connection went away; a newline written to it
+    every half second makes an ssh client or ControlPersist master in between notice)
+    or, for an interactive session, when ansible-playbook exits, the sandbox is stopped
+    and the session ends with status C(controller-lost).
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).
 author: aisb developers (@aisb)
 options:
@@ -156,6 +161,8 @@ status:
   description:
     - C(exited), C(failed) (it could not start or end cleanly, see msg), C(gate-died),
       C(interrupted), C(refused), or C(planned) in check mode.
+    - C(controller-lost) (ansible-playbook, its worker or the connection to the host went
+      away) is written to the record; nobody is left to receive the task's result.
   returned: always
   type: str
 session_id:

@@ -57,3 +57,8 @@ def test_the_probes_command_lines():
 def test_error_line_is_podmans_own_message():
     assert _podman.error_line("Trying to pull...\nError: no such host\nmore") == "Error: no such host"
     assert _podman.error_line("just this\nlast") == "last" and _podman.error_line(None) == ""
+
+
+def test_stop_gives_a_grace_period_unless_told_not_to():
+    assert _podman.stop("podman", ["a"]) == ["podman", "stop", "--ignore", "--time", "2", "a"]
+    assert _podman.stop("podman", ["a"], grace=0) == ["podman", "stop", "--ignore", "--time", "0", "a"]

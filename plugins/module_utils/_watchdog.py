@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The session's watchdog: the process that ends a session whose own process died first.
+
+The session starts it (argv()) in its own session, holding the only write end of a pipe
+that is the watchdog's stdin, and writes the session's record as prepared at start
+(JSON, one line) to it. When the session has removed its containers itself it writes
+DONE and closes the pipe. A session that dies any other way, SIGKILL included, closes
+the pipe without DONE: the watchdog then runs the removal command and writes the
+record, completed with status controller-lost, where the session would have.
+
+It runs as its own program (python -I -c SOURCE), so this file imports only the
+standard library; the functions below are pure but for write_record() and main().
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+NAME = "aisb-watchdog"
+DONE = b"done"
+STATUS = "controller-lost"
+REASON = ("the session's process ended before the session did (SIGKILL, or its controller's death took it); "
+          "the watchdog removed the session's containers")
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def source():
+    """This file's text, for python -c (a module inside Ansible's payload zip has no path
+    another process can run)."""
+    return __loader__.get_source(__name__)  # noqa: F821  pylint: disable=undefined-variable
+
+
+def argv(python, record_path, remove_argv):
+    """The watchdog's command line: PYTHON runs this file isolated (-I: no environment
+    variable or user directory changes what it imports)."""
+    return [python, "-I", "-c", source(), NAME, record_path, "--"] + list(remove_argv)
+
+
+def parse_argv(args):
+    """(record path, removal argv) from the arguments after NAME."""
+    if len(args) < 3 or args[1] != "--":
+        raise ValueError("usage: %s RECORD -- REMOVE_COMMAND..." % NAME)
+    return args[0], args[2:]
+
+
+def read_pipe(data):
+    """(prepared record text, done) from everything the session wrote to the pipe."""
+    prepared, _newline, rest = data.partition(b"\n")
+    return prepared, rest == DONE
+
+
+def complete(prepared, record_path, remove_argv, removed_rc, now):
+    """The record the watchdog writes: the session's prepared record (or, when it never
+    arrived whole, what the path says) with the end the session could not write."""
+    try:
+        record = json.loads(prepared.decode("utf-8"))
+        if not isinstance(record, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        record = {"session_id": os.path.basename(os.path.dirname(record_path)), "record": record_path}
+    record.update({
+        "ended_at": time.strftime(TIME_FORMAT, time.gmtime(now)),
+        "exit_code": None,
+        "status": STATUS,
+        "reason": REASON + ("" if removed_rc == 0 else " (its removal command exited %d)" % removed_rc),
+        # Nobody read the gate's log: its decisions are not known.
+        "gate": None,
+        "commands": list(record.get("commands") or []) + [list(remove_argv)],
+    })
+    return record
+
+
+def write_record(path, record):
+    """Write RECORD to PATH as a whole or not at all."""
+    partial = path + ".watchdog"
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    os.rename(partial, path)
+
+
+def main(args, stdin, run=subprocess.call, now=time.time):
+    """Wait for the session's end of STDIN to close; clean up after it unless it said DONE."""
+    record_path, remove_argv = parse_argv(args)
+    prepared, done = read_pipe(stdin.read())
+    if done:
+        return 0
+    removed_rc = run(remove_argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    write_record(record_path, complete(prepared, record_path, remove_argv, removed_rc, now()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[2:], sys.stdin.buffer))
