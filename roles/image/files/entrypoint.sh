@@ -1,10 +1,11 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # aisb sandbox entrypoint. Runs as root in the container's own user namespace with
 # NET_ADMIN, SETUID, SETGID and SETPCAP; the harness never does.
 #
-# Nothing from the operator or the project runs while a capability is held: this file
-# is found by absolute path (no PATH lookup for its interpreter), and its environment
+# Nothing from the operator or the project runs while a capability is held: the image's
+# ENTRYPOINT runs this file as `/bin/bash FILE` (its shebang is never used, so no PATH
+# lookup finds its interpreter), and its environment
 # is podman's defaults, the image's and the session's own AISB_* values, never an
 # operator's (the session hands those to the harness on AISB_ENV_FD, applied by
 # harness-exec after the drop). It still sets PATH and HOME itself and runs nothing

@@ -1,7 +1,7 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # aisb harness-exec: the last step before the harness, run by the entrypoint's setpriv
-# as uid 1000 with every capability dropped and no-new-privs set.
+# (as /bin/bash FILE) as uid 1000 with every capability dropped and no-new-privs set.
 #
 #   harness-exec COMMAND [ARG...]
 #
