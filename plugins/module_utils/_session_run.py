@@ -15,6 +15,7 @@ import subprocess
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _session
+from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, format_time, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
@@ -42,6 +43,13 @@ def exit_reason(rc):
         # podman exits 128+N when signal N ended the sandbox's first process.
         return "the sandbox was killed by signal %d" % (rc - 128)
     return ""
+
+
+def enforcement_lost_reason(lost):
+    """One sentence for the record and the task: what changed in the sandbox's table."""
+    changes = ["-" + line for line in lost["removed"]] + ["+" + line for line in lost["added"]]
+    shown = "; ".join(changes[:6]) + ("; ..." if len(changes) > 6 else "")
+    return "%s at %s%s; the sandbox was stopped" % (lost["what"], lost["at_text"], (": " + shown) if shown else "")
 
 
 def _run_capture(argv):
@@ -101,6 +109,9 @@ def prepare(params, environ, now=None):
         return None, None, [refusal], warnings
     fingerprint = cached_fingerprint(_run_capture, environ, podman=params["executable"])
     problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"], network=params["network"])
+    watch_tools, missing_tools = find_tools(environ)
+    if missing_tools:
+        problems.append(missing_tools)
     if problems and params["allow_unenforced"]:
         warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
         problems = []
@@ -117,7 +128,7 @@ def prepare(params, environ, now=None):
         "policy_dir": params.get("policy_dir"), "policy": policy, "network": params["network"],
         "environment": environment, "command": command, "interactive": params.get("interactive", False),
         "allow_unenforced": params["allow_unenforced"], "limits": params.get("limits") or {},
-        "require_limits": params.get("require_limits", False), "hosts": hosts,
+        "require_limits": params.get("require_limits", False), "hosts": hosts, "watch_tools": watch_tools,
     }
     return inputs, facts, problems, warnings
 
@@ -165,7 +176,9 @@ def execute(inputs, facts, environ, terminal=None):
         status, reason = "failed", str(error)
     finally:
         runner.cleanup()
-    if runner.gate_error:
+    if runner.enforcement_lost:
+        rc, status, reason = 77, "enforcement-lost", enforcement_lost_reason(runner.enforcement_lost)
+    elif runner.gate_error:
         status, reason = "failed", runner.gate_error
     elif runner.gate_died:
         status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
@@ -188,6 +201,7 @@ def execute(inputs, facts, environ, terminal=None):
         "policy_dir": inputs.get("policy_dir"),
         "policy": plan["policy_text"],
         "ruleset": runner.ruleset,
+        "enforcement_watch": runner.enforcement_report(),
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan["limits"],
         "gate": _session.parse_gate_log(runner.gate_log),

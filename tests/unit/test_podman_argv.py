@@ -33,3 +33,8 @@ def test_checks_run_without_network():
 def test_only_localhost_images_count_as_local():
     assert _podman.is_local("localhost/aisb-base:trixie")
     assert not _podman.is_local("docker.io/library/ubuntu:24.04")
+
+
+def test_a_stop_at_once_kills_without_a_grace_period():
+    assert _podman.stop("podman", ["s"]) == ["podman", "stop", "--ignore", "--time", "2", "s"]
+    assert _podman.stop("podman", ["s"], 0) == ["podman", "stop", "--ignore", "--time", "0", "s"]
