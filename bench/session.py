@@ -10,16 +10,22 @@ In a provisioned workstation, with facts and images warm, times RUNS of each:
   - session: the session machinery (plan, gate start and readiness, sandbox start,
     entrypoint enforcement) until the harness's first instruction, in-process;
   - run_agent.yml: the whole playbook wall time with a command that exits at once,
-    beside ansible-playbook running an empty play.
+    beside ansible-playbook running an empty play;
+  - the enforcement watch's CPU over one session of WATCH_SECONDS: its helper and every
+    reading it ran (wait4's rusage of the helper, which waited for each nft) and the
+    session's watching thread (thread_time), as the record keeps them, as a share of
+    one core over the time it watched.
 A measurement, not a test: it asserts nothing.
 """
 
 import json
+import re
 
-from measure import empty_play, median, playbook_argv, row, run_alone, timed
+from measure import ANSIBLE_ENV, empty_play, median, playbook_argv, row, run_alone, timed
 
 PROJECT = "/home/dev/bench-project"
 FIRST_INSTRUCTION = ["sh", "-c", "date +%s.%N"]
+WATCH_SECONDS = 60
 
 # Runs in the workstation's Python: the session from prepare() to the harness's first
 # instruction, and the bare podman floor, alternately, RUNS times each.
@@ -67,6 +73,7 @@ def measure(ws, runs):
     empty_runs = empty_play(ws, runs)
     agent_runs = timed(ws, playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
                                          "-e", json.dumps({"command": ["true"]})), runs)
+    watch = watcher_cpu(ws)
     empty, agent = median(empty_runs), median(agent_runs)
     floor, session = median(pairs["floor"]), median(pairs["session"])
     return [
@@ -75,7 +82,22 @@ def measure(ws, runs):
             session <= 3 * floor, runs, pairs["session"], pairs["floor"]),
         row("session", "`run_agent.yml` warm, command `true`", round(agent, 2), "s", round(empty, 2),
             "`ansible-playbook`, empty play", "<= 3 s", agent <= 3, runs, agent_runs, empty_runs),
+        row("session", "enforcement watch: CPU of its helper, its %d readings and its thread over a %d s "
+            "session" % (watch["readings"], WATCH_SECONDS), round(watch["percent"], 3), "% of one core",
+            target="<= 1 %", met=watch["percent"] <= 1, runs=1, samples=[watch["percent"]]),
     ]
+
+
+def watcher_cpu(ws):
+    """The watch's CPU share over one session of WATCH_SECONDS, from its record."""
+    result = ws.run(playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
+                                  "-e", json.dumps({"command": ["sleep", str(WATCH_SECONDS)]})),
+                    env=ANSIBLE_ENV, timeout=600)
+    path = re.search(r'"record": "([^"]+)"', result.stdout) or re.search(r"record (\S+/record\.json)", result.stdout)
+    watch = json.loads(ws.path(path.group(1)).read_text())["enforcement_watch"]
+    cpu = watch["cpu_s"]["helper_s"] + watch["cpu_s"]["thread_s"]
+    watched = watch["last_good_reading_at"] - watch["first_reading_at"] + watch["interval_s"]
+    return {"percent": 100 * cpu / watched, "readings": watch["readings"], "cpu_s": cpu, "watched_s": watched}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The one place that builds podman command lines for images, the gate and checks.
+"""The one place that builds podman command lines for images, the gate and checks,
+and the one command that reads a sandbox's namespaces as podman made them.
 
 Pure functions returning argv lists; callers run them and report them.
 """
@@ -84,7 +85,7 @@ def ruleset_check(podman, image, policy_file):
 
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
-                interactive, preserve_fds, command, hosts=()):
+                interactive, preserve_fds, command, hosts=(), pidfile=None):
     """The sandbox: only the project at /project, the policy read-only, and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
     those reach the harness after the privilege drop, through a preserved descriptor).
@@ -92,6 +93,8 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     PRESERVE_FDS: how many descriptors from 3 on podman hands to the entrypoint.
     HOSTS: (name, address) pairs for the sandbox's /etc/hosts (network no-gate: the
     names resolved on the host, since no resolver is reachable inside).
+    PIDFILE: where podman writes the host PID of the sandbox's first process (the
+    enforcement watch enters its namespaces); a host path the sandbox cannot reach.
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
     argv = [podman, "run", "--rm", "--name", name, "--init", "--network=%s" % network]
@@ -99,6 +102,7 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     argv += ["--volume", mount, "--workdir", "/project",
              "--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY)]
     argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
+    argv += ["--pidfile", pidfile] if pidfile else []
     argv += ["--interactive", "--tty"] if interactive else []
     for key, value in sorted(labels.items()):
         argv += ["--label", "%s=%s" % (key, value)]
@@ -176,3 +180,24 @@ def error_line(stderr):
     """podman's own message (its "Error: ..." line) out of STDERR; the rest is context."""
     lines = (stderr or "").strip().splitlines() or [""]
     return next((line for line in lines if line.startswith("Error")), lines[-1])[:300]
+
+
+# The enforcement watch's helper prints this line, and nft's exit status, after each reading.
+NETNS_READING_END = "aisb-reading-end"
+# For each line on its standard input, one reading of the whole ruleset; the loop ends
+# at end of file (the session closed the pipe, or died).
+_NETNS_READER = 'while read -r _; do "$1" -j list ruleset 2>&1; echo "%s $?"; done' % NETNS_READING_END
+
+
+def netns_reader(nsenter, pid, setpriv, nft):
+    """The enforcement watch's helper: the host's NFT, run in the user and network
+    namespaces of the sandbox's first process PID (podman's pid file).
+
+    The sandbox's user namespace owns its network namespace; the session's user owns its
+    parent (podman's rootless namespace), so nsenter needs no privilege and the helper
+    holds power over this sandbox's namespaces only. nsenter changes the credentials,
+    which clears a parent-death signal: setpriv sets it after, so the helper dies with
+    the session's thread that started it.
+    """
+    return [nsenter, "--target", str(int(pid)), "--user", "--net", "--",
+            setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _NETNS_READER, "aisb-netns-reader", nft]

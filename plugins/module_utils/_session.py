@@ -24,6 +24,7 @@ import time
 import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _watchdog
+from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
@@ -117,7 +118,8 @@ def plan_session(session_id, inputs, facts, port):
     INPUTS: project (resolved), project_label ("" or "z"), image, gate_image, policy
     (_policy.Policy), policy_dir, network, environment, command, interactive,
     allow_unenforced, limits, require_limits, and for network no-gate hosts ({name:
-    [address, ...]} as resolved on the host, already pinned in the policy).
+    [address, ...]} as resolved on the host, already pinned in the policy), watch_tools
+    (_enforcement_watch.find_tools: the host's nsenter, setpriv and nft).
     """
     verdict = facts.get("verdict") or {}
     network, gate, proxy_url = network_plan(inputs["network"], verdict.get("gate_path"), port)
@@ -133,6 +135,9 @@ def plan_session(session_id, inputs, facts, port):
         "environment": environment,
         "policy_text": render_sandbox_policy(inputs["policy"], gate),
         "gate": None,
+        # The table is watched from outside for the whole session, unless the operator
+        # asked to run unenforced (debugging only).
+        "enforcement_watch": None if inputs.get("allow_unenforced") else {"tools": inputs["watch_tools"]},
         "limits": limit_options(inputs.get("limits"), verdict.get("limits_enforceable") is True,
                                 inputs.get("require_limits", False)),
     }
@@ -218,6 +223,12 @@ class SessionRunner(object):
         self.ruleset = None
         # Why the session's controller went away (controller_lost), or None.
         self.lost = None
+        self.enforcement_watch = None
+        self.enforcement_lost = None
+        self._watch_lock = threading.Lock()
+        # Seconds podman stop waits before SIGKILL; 0 once nobody may wait for the harness.
+        self._stop_grace = 2
+        self._pidfile = os.path.join(session_dir, "sandbox.pid")
         self._started = []
         self._finished = False
         self._process = None
@@ -324,7 +335,7 @@ class SessionRunner(object):
         STDOUT receives its output; STDIN, when given, is a terminal shared with stdout
         (an interactive session: podman gets a TTY and follows its size)."""
         policy = self.write("policy", self.plan["policy_text"], 0o644)
-        options = dict(self.plan["sandbox_options"], policy_file=policy)
+        options = dict(self.plan["sandbox_options"], policy_file=policy, pidfile=self._pidfile)
         argv = _podman.sandbox_run(self.podman, **options)
         self.commands.append(argv)
         self._started.append(options["name"])
@@ -357,18 +368,23 @@ class SessionRunner(object):
             self._finished = True
             self._stop_wanted.set()  # ends _stop_when_wanted's wait; the sandbox has exited
             reader.join(timeout=2)
+            self._end_enforcement_watch()
 
     def _stop_when_wanted(self, process):
         # A stop that runs before the sandbox's container exists does nothing: repeat it.
         self._stop_wanted.wait()
         while process.poll() is None:
-            self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]], grace=0 if self.lost else 2),
-                      check=False)
+            self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]], grace=self._stop_grace), check=False)
             time.sleep(0.2)
 
     def _read_report(self, fd):
         with os.fdopen(fd, "r") as report:
-            text = report.read()
+            # nft -j prints one line. podman holds the pipe open until the sandbox exits:
+            # the line, not the end of the file, says the entrypoint has installed its table.
+            text = report.readline()
+            if text.strip():
+                self._start_enforcement_watch()
+            text += report.read()
         try:
             self.ruleset = json.loads(text) if text.strip() else None
         except ValueError:
@@ -379,12 +395,42 @@ class SessionRunner(object):
         sandbox at once (nobody is left to wait for the harness: no grace period); the
         session then ends as on any other stop, with status controller-lost."""
         self.lost = reason
-        self.stop_sandbox()
+        self.stop_sandbox(at_once=True)
 
-    def stop_sandbox(self):
+    def stop_sandbox(self, at_once=False):
         """Stop the sandbox, now or as soon as it starts, for as long as it runs: one place,
-        _stop_when_wanted, does the stopping."""
+        _stop_when_wanted, does the stopping. AT_ONCE: SIGKILL, no grace period."""
+        if at_once:
+            self._stop_grace = 0
         self._stop_wanted.set()
+
+    # -- the enforcement watch (_enforcement_watch.py)
+    def _start_enforcement_watch(self):
+        with self._watch_lock:
+            if self.plan["enforcement_watch"] is None or self._finished or self.enforcement_watch is not None:
+                return
+            self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan["policy_text"],
+                                                      self.plan["enforcement_watch"]["tools"], self._enforcement_lost)
+            self.enforcement_watch.start()
+
+    def _enforcement_lost(self, lost):
+        if not self._finished:
+            self.enforcement_lost = lost
+            self.stop_sandbox(at_once=True)
+
+    def _end_enforcement_watch(self):
+        with self._watch_lock:
+            watch = self.enforcement_watch
+        if watch is not None:
+            watch.stop()
+
+    def enforcement_report(self):
+        """What the record keeps about the watch."""
+        if self.plan["enforcement_watch"] is None:
+            return {"watched": False, "why": "allow_unenforced"}
+        if self.enforcement_watch is None:
+            return {"watched": False, "why": "the entrypoint never reported a table (the sandbox did not start)"}
+        return dict(self.enforcement_watch.report(), watched=True)
 
     def cleanup(self):
         """Remove every container this session started; safe to call more than once."""

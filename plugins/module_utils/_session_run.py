@@ -15,6 +15,7 @@ import subprocess
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _session
+from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, format_time, state_dir)
@@ -45,6 +46,13 @@ def exit_reason(rc):
         # podman exits 128+N when signal N ended the sandbox's first process.
         return "the sandbox was killed by signal %d" % (rc - 128)
     return ""
+
+
+def enforcement_lost_reason(lost):
+    """One sentence for the record and the task: what changed in the sandbox's table."""
+    changes = ["-" + line for line in lost["removed"]] + ["+" + line for line in lost["added"]]
+    shown = "; ".join(changes[:6]) + ("; ..." if len(changes) > 6 else "")
+    return "%s at %s%s; the sandbox was stopped" % (lost["what"], lost["at_text"], (": " + shown) if shown else "")
 
 
 def _run_capture(argv):
@@ -105,6 +113,9 @@ def prepare(params, environ, now=None):
         return None, None, [refusal], warnings
     fingerprint = cached_fingerprint(_run_capture, environ, podman=params["executable"])
     problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"], network=params["network"])
+    watch_tools, missing_tools = find_tools()
+    if missing_tools:
+        problems.append(missing_tools)
     if problems and params["allow_unenforced"]:
         warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
         problems = []
@@ -121,7 +132,7 @@ def prepare(params, environ, now=None):
         "policy_dir": params.get("policy_dir"), "policy": policy, "network": params["network"],
         "environment": environment, "command": command, "interactive": params.get("interactive", False),
         "allow_unenforced": params["allow_unenforced"], "limits": params.get("limits") or {},
-        "require_limits": params.get("require_limits", False), "hosts": hosts,
+        "require_limits": params.get("require_limits", False), "hosts": hosts, "watch_tools": watch_tools,
     }
     return inputs, facts, problems, warnings
 
@@ -195,7 +206,9 @@ def execute(inputs, facts, environ, terminal=None, parent=None):
         # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
         watch.stop()
         runner.cleanup()
-    if runner.gate_error:
+    if runner.enforcement_lost:
+        rc, status, reason = 77, "enforcement-lost", enforcement_lost_reason(runner.enforcement_lost)
+    elif runner.gate_error:
         status, reason = "failed", runner.gate_error
     elif runner.gate_died:
         status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
@@ -210,6 +223,7 @@ def execute(inputs, facts, environ, terminal=None, parent=None):
         "status": status,
         "reason": reason,
         "ruleset": runner.ruleset,
+        "enforcement_watch": runner.enforcement_report(),
         "gate": _session.parse_gate_log(runner.gate_log),
         "commands": runner.commands,
     })

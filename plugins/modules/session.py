@@ -29,6 +29,14 @@ description:
     every half second makes an ssh client or ControlPersist master in between notice)
     or, for an interactive session, when ansible-playbook exits, the sandbox is stopped
     and the session ends with status C(controller-lost).
+  - Once the sandbox's entrypoint has reported its table, reads the sandbox's whole nftables
+    ruleset from outside the sandbox every 2 seconds, with the host's C(nft) in the
+    sandbox's network namespace, until the sandbox exits. The first reading must be the
+    table the policy asks for and every later one the same as the first; a difference, or
+    no reading for 4 seconds, kills the sandbox at once and ends the session with status
+    C(enforcement-lost) and exit code 77. Refuses to start when the host has no C(nft),
+    C(nsenter) or C(setpriv) (C(provision.yml) installs them). Not with
+    O(allow_unenforced=true).
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).
 author: aisb developers (@aisb)
 options:
@@ -134,7 +142,8 @@ options:
   allow_unenforced:
     description:
       - Start even when the host facts say enforcement does not hold, and let the
-        entrypoint run when it cannot install or verify the ruleset. For debugging only.
+        entrypoint run when it cannot install or verify the ruleset; the table is not
+        watched. For debugging only.
     type: bool
     default: false
 notes:
@@ -154,13 +163,17 @@ EXAMPLES = r"""
 
 RETURN = r"""
 rc:
-  description: The harness's exit code (77 enforcement failed, 78 policy missing, 79 the gate never answered).
+  description:
+    - The harness's exit code (77 enforcement failed or was lost, 78 policy missing, 79 the
+      gate never answered).
   returned: when the sandbox ran
   type: int
 status:
   description:
     - C(exited), C(failed) (it could not start or end cleanly, see msg), C(gate-died),
-      C(interrupted), C(refused), or C(planned) in check mode.
+      C(enforcement-lost) (the sandbox's table changed or could not be read while it ran;
+      it was killed, rc is 77 and the record says what changed and when), C(interrupted),
+      C(refused), or C(planned) in check mode.
     - C(controller-lost) (ansible-playbook, its worker or the connection to the host went
       away) is written to the record; nobody is left to receive the task's result.
   returned: always

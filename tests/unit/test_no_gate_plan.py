@@ -110,7 +110,7 @@ def test_the_plan_has_no_gate_no_proxy_and_the_resolved_hosts():
     hosts = {"a.test": ["198.18.0.2"], "b.test": ["198.18.0.3", "2001:db8::3"]}
     inputs = {"project": "/home/dev/src/app", "image": "localhost/aisb-sandbox:abc", "network": "no-gate",
               "policy": pin_resolved(parse_policy(["a.test", "b.test"]), hosts), "environment": {},
-              "command": ["true"], "hosts": hosts}
+              "command": ["true"], "hosts": hosts, "watch_tools": {}}
     plan = _session.plan_session("sid", inputs, {"verdict": {"gate_path": "none"}}, None)
     argv = _podman.sandbox_run("podman", policy_file="/s/policy", **plan["sandbox_options"])
     assert plan["gate"] is None and "--network=pasta:--no-map-gw" in argv

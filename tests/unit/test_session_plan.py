@@ -10,12 +10,15 @@ FACTS = {"verdict": {"model_holds": True, "gate_path": "map-host-loopback", "lim
                      "bind_mount_label": ""}}
 
 
+TOOLS = {"nsenter": "/usr/bin/nsenter", "setpriv": "/usr/bin/setpriv", "nft": "/usr/sbin/nft"}
+
+
 def inputs(**overrides):
     base = {"project": "/home/dev/src/app", "project_label": "", "image": "localhost/aisb-sandbox:abc",
             "gate_image": "localhost/aisb-gate:def", "policy_dir": "/state/policies/p",
             "policy": parse_policy(["example.com", "198.18.0.7"], [443]), "network": "allow",
             "environment": {"TOKEN": "secret"}, "command": ["pi", "--version"], "interactive": False,
-            "allow_unenforced": False, "limits": {}, "require_limits": False}
+            "allow_unenforced": False, "limits": {}, "require_limits": False, "watch_tools": TOOLS}
     base.update(overrides)
     return base
 
@@ -88,6 +91,22 @@ def test_security_options_and_the_command_come_last():
     for option in _podman.SANDBOX_SECURITY:
         assert option in argv
     assert argv[-4:] == ["localhost/aisb-sandbox:abc", "--allow-unenforced", "pi", "--version"]
+
+
+def test_the_table_is_watched_unless_the_operator_asked_to_run_unenforced():
+    assert _session.plan_session("sid", inputs(), FACTS, 40011)["enforcement_watch"] == {"tools": TOOLS}
+    assert _session.plan_session("sid", inputs(allow_unenforced=True), FACTS, 40012)["enforcement_watch"] is None
+    # Without the tools a plan is not made: no session runs unwatched by omission.
+    with pytest.raises(KeyError):
+        _session.plan_session("sid", dict((k, v) for k, v in inputs().items() if k != "watch_tools"), FACTS, 40013)
+
+
+def test_podman_writes_the_sandboxs_pid_where_the_watch_reads_it():
+    argv = _podman.sandbox_run("podman", policy_file="/s/policy", pidfile="/state/sessions/sid/sandbox.pid",
+                               **_session.plan_session("sid", inputs(), FACTS, 40014)["sandbox_options"])
+    assert argv[argv.index("--pidfile") + 1] == "/state/sessions/sid/sandbox.pid"
+    assert argv.index("--pidfile") < argv.index("localhost/aisb-sandbox:abc")
+    assert "--pidfile" not in sandbox_argv(_session.plan_session("sid", inputs(), FACTS, 40015))
 
 
 def test_limits_are_refused_when_required_but_not_enforceable():

@@ -2,7 +2,7 @@
 """How a finished session is reported: exit codes that are not the harness's own, and a
 record that could not be written."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import exit_reason, finish
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import enforcement_lost_reason, exit_reason, finish
 
 
 def record(**overrides):
@@ -38,3 +38,23 @@ def test_both_problems_are_reported():
                            record_error="the record could not be written to /s/record.json: Disk quota exceeded"))
     assert result["msg"] == ("session sid exited 137: the sandbox was killed by signal 9; "
                              "the record could not be written to /s/record.json: Disk quota exceeded")
+
+
+def test_a_lost_enforcement_says_what_changed_and_when():
+    lost = {"what": "the table changed", "at": 1796069616.5, "at_text": "2026-11-30T20:13:36Z", "last_good_at": 1.0,
+            "removed": ["table inet aisb [handle 1]"], "added": ["table inet aisb [handle 7]"]}
+    assert enforcement_lost_reason(lost) == ("the table changed at 2026-11-30T20:13:36Z: -table inet aisb [handle 1]; "
+                                             "+table inet aisb [handle 7]; the sandbox was stopped")
+    many = dict(lost, removed=["r%d" % i for i in range(8)], added=[])
+    assert enforcement_lost_reason(many).endswith("-r5; ...; the sandbox was stopped")
+    unread = dict(lost, what="the table cannot be read: no good reading for 4.0 s: nft exited 1", removed=[],
+                  added=[])
+    assert enforcement_lost_reason(unread) == ("the table cannot be read: no good reading for 4.0 s: nft exited 1 at "
+                                               "2026-11-30T20:13:36Z; the sandbox was stopped")
+
+
+def test_enforcement_lost_fails_the_task_with_its_reason():
+    result = finish(record(exit_code=77, status="enforcement-lost", reason="the table changed at T: -x; the sandbox "
+                                                                          "was stopped"))
+    assert result["failed"] is True and result["rc"] == 77 and result["status"] == "enforcement-lost"
+    assert result["msg"] == "session sid enforcement-lost: the table changed at T: -x; the sandbox was stopped"

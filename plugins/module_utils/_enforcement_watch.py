@@ -1,0 +1,267 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Watches the sandbox's nftables table from outside the sandbox for the whole session:
+its one job.
+
+Nothing inside the sandbox reports here. The session gives EnforcementWatch the path of
+the pid file podman writes for the sandbox's first process (on the host, outside every
+mount of the sandbox). One helper per session enters that process's user and network
+namespaces with the host's nsenter (the sandbox's user namespace owns its network
+namespace; the session's user owns that user namespace's parent, so no privilege is
+needed) and, for every line the session writes to it, runs the host's
+`nft -j list ruleset` there. A thread here asks for a reading every INTERVAL seconds and
+compares it (_ruleset's canonical form): the first reading with what the policy asks
+for, every later one with the first, handles included. A difference, or no good reading
+for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends the
+watch. The helper reads its standard input: it ends when the session closes that pipe,
+and with the session's death (end of file, and a parent-death signal).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import subprocess
+import threading
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _ruleset
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import SYSTEM_PATH
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
+
+# Seconds between two readings; a change is seen at most this long after it was made.
+INTERVAL = 2.0
+# No good reading for this long: the table cannot be read.
+STALE_AFTER = 2 * INTERVAL
+# A reading larger than this is no table the entrypoint installed.
+MAX_READING = 4 * 1024 * 1024
+# The host tools the helper runs, found in the system directories only (never through
+# the caller's PATH, which may name the project's directories).
+TOOLS = ("nsenter", "setpriv", "nft")
+# The helper's environment: set here, nothing from the session's.
+HELPER_ENV = {"PATH": SYSTEM_PATH, "LC_ALL": "C"}
+
+
+def find_tools(path=SYSTEM_PATH):
+    """({tool: absolute path}, problem or None): the host's nsenter, setpriv and nft."""
+    found = dict((tool, shutil.which(tool, path=path)) for tool in TOOLS)
+    missing = [tool for tool in TOOLS if not found[tool]]
+    if missing:
+        return found, ("%s not found on this host (in %s): the session reads the sandbox's table from "
+                       "outside with the host's nft and nsenter; run provision.yml (the host role installs "
+                       "nftables and util-linux)" % (" and ".join(missing), path))
+    return found, None
+
+
+def _alive(pid):
+    """Whether process PID exists (the sandbox's first process runs as another user:
+    kill -0 is refused while it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class EnforcementWatch(object):
+    """One session's watch; start() once the entrypoint has reported its table."""
+
+    def __init__(self, pidfile, policy_text, tools, on_lost, interval=INTERVAL, stale_after=STALE_AFTER):
+        self.pidfile = pidfile
+        self.wanted = _ruleset.expected(policy_text)
+        self.tools = tools
+        self.on_lost = on_lost
+        self.interval = interval
+        self.stale_after = stale_after
+        self.argv = None
+        self.readings = 0
+        self.first = None          # the first reading's lines, handles included
+        self.first_at = None
+        self.last_good_at = None
+        self.last_error = None
+        self.lost = None
+        self.cpu = {"helper_s": None, "thread_s": None}
+        self._stopping = threading.Event()
+        self._thread = None
+        self._process = None
+        self._buffer = b""
+
+    # -- the session's side
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name="aisb-enforcement-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout=10.0):
+        """End the watch and its helper (the sandbox has exited); wait for both."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def report(self):
+        """What the record keeps."""
+        return {
+            "interval_s": self.interval, "stale_after_s": self.stale_after, "command": self.argv,
+            "readings": self.readings, "first_reading_at": self.first_at, "last_good_reading_at": self.last_good_at,
+            "table": [line.rsplit(" [handle ", 1)[0] for line in self.first or []],
+            "last_error": self.last_error, "lost": self.lost,
+            "cpu_s": self.cpu,
+        }
+
+    # -- the thread
+    def _run(self):
+        started_cpu = time.thread_time()
+        try:
+            self._watch()
+        except Exception as error:  # pylint: disable=broad-except
+            # A watcher that cannot go on must not leave the sandbox unwatched.
+            self._lose("the watcher failed: %s: %s" % (type(error).__name__, error), time.time())
+        finally:
+            self._end_helper()
+            self.cpu["thread_s"] = round(time.thread_time() - started_cpu, 4)
+
+    def _watch(self):
+        deadline = time.monotonic() + self.stale_after
+        pid = self._sandbox_pid(deadline)
+        if pid is None:
+            if not self._stopping.is_set():
+                self._lose("the table cannot be read: podman wrote no pid for the sandbox to %s" % self.pidfile,
+                           time.time())
+            return
+        self.argv = _podman.netns_reader(self.tools["nsenter"], pid, self.tools["setpriv"], self.tools["nft"])
+        self._process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, env=HELPER_ENV, close_fds=True)
+        failure = None  # the first failed reading since the last good one: the cause
+        while not self._stopping.is_set():
+            asked = time.monotonic()
+            text, error = self._reading(deadline)
+            now = time.time()
+            if self._stopping.is_set():
+                return  # the session ended meanwhile: its sandbox is gone
+            if error is None:
+                try:
+                    with_handles, lines = _ruleset.parse(text)
+                except _ruleset.RulesetError as bad:
+                    error = "nft printed no ruleset: %s" % bad
+            if error is not None:
+                self.last_error = "%s: %s" % (format_time(now), error)
+                failure = failure or error
+                if time.monotonic() >= deadline:
+                    if not _alive(pid):
+                        # Its PID namespace died with it: nothing of the sandbox runs.
+                        self.last_error += " (the sandbox's first process has exited)"
+                    else:
+                        self._lose("the table cannot be read: no good reading for %.1f s: %s"
+                                   % (self.stale_after, failure), now)
+                    return
+            elif self._differs(with_handles, lines, now):
+                return
+            else:
+                deadline, failure = time.monotonic() + self.stale_after, None
+            self._stopping.wait(max(0.0, asked + self.interval - time.monotonic()))
+
+    def _differs(self, with_handles, lines, now):
+        """Compare one good reading; on a difference call _lose and return True."""
+        if self.first is None:
+            change = _ruleset.difference(self.wanted, lines)
+            what = "the first reading differs from the table the policy asks for"
+        else:
+            change = _ruleset.difference(self.first, with_handles)
+            what = "the table changed"
+        if change["removed"] or change["added"]:
+            self._lose(what, now, change)
+            return True
+        if self.first is None:
+            self.first, self.first_at = with_handles, now
+        self.readings += 1
+        self.last_good_at = now
+        return False
+
+    def _lose(self, what, now, change=None):
+        if self.lost is not None:
+            return
+        self.lost = {"what": what, "at": now, "at_text": format_time(now), "last_good_at": self.last_good_at,
+                     "removed": (change or {}).get("removed", []), "added": (change or {}).get("added", [])}
+        self.on_lost(self.lost)
+
+    def _sandbox_pid(self, deadline):
+        """The sandbox's first process as podman wrote it, waiting for the file until DEADLINE."""
+        while not self._stopping.is_set():
+            try:
+                with open(self.pidfile) as handle:
+                    text = handle.read().strip()
+                if text.isdigit() and int(text) > 1:
+                    return int(text)
+            except OSError:
+                pass
+            if time.monotonic() >= deadline:
+                return None
+            self._stopping.wait(0.05)
+        return None
+
+    def _reading(self, deadline):
+        """(text of one `nft -j list ruleset`, None) or (None, why there is none)."""
+        try:
+            self._process.stdin.write(b"\n")
+            self._process.stdin.flush()
+        except (OSError, ValueError) as error:
+            return None, "the reader is gone (%s)" % (getattr(error, "strerror", None) or error)
+        lines = []
+        while True:
+            line = self._line(deadline)
+            if line is None:
+                if self._process.poll() is not None:
+                    return None, "the reader exited %s: %s" % (self._process.returncode, " ".join(lines)[-500:])
+                return None, "no reading came within %.1f s" % self.stale_after
+            if line.startswith(_podman.NETNS_READING_END):
+                break
+            lines.append(line)
+        status = line[len(_podman.NETNS_READING_END):].strip()
+        if status != "0":
+            return None, "nft exited %s: %s" % (status, " ".join(lines)[-500:])
+        return "\n".join(lines), None
+
+    def _line(self, deadline):
+        """One line of the helper's output, or None at end of file or DEADLINE."""
+        fd = self._process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > MAX_READING:
+                raise RuntimeError("a reading larger than %d bytes" % MAX_READING)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._stopping.is_set():
+                return None
+            ready, _w, _x = select.select([fd], [], [], min(remaining, 0.5))
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+    def _end_helper(self):
+        """Close the helper's input (its loop ends), kill it if it lingers, and keep the
+        CPU time of it and its readings (wait4: the helper waited for each nft)."""
+        process = self._process
+        if process is None:
+            return
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.01)
+        else:
+            process.kill()
+            pid, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+        process.stdout.close()
+        self.cpu["helper_s"] = round(usage.ru_utime + usage.ru_stime, 4)

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The sandbox's table is watched from outside for the whole session (issue 12, item 3).
+
+A deliberately weakened test image, built FROM the sandbox image, whose setpriv changes to
+uid 1000 but keeps NET_ADMIN in every set: its harness changes its own table
+(deletes it, flushes the chain, adds an accept rule, sets the policy to accept), then
+keeps trying to reach the test internet directly. The session must kill it: status
+enforcement-lost, exit 77, the record says what changed and when, within one interval
+of the change. A normal session is not stopped and its record shows the readings; the
+watcher's helper is gone after every session, a SIGKILLed one included; a host without
+nft refuses to start a session.
+"""
+
+import json
+import time
+
+import pytest
+
+from scenario import ANSIBLE_ENV
+from test_images import newest
+from test_session import PROJECT, processes, record_of, run_agent, session_containers, start_in_background
+
+# The watcher's helper: its shell names itself so (_podman.netns_reader).
+HELPER = "aisb-netns-reader"
+WEAKENED_SETPRIV = """#!/bin/sh
+# Test image only: the entrypoint's setpriv, but the harness KEEPS NET_ADMIN (and can
+# change its own table). Never build this outside the tests.
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do shift; done
+[ "$#" -gt 0 ] && shift
+exec /usr/bin/setpriv.real --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all,+net_admin \\
+  --ambient-caps=-all,+net_admin --bounding-set=-all,+net_admin -- "$@"
+"""
+CASES = {
+    "delete-table": ("nft delete table inet aisb", "table inet aisb", "removed"),
+    "flush-chain": ("nft flush chain inet aisb output", "rule inet aisb output: oif lo", "removed"),
+    "accept-rule": ("nft add rule inet aisb output accept", 'rule inet aisb output: unexpected [{"accept": null}]',
+                    "added"),
+    "policy-accept": ("nft add chain inet aisb output '{ policy accept; }'",
+                      "chain inet aisb output type filter hook output prio 0 policy accept", "added"),
+}
+
+
+@pytest.fixture(scope="module")
+def project(workstation):
+    workstation.sh(f"mkdir -p {PROJECT}")
+    return PROJECT
+
+
+@pytest.fixture(scope="module")
+def weakened_image(workstation):
+    """The sandbox image with a setpriv that leaves the harness NET_ADMIN."""
+    base = newest(workstation, "localhost/aisb-sandbox")
+    context = "/home/dev/weakened-context"
+    workstation.sh(f"rm -rf {context} && mkdir -p {context}")
+    workstation.path(f"{context}/setpriv").write_text(WEAKENED_SETPRIV)
+    workstation.path(f"{context}/Containerfile").write_text(
+        f"FROM {base}\nRUN mv /usr/bin/setpriv /usr/bin/setpriv.real\nCOPY --chmod=0755 setpriv /usr/bin/setpriv\n")
+    tag = "localhost/aisb-test-weakened:" + base.rsplit(":", 1)[1]
+    workstation.run(["podman", "build", "-q", "--pull=never", "--network=none", "-t", tag, context], timeout=600)
+    return tag
+
+
+def session_module(ws, image, command, timeout=300):
+    """The session module run directly (run_agent.yml always uses the provisioned image),
+    with the provisioned gate, a policy directory and the facts."""
+    facts = json.loads(ws.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
+    policy_dir = sorted(ws.path("/home/dev/.local/state/aisb/policies").iterdir())[0]
+    return ws.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
+        "project": PROJECT, "image": image, "gate_image": newest(ws, "localhost/aisb-gate"),
+        "policy_dir": "/" + str(policy_dir.relative_to(ws.root)), "command": command, "host_facts": facts})],
+        check=False, env=ANSIBLE_ENV, timeout=timeout)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_harness_that_changes_its_table_is_stopped_and_recorded(
+        workstation, internet, project, weakened_image, case):
+    change, line, side = CASES[case]
+    # The same files inside the sandbox (the project is mounted at /project) and here.
+    changed_at, beats = f"/project/{case}.changed-at", f"/project/{case}.alive"
+    workstation.sh(f"rm -f {PROJECT}/{case}.changed-at {PROJECT}/{case}.alive")
+    before = len(internet.requests())
+    # A few readings first; then the time, then the change; then direct egress for 30 s
+    # (unwatched, the session would end then with the harness's exit 0), leaving a
+    # heartbeat in /project.
+    script = (f"sleep 3; date +%s.%N >{changed_at}.tmp && mv {changed_at}.tmp {changed_at}; {change} || exit 9; "
+              f"end=$(($(date +%s) + 30)); while [ $(date +%s) -lt $end ]; do date +%s.%N >>{beats}; "
+              f"curl -s -m 1 --noproxy '*' -o /dev/null http://{internet.address}/{case}-direct; sleep 0.2; done")
+    result = session_module(workstation, weakened_image, ["sh", "-c", script])
+    assert result.returncode != 0
+    record = record_of(workstation, result.stdout)
+    assert record["status"] == "enforcement-lost", record["reason"]
+    assert record["exit_code"] == 77
+    watch = record["enforcement_watch"]
+    lost = watch["lost"]
+    assert lost["what"] in ("the table changed", "the first reading differs from the table the policy asks for")
+    assert any(entry.startswith(line) for entry in lost[side]), lost
+    assert line in record["reason"] and "the sandbox was stopped" in record["reason"]
+    # Detected within one interval of the change (a correctness bound with 1 s of slack for
+    # a loaded machine, not a speed test): changed_at was written just before the change.
+    changed = float(workstation.path(f"{PROJECT}/{case}.changed-at").read_text())
+    assert changed <= lost["at"] <= changed + watch["interval_s"] + 1, (changed, lost)
+    last_beat = float(workstation.path(f"{PROJECT}/{case}.alive").read_text().split()[-1])
+    direct = [r for r in internet.requests()[before:] if r["path"].startswith(f"/{case}-direct")]
+    print(f"{case}: detected {lost['at'] - changed:.3f} s after the change, harness last alive "
+          f"{last_beat - changed:.3f} s after it, {len(direct)} direct requests got through before the stop")
+    assert session_containers(workstation) == []
+    assert processes(workstation, HELPER) == []
+
+
+def test_a_normal_session_is_watched_and_not_stopped(workstation, project):
+    result = run_agent(workstation, command=["sh", "-c", "sleep 5; echo done-$((6*7))"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(workstation, result.stdout)
+    assert record["status"] == "exited" and record["exit_code"] == 0
+    watch = record["enforcement_watch"]
+    assert watch["watched"] is True and watch["lost"] is None
+    assert watch["readings"] > 0
+    assert "table inet aisb" in watch["table"] and "rule inet aisb output: oif lo" in watch["table"]
+    # Read with the host's nft, in the sandbox's namespaces.
+    assert watch["command"][0].endswith("/nsenter") and watch["command"][-1].endswith("/nft")
+    assert "done-42" in workstation.path(record["transcript"]).read_text()
+    assert processes(workstation, HELPER) == []
+
+
+def test_the_helper_runs_during_the_session_and_dies_with_a_sigkilled_session(workstation, project):
+    playbook = start_in_background(workstation, ["sleep", "300"])
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not processes(workstation, HELPER):
+            time.sleep(0.2)
+        helpers = processes(workstation, HELPER)
+        assert len(helpers) == 1, helpers
+        # Its parent is the session module (the python process that runs the session).
+        module = workstation.run(["ps", "-o", "ppid=", "-p", helpers[0]]).stdout.strip()
+        assert "python" in workstation.run(["ps", "-o", "args=", "-p", module]).stdout
+        workstation.run(["kill", "-KILL", module])
+        # A correctness bound, generous for a loaded machine: not a speed assertion.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (processes(workstation, HELPER) or session_containers(workstation)):
+            time.sleep(0.5)
+        assert processes(workstation, HELPER) == []
+        assert session_containers(workstation) == []
+    finally:
+        playbook.kill()
+        playbook.wait()
+
+
+def test_a_host_without_nft_refuses_the_session(workstation, project):
+    workstation.run(["mv", "/usr/sbin/nft", "/usr/sbin/nft.moved"], user="root")
+    try:
+        result = run_agent(workstation, command=["echo", "harness-ran"])
+    finally:
+        workstation.run(["mv", "/usr/sbin/nft.moved", "/usr/sbin/nft"], user="root")
+    assert result.returncode != 0
+    assert "nft not found on this host" in result.stdout and "run provision.yml" in result.stdout, \
+        result.stdout[-3000:]
+    assert "harness-ran" not in result.stdout
+    assert session_containers(workstation) == []

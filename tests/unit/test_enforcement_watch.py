@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The enforcement watch with a stand-in for the sandbox: real helper processes, the
+real loop and comparison; nsenter replaced by a script that only runs its command and
+nft by one that prints a file the test changes. The real thing runs in
+tests/integration/test_enforcement_watch.py."""
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _enforcement_watch, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch, find_tools
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import SYSTEM_PATH
+
+from test_ruleset import RULES, reading
+
+POLICY = "gate 100.64.0.1 41234\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n"
+INTERVAL = 0.1
+# Generous: a loaded machine must not make a slow reading look like a lost table here.
+STALE_AFTER = 1.5
+
+
+class Stand:
+    """A stand-in sandbox: its pid file, the ruleset 'nft' prints, and the watch's tools."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.pidfile = tmp_path / "sandbox.pid"
+        self.pidfile.write_text("%d\n" % os.getpid())
+        self.table = tmp_path / "ruleset.json"
+        self.set(reading())
+        nsenter = tmp_path / "nsenter"
+        nsenter.write_text('#!/bin/sh\nwhile [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n')
+        self.nft = tmp_path / "nft"
+        self.nft_says(f'cat {self.table}')
+        nsenter.chmod(0o755)
+        self.tools = {"nsenter": str(nsenter), "setpriv": shutil.which("setpriv"), "nft": str(self.nft)}
+        self.lost = []
+        self.called = threading.Event()
+
+    def set(self, ruleset):
+        self.table.write_text(json.dumps(ruleset) + "\n")
+
+    def nft_says(self, script):
+        self.nft.write_text("#!/bin/sh\n" + script + "\n")
+        self.nft.chmod(0o755)
+
+    def on_lost(self, lost):
+        self.lost.append(lost)
+        self.called.set()
+
+    def watch(self, policy=POLICY):
+        watch = EnforcementWatch(str(self.pidfile), policy, self.tools, self.on_lost, interval=INTERVAL,
+                                 stale_after=STALE_AFTER)
+        watch.start()
+        return watch
+
+
+@pytest.fixture
+def stand(tmp_path):
+    return Stand(tmp_path)
+
+
+def wait_for(condition, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not condition():
+        time.sleep(0.01)
+    return condition()
+
+
+def helper_running(watch):
+    process = watch._process  # pylint: disable=protected-access
+    return process is not None and process.returncode is None
+
+
+def test_a_steady_table_is_read_again_and_again_and_never_lost(stand):
+    watch = stand.watch()
+    assert wait_for(lambda: watch.readings >= 5)
+    process = watch._process  # pylint: disable=protected-access
+    watch.stop()
+    report = watch.report()
+    assert stand.lost == [] and report["lost"] is None
+    assert report["readings"] >= 5 and report["table"] == sorted(report["table"]) and len(report["table"]) == 7
+    assert report["command"][0] == stand.tools["nsenter"] and report["command"][-1] == stand.tools["nft"]
+    # The helper is gone and was reaped; its CPU time (and its readings') is kept.
+    assert process.returncode is not None and not os.path.exists("/proc/%d" % process.pid)
+    assert report["cpu_s"]["helper_s"] >= 0 and report["cpu_s"]["thread_s"] >= 0
+
+
+@pytest.mark.parametrize("change, removed, added", [
+    ({"nftables": [reading()["nftables"][0]]}, "table inet aisb [handle 1]", None),
+    (reading(rules=[]), "rule inet aisb output: oif lo [handle 2]", None),
+    (reading(policy="accept"), "chain inet aisb output type filter hook output prio 0 policy drop [handle 1]",
+     "chain inet aisb output type filter hook output prio 0 policy accept [handle 1]"),
+    (reading(rules=RULES + [[{"accept": None}]]), None, 'rule inet aisb output: unexpected [{"accept": null}] [handle 7]'),
+    (reading(table_handle=2), "table inet aisb [handle 1]", "table inet aisb [handle 2]"),
+], ids=["deleted", "flushed", "policy-accept", "accept-added", "added-again"])
+def test_a_change_after_the_first_reading_is_lost_with_what_and_when(stand, change, removed, added):
+    watch = stand.watch()
+    assert wait_for(lambda: watch.readings >= 2)
+    changed_at = time.time()
+    stand.set(change)
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = watch.report()["lost"]
+    assert stand.lost == [lost] and lost["what"] == "the table changed"
+    assert (removed is None or removed in lost["removed"]) and (added is None or added in lost["added"])
+    # The reading that saw the change came after it; the last good one before that.
+    assert lost["last_good_at"] < lost["at"] and changed_at <= lost["at"]
+
+
+def test_a_first_reading_other_than_the_policy_is_lost(stand):
+    stand.set(reading(rules=RULES[:2]))
+    watch = stand.watch()
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"] == "the first reading differs from the table the policy asks for"
+    assert lost["removed"] == ["rule inet aisb output: ip 100.64.0.1 tcp dport 41234",
+                               "rule inet aisb output: ip 198.18.0.0/24 tcp dport 443",
+                               "rule inet aisb output: ip6 2001:db8::5 tcp dport 22"]
+    assert lost["last_good_at"] is None and watch.readings == 0
+
+
+@pytest.mark.parametrize("nft, error", [
+    ('echo "Error: Operation not permitted" >&2; exit 1', "nft exited 1: Error: Operation not permitted"),
+    ("echo garbage", "nft printed no ruleset"),
+    ("exec sleep 30", "no reading came within"),
+], ids=["nft-fails", "garbage", "hangs"])
+def test_a_table_that_cannot_be_read_is_lost(stand, nft, error):
+    watch = stand.watch()
+    assert wait_for(lambda: watch.readings >= 1)
+    stand.nft_says(nft)
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"].startswith("the table cannot be read: ") and error in lost["what"], lost
+    assert lost["removed"] == [] and lost["added"] == []
+    assert not wait_for(lambda: helper_running(watch), timeout=0)
+
+
+def test_no_pid_file_is_lost(stand):
+    stand.pidfile.unlink()
+    watch = stand.watch()
+    assert stand.called.wait(10)
+    watch.stop()
+    assert "podman wrote no pid" in stand.lost[0]["what"]
+
+
+def test_a_sandbox_that_has_exited_is_not_lost(stand):
+    # Its first process is gone (a command that ends at once): readings fail, nothing is lost.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stand.pidfile.write_text("%d\n" % gone.pid)
+    stand.nft_says("exit 1")
+    watch = stand.watch()
+    assert wait_for(lambda: not watch._thread.is_alive())  # pylint: disable=protected-access
+    assert stand.lost == [] and "the sandbox's first process has exited" in watch.report()["last_error"]
+
+
+def test_stop_before_the_first_reading_ends_everything(stand):
+    stand.nft_says("exec sleep 30")
+    watch = stand.watch()
+    assert wait_for(lambda: watch._process is not None)  # pylint: disable=protected-access
+    watch.stop()
+    assert stand.lost == []
+    assert not watch._thread.is_alive()  # pylint: disable=protected-access
+    assert watch._process.returncode is not None  # pylint: disable=protected-access
+
+
+def test_the_helper_reads_in_the_sandboxs_namespaces_with_the_hosts_nft():
+    argv = _podman.netns_reader("/usr/bin/nsenter", 4242, "/usr/bin/setpriv", "/usr/sbin/nft")
+    assert argv[:6] == ["/usr/bin/nsenter", "--target", "4242", "--user", "--net", "--"]
+    # The parent-death signal is set after nsenter changed the credentials (which clears it).
+    assert argv[6:10] == ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--"]
+    assert argv[-1] == "/usr/sbin/nft" and "list ruleset" in argv[-3]
+    with pytest.raises(ValueError):
+        _podman.netns_reader("nsenter", "1; rm -rf /", "setpriv", "nft")
+
+
+def test_the_tools_are_found_in_the_given_directories_and_missing_ones_named(tmp_path):
+    for tool in ("nsenter", "setpriv"):
+        (tmp_path / tool).write_text("#!/bin/sh\n")
+        (tmp_path / tool).chmod(0o755)
+    found, problem = find_tools(str(tmp_path))
+    assert found["nsenter"] == str(tmp_path / "nsenter") and found["nft"] is None
+    assert problem.startswith("nft not found on this host") and str(tmp_path) in problem
+    assert "run provision.yml (the host role installs nftables" in problem
+
+
+def test_the_tools_are_looked_up_in_the_system_path_only():
+    # Never the caller's PATH: it may name the project's directories.
+    assert find_tools.__defaults__ == (SYSTEM_PATH,)

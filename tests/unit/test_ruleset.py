@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The sandbox's ruleset in canonical form: what the policy asks for, what a reading of
+the host's nft holds, and the difference between two of them."""
+
+import json
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _ruleset
+
+POLICY = ("# aisb sandbox policy, format 1: read by the image's entrypoint\n"
+          "gate 100.64.0.1 41234\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n")
+META = {"metainfo": {"version": "1.1.3", "release_name": "Commodore Bullmoose #4", "json_schema_version": 1}}
+OIF_LO = [{"match": {"op": "==", "left": {"meta": {"key": "oif"}}, "right": "lo"}}, {"accept": None}]
+CT = [{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}},
+      {"accept": None}]
+
+
+def tcp(family, address, port):
+    return [{"match": {"op": "==", "left": {"payload": {"protocol": family, "field": "daddr"}}, "right": address}},
+            {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": port}},
+            {"accept": None}]
+
+
+RULES = [OIF_LO, CT, tcp("ip", "100.64.0.1", 41234), tcp("ip", {"prefix": {"addr": "198.18.0.0", "len": 24}}, 443),
+         tcp("ip6", "2001:db8::5", 22)]
+
+
+def reading(rules=None, policy="drop", table=None, chain=None, extra=(), meta=None, table_handle=1):
+    """`nft -j list ruleset` as nftables 1.1.3 prints the entrypoint's table."""
+    rules = RULES if rules is None else rules
+    meta = META if meta is None else meta
+    items = [meta, {"table": dict({"family": "inet", "name": "aisb", "handle": table_handle}, **(table or {}))},
+             {"chain": dict({"family": "inet", "table": "aisb", "name": "output", "handle": 1, "type": "filter",
+                             "hook": "output", "prio": 0, "policy": policy}, **(chain or {}))}]
+    items += [{"rule": {"family": "inet", "table": "aisb", "chain": "output", "handle": 2 + i, "expr": expr}}
+              for i, expr in enumerate(rules)]
+    return {"nftables": items + list(extra)}
+
+
+def test_the_policy_asks_for_the_base_and_one_accept_per_gate_and_pin():
+    assert _ruleset.expected(POLICY) == [
+        "chain inet aisb output type filter hook output prio 0 policy drop",
+        "rule inet aisb output: ct state established,related",
+        "rule inet aisb output: ip 100.64.0.1 tcp dport 41234",
+        "rule inet aisb output: ip 198.18.0.0/24 tcp dport 443",
+        "rule inet aisb output: ip6 2001:db8::5 tcp dport 22",
+        "rule inet aisb output: oif lo",
+        "table inet aisb",
+    ]
+    assert _ruleset.expected("gate none\n") == sorted([
+        "table inet aisb", "chain inet aisb output type filter hook output prio 0 policy drop",
+        "rule inet aisb output: oif lo", "rule inet aisb output: ct state established,related"])
+
+
+@pytest.mark.parametrize("text", ["", "pin 198.18.0.0/24 443\n", "gate none\ngate none\n", "gate 100.64.0.1\n",
+                                  "gate none\npin 198.18.0.1/24 443\n", "gate none\npin 198.18.0.0/24 0\n",
+                                  "gate none\nallow everything\n", "gate host.test 3128\n"])
+def test_a_policy_the_entrypoint_would_refuse_is_refused_here_too(text):
+    with pytest.raises(_ruleset.RulesetError):
+        _ruleset.expected(text)
+
+
+def test_the_installed_table_is_what_the_policy_asks_for():
+    assert _ruleset.canonical(reading()) == _ruleset.expected(POLICY)
+    change = _ruleset.difference(_ruleset.expected(POLICY), _ruleset.canonical(reading()))
+    assert change == {"removed": [], "added": []}
+
+
+def test_another_nft_version_reads_the_same():
+    # Other metainfo, and a flag set nested as older versions print it.
+    older = reading(meta={"metainfo": {"json_schema_version": 1}}, rules=[
+        OIF_LO, [{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": {"set": ["related", "established"]}}},
+                 {"accept": None}]] + RULES[2:])
+    assert _ruleset.canonical(older) == _ruleset.canonical(reading())
+
+
+def test_handles_tell_a_table_added_again_from_the_one_read_first():
+    first, again = reading(), reading(table_handle=7)
+    assert _ruleset.canonical(first) == _ruleset.canonical(again)
+    change = _ruleset.difference(_ruleset.canonical(first, handles=True), _ruleset.canonical(again, handles=True))
+    assert change == {"removed": ["table inet aisb [handle 1]"], "added": ["table inet aisb [handle 7]"]}
+
+
+def commented():
+    with_comment = reading()
+    with_comment["nftables"][-1]["rule"]["comment"] = "hi"
+    return with_comment
+
+
+WEAKENED = {
+    "table deleted": {"nftables": [META]},
+    "chain flushed": reading(rules=[]),
+    "accept added": reading(rules=RULES + [[{"accept": None}]]),
+    "policy accept": reading(policy="accept"),
+    "table dormant": reading(table={"flags": "dormant"}),
+    "rule with a counter": reading(rules=RULES[:2] + [[{"counter": {"packets": 0, "bytes": 0}}] + RULES[2]]),
+    "rule with a comment": commented(),
+    "another port": reading(rules=RULES[:2] + [tcp("ip", "100.64.0.1", 41235)] + RULES[3:]),
+    "a wider network": reading(rules=RULES[:3] + [tcp("ip", {"prefix": {"addr": "198.18.0.0", "len": 16}}, 443)]
+                               + RULES[4:]),
+    "another table": reading(extra=[{"table": {"family": "ip", "name": "other", "handle": 2}}]),
+    "another chain": reading(extra=[{"chain": {"family": "inet", "table": "aisb", "name": "early", "handle": 9,
+                                               "type": "filter", "hook": "output", "prio": -10,
+                                               "policy": "accept"}}]),
+    "a set": reading(extra=[{"set": {"family": "inet", "name": "s", "table": "aisb", "type": "ipv4_addr",
+                                     "handle": 4}}]),
+    "a regular chain of that name": reading(chain={"type": None, "hook": None, "prio": None, "policy": None}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WEAKENED))
+def test_every_weakening_is_a_difference(case):
+    change = _ruleset.difference(_ruleset.expected(POLICY), _ruleset.canonical(WEAKENED[case]))
+    assert change["removed"] or change["added"], case
+
+
+def test_the_difference_names_what_was_removed_and_added():
+    change = _ruleset.difference(_ruleset.expected(POLICY), _ruleset.canonical(reading(policy="accept")))
+    assert change == {"removed": ["chain inet aisb output type filter hook output prio 0 policy drop"],
+                      "added": ["chain inet aisb output type filter hook output prio 0 policy accept"]}
+    deleted = _ruleset.difference(_ruleset.expected(POLICY), _ruleset.canonical({"nftables": [META]}))
+    assert deleted == {"removed": _ruleset.expected(POLICY), "added": []}
+    unexpected = _ruleset.canonical(reading(rules=RULES + [[{"accept": None}]]))
+    assert 'rule inet aisb output: unexpected [{"accept": null}]' in unexpected
+
+
+def test_a_rule_twice_counts_twice():
+    twice = _ruleset.canonical(reading(rules=RULES + [OIF_LO]))
+    change = _ruleset.difference(_ruleset.expected(POLICY), twice)
+    assert change == {"removed": [], "added": ["rule inet aisb output: oif lo"]}
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[]", '{"nftables": {}}', '{"nftables": [1]}',
+                                  '{"nftables": [{"table": 1}]}'])
+def test_output_that_is_no_reading_is_refused(text):
+    with pytest.raises(_ruleset.RulesetError):
+        _ruleset.parse(text)
+
+
+def test_parse_gives_both_forms():
+    with_handles, lines = _ruleset.parse(json.dumps(reading()))
+    assert lines == _ruleset.expected(POLICY)
+    assert "table inet aisb [handle 1]" in with_handles and len(with_handles) == len(lines)
