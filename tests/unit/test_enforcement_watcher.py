@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _enforcement_watch, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch, find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import SYSTEM_PATH
 
