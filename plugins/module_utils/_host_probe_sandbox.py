@@ -26,12 +26,11 @@ BLOCKED_WAIT_FLOOR_MS = 1000
 DROP_ALL_PRIVILEGES = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--inh-caps=-all",
                        "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 # The session's table (roles/image/files/ruleset.nft plus the gate's rule the entrypoint
-# adds): output policy drop, loopback, replies, and exactly one address and port.
+# adds): output policy drop, loopback, and exactly one address and port.
 RULESET = """table inet aisb {
   chain output {
     type filter hook output priority 0; policy drop;
     oif lo accept
-    ct state established,related accept
     ip daddr $gate_addr tcp dport $gate_port accept
   }
 }

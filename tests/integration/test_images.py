@@ -158,7 +158,7 @@ def test_without_net_admin_exits_77(workstation, sandbox_image, work):
 
 @pytest.mark.parametrize("change", [
     ("policy drop", "policy accept"),
-    ("ct state established,related accept", "ct state established,related accept\n\t\ttcp dport 22 accept"),
+    ("oif \"lo\" accept", "oif \"lo\" accept\n\t\ttcp dport 22 accept"),
     ("oif \"lo\" accept", "oif \"lo\" accept\n\t\tjump more"),
 ], ids=["no-drop-policy", "extra-accept", "jump"])
 def test_ruleset_that_loads_but_fails_verification_exits_77(workstation, sandbox_image, work, change):

@@ -96,7 +96,7 @@ ruleset() {
   done <<<"$(expected_rules)"
 }
 
-# Every rule of chain output, reduced to "oif lo", "ct established,related",
+# Every rule of chain output, reduced to "oif lo",
 # "FAMILY ADDRESS PORT", or "unexpected <json>" for anything else.
 # \(...) below is jq's string interpolation, not the shell's:
 # shellcheck disable=SC2016
@@ -106,8 +106,6 @@ readonly CANONICAL='
   .nftables[] | select(.rule and .rule.chain == "output") | .rule.expr |
   if . == [{"match": {"op": "==", "left": {"meta": {"key": "oif"}}, "right": "lo"}}, accept]
   then "oif lo"
-  elif . == [{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}, accept]
-  then "ct established,related"
   elif length == 3 and .[2] == accept
     and (.[0].match.left.payload.protocol as $f | $f == "ip" or $f == "ip6")
     and .[0] == {"match": {"op": "==", "left": {"payload": {"protocol": .[0].match.left.payload.protocol, "field": "daddr"}}, "right": .[0].match.right}}
@@ -126,7 +124,7 @@ verify() {
   jq -e "$OUTPUT_CHAIN" >/dev/null <<<"$json" \
     || { say "chain inet aisb output is missing, not on the output hook, or its policy is not drop"; return 1; }
   actual=$(jq -r "$CANONICAL" <<<"$json" | sort) || { say "cannot read the installed rules"; return 1; }
-  wanted=$(printf '%s\n' "oif lo" "ct established,related"; expected_rules)
+  wanted=$(printf '%s\n' "oif lo"; expected_rules)
   wanted=$(sort <<<"$wanted" | sed '/^$/d')
   if [ "$actual" != "$wanted" ]; then
     say "installed rules differ from the policy:"
