@@ -85,6 +85,15 @@ def no_gate_refusal(verdict):
     return None
 
 
+def podman_directories(environ, home):
+    """Where rootless podman keeps this user's storage, configuration and runtime files:
+    files there that the agent wrote would be read by the host's podman."""
+    data = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    config = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    found = [os.path.join(data, "containers"), os.path.join(config, "containers")]
+    return found + ([environ["XDG_RUNTIME_DIR"]] if environ.get("XDG_RUNTIME_DIR") else [])
+
+
 def prepare(params, environ, now=None):
     """Validate PARAMS and the host facts; return (inputs, facts, problems, warnings).
 
@@ -94,9 +103,7 @@ def prepare(params, environ, now=None):
     warnings = []
     home = environ.get("HOME") or os.path.expanduser("~")
     state = state_dir(environ)
-    protected = [state, os.path.join(home, ".local", "share", "containers")]
-    if environ.get("XDG_RUNTIME_DIR"):
-        protected.append(environ["XDG_RUNTIME_DIR"])
+    protected = [state] + podman_directories(environ, home)
     try:
         project = resolve_project(params["project"], home, protected)
         policy = parse_policy(params["allow"], params["connect_ports"])

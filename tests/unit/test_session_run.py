@@ -2,7 +2,8 @@
 """How a finished session is reported: exit codes that are not the harness's own, and a
 record that could not be written."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import enforcement_lost_reason, exit_reason, finish
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import (
+    enforcement_lost_reason, exit_reason, finish, podman_directories)
 
 
 def record(**overrides):
@@ -58,3 +59,12 @@ def test_enforcement_lost_fails_the_task_with_its_reason():
     result = finish(record(exit_code=77, status="enforcement-lost", reason=reason))
     assert result["failed"] is True and result["rc"] == 77 and result["status"] == "enforcement-lost"
     assert result["msg"] == "session sid enforcement-lost: the table changed at T: -x; the sandbox was stopped"
+
+
+def test_podmans_own_directories_follow_the_xdg_variables():
+    # A project holding podman's storage or containers.conf would let the agent write
+    # what the host's podman reads.
+    assert podman_directories({}, "/home/dev") == ["/home/dev/.local/share/containers", "/home/dev/.config/containers"]
+    moved = podman_directories({"XDG_DATA_HOME": "/home/dev/data", "XDG_CONFIG_HOME": "/home/dev/conf",
+                                "XDG_RUNTIME_DIR": "/run/user/1000"}, "/home/dev")
+    assert moved == ["/home/dev/data/containers", "/home/dev/conf/containers", "/run/user/1000"]
