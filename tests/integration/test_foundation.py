@@ -5,6 +5,7 @@ and an nft default-drop table that an unprivileged process cannot remove."""
 import re
 
 from conftest import provision
+from fleet import free_port
 from workstation import BASE_IMAGE, Workstation, install_checkout
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
@@ -16,8 +17,10 @@ RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --
  && rm -rf /var/lib/apt/lists/*
 """
 GATE_ADDR = MAPPED_LOOPBACK
-ALLOWED_PORT = 18080
-OTHER_PORT = 18081
+# Ports picked free at run time: the workstation shares the build machine's network
+# namespace with whatever else runs there (another test run, a benchmark).
+ALLOWED_PORT = free_port()
+OTHER_PORT = next(port for port in iter(free_port, None) if port != ALLOWED_PORT)
 
 # Two loopback listeners that log every request they serve, so a leak is seen.
 LISTENERS = f"""
