@@ -4,9 +4,7 @@ entrypoint that refuses to run unenforced, configurations the real parsers accep
 a gate started from the rendered configuration that relays only what the policy names."""
 
 import json
-import random
 import re
-import socket
 
 import pytest
 
@@ -14,6 +12,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _podman as pod
 from ansible_collections.aisb.sandbox.plugins.module_utils import _policy as policy_lib
 from ansible_collections.aisb.sandbox.plugins.module_utils import _squid as squid_lib
 from conftest import REPO
+from fleet import free_port
 from scenario import ANSIBLE_ENV, operator_vars
 
 GATE_ADDR = "100.64.0.1"
@@ -262,16 +261,6 @@ print(json.dumps(out))
 
 def wait_for_listener(ws, port):
     ws.sh(f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && exit 0; sleep 0.1; done; exit 1")
-
-
-def free_port():
-    # The workstation shares the build machine's network namespace.
-    for _attempt in range(50):
-        port = random.randint(20000, 60000)
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise RuntimeError("no free port")
 
 
 def test_gate_relays_only_what_the_policy_names(workstation, internet, work, sandbox_image):
