@@ -54,7 +54,7 @@ def test_a_lost_enforcement_says_what_changed_and_when():
 
 
 def test_enforcement_lost_fails_the_task_with_its_reason():
-    result = finish(record(exit_code=77, status="enforcement-lost", reason="the table changed at T: -x; the sandbox "
-                                                                          "was stopped"))
+    reason = "the table changed at T: -x; the sandbox was stopped"
+    result = finish(record(exit_code=77, status="enforcement-lost", reason=reason))
     assert result["failed"] is True and result["rc"] == 77 and result["status"] == "enforcement-lost"
     assert result["msg"] == "session sid enforcement-lost: the table changed at T: -x; the sandbox was stopped"
