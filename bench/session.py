@@ -12,7 +12,7 @@ In a provisioned workstation, with facts and images warm, times RUNS of each:
   - run_agent.yml: the whole playbook wall time with a command that exits at once,
     beside ansible-playbook running an empty play;
   - the enforcement watch's CPU over one session of WATCH_SECONDS: its helper and every
-    reading it ran (wait4's rusage of the helper, which waited for each nft) and the
+    reading it answered (wait4's rusage of the helper, nft in interactive mode) and the
     session's watching thread (thread_time), as the record keeps them, as a share of
     one core over the time it watched.
 A measurement, not a test: it asserts nothing.

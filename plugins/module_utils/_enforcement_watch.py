@@ -8,13 +8,14 @@ the pid file podman writes for the sandbox's first process (on the host, outside
 mount of the sandbox). One helper per session enters that process's user and network
 namespaces with the host's nsenter (the sandbox's user namespace owns its network
 namespace; the session's user owns that user namespace's parent, so no privilege is
-needed) and, for every line the session writes to it, runs the host's
-`nft -j list ruleset` there. A thread here asks for a reading every INTERVAL seconds and
+needed) and runs the host's nft there in interactive mode: for every `list ruleset`
+line the session writes to it, one line of JSON. A thread here asks for a reading every
+INTERVAL seconds and
 compares it (_ruleset's canonical form): the first reading with what the policy asks
 for, every later one with the first, handles included. A difference, or no good reading
 for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends the
-watch. The helper reads its standard input: it ends when the session closes that pipe,
-and with the session's death (end of file, and a parent-death signal).
+watch. nft reads its standard input: it ends when the session closes that pipe, and
+with the session's death (end of file, and a parent-death signal).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import fo
 INTERVAL = 2.0
 # No good reading for this long: the table cannot be read.
 STALE_AFTER = 2 * INTERVAL
+# The JSON document of a reading (nft may print something before it on the line, such
+# as a prompt, depending on how it was built).
+_JSON_START = '{"nftables"'
 # A reading larger than this is no table the entrypoint installed.
 MAX_READING = 4 * 1024 * 1024
 # The host tools the helper runs, found in the system directories only (never through
@@ -89,6 +93,8 @@ class EnforcementWatch(object):
         self._thread = None
         self._process = None
         self._buffer = b""
+        # The helper's output has ended: it is exiting or has exited.
+        self._eof = False
 
     # -- the session's side
     def start(self):
@@ -203,26 +209,26 @@ class EnforcementWatch(object):
         return None
 
     def _reading(self, deadline):
-        """(text of one `nft -j list ruleset`, None) or (None, why there is none)."""
+        """(text of one `list ruleset`, None) or (None, why there is none): nft answers
+        with one line of JSON, or with error lines and no JSON (then the reading ends at
+        DEADLINE, and what nft said is the reason)."""
         try:
-            self._process.stdin.write(b"\n")
+            self._process.stdin.write(_podman.NETNS_READING_REQUEST.encode("ascii"))
             self._process.stdin.flush()
         except (OSError, ValueError) as error:
             return None, "the reader is gone (%s)" % (getattr(error, "strerror", None) or error)
-        lines = []
+        said = []
         while True:
             line = self._line(deadline)
             if line is None:
-                if self._process.poll() is not None:
-                    return None, "the reader exited %s: %s" % (self._process.returncode, " ".join(lines)[-500:])
-                return None, "no reading came within %.1f s" % self.stale_after
-            if line.startswith(_podman.NETNS_READING_END):
-                break
-            lines.append(line)
-        status = line[len(_podman.NETNS_READING_END):].strip()
-        if status != "0":
-            return None, "nft exited %s: %s" % (status, " ".join(lines)[-500:])
-        return "\n".join(lines), None
+                text = " / ".join(said)[-500:]
+                if self._helper_exited(within=1.0 if self._eof else 0.0):
+                    return None, "the reader exited%s" % (": " + text if text else "")
+                return None, "no reading came within %.1f s%s" % (self.stale_after, (": nft said " + text) if text else "")
+            if _JSON_START in line:
+                return line[line.index(_JSON_START):], None
+            if line.strip():
+                said.append(line.strip())
 
     def _line(self, deadline):
         """One line of the helper's output, or None at end of file or DEADLINE."""
@@ -238,14 +244,30 @@ class EnforcementWatch(object):
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
+                self._eof = True
                 return None
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode("utf-8", "replace")
 
+    def _helper_exited(self, within=0.0):
+        """Whether the helper has exited, within WITHIN seconds (its output's end comes a
+        moment before its exit status), without reaping it (_end_helper does, for its
+        rusage)."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                if os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+            except ChildProcessError:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
     def _end_helper(self):
-        """Close the helper's input (its loop ends), kill it if it lingers, and keep the
-        CPU time of it and its readings (wait4: the helper waited for each nft)."""
+        """Close the helper's input (nft ends at end of file), kill it if it lingers,
+        and keep its CPU time (wait4's rusage)."""
         process = self._process
         if process is None:
             return
@@ -254,14 +276,18 @@ class EnforcementWatch(object):
         except OSError:
             pass
         deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            time.sleep(0.01)
-        else:
-            process.kill()
-            pid, status, usage = os.wait4(process.pid, 0)
+        try:
+            while time.monotonic() < deadline:
+                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+                if pid:
+                    break
+                time.sleep(0.01)
+            else:
+                process.kill()
+                pid, status, usage = os.wait4(process.pid, 0)
+        except ChildProcessError:
+            return  # reaped elsewhere: gone, its CPU time unknown
+        finally:
+            process.stdout.close()
         process.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-        process.stdout.close()
         self.cpu["helper_s"] = round(usage.ru_utime + usage.ru_stime, 4)

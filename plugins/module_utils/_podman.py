@@ -182,16 +182,16 @@ def error_line(stderr):
     return next((line for line in lines if line.startswith("Error")), lines[-1])[:300]
 
 
-# The enforcement watch's helper prints this line, and nft's exit status, after each reading.
-NETNS_READING_END = "aisb-reading-end"
-# For each line on its standard input, one reading of the whole ruleset; the loop ends
-# at end of file (the session closed the pipe, or died).
-_NETNS_READER = 'while read -r _; do "$1" -j list ruleset 2>&1; echo "%s $?"; done' % NETNS_READING_END
+# What the enforcement watch writes to its helper for one reading: nft's interactive
+# mode runs it and prints the ruleset as one line of JSON.
+NETNS_READING_REQUEST = "list ruleset\n"
 
 
 def netns_reader(nsenter, pid, setpriv, nft):
-    """The enforcement watch's helper: the host's NFT, run in the user and network
-    namespaces of the sandbox's first process PID (podman's pid file).
+    """The enforcement watch's helper: the host's NFT in interactive mode (one command a
+    line on its standard input, so no process starts per reading; it exits at end of
+    file), in the user and network namespaces of the sandbox's first process PID
+    (podman's pid file).
 
     The sandbox's user namespace owns its network namespace; the session's user owns its
     parent (podman's rootless namespace), so nsenter needs no privilege and the helper
@@ -200,4 +200,4 @@ def netns_reader(nsenter, pid, setpriv, nft):
     the session's thread that started it.
     """
     return [nsenter, "--target", str(int(pid)), "--user", "--net", "--",
-            setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _NETNS_READER, "aisb-netns-reader", nft]
+            setpriv, "--pdeathsig", "KILL", "--", nft, "--json", "--interactive"]

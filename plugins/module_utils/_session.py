@@ -38,6 +38,10 @@ REPORT_FD = 3
 # a NUL byte), read only after every privilege is dropped (the image's harness-exec).
 ENV_FD = 4
 GATE_READY_TIMEOUT = 15.0
+# The enforcement watch starts when the entrypoint's report arrives (it comes before the
+# entrypoint waits for the gate); when none has come this long after podman run started,
+# the watch starts anyway: a sandbox never runs unwatched because a report went missing.
+REPORT_WAIT = 30.0
 # Runs each podman that creates a container: it dies with the session (parent-death
 # signal), so after a SIGKILL no container can still be on its way while the watchdog
 # removes them.
@@ -362,9 +366,13 @@ class SessionRunner(object):
         if stdin is not None:
             threading.Thread(target=follow_window_size, args=(stdin, self._process), daemon=True).start()
         threading.Thread(target=self._stop_when_wanted, args=(self._process,), daemon=True).start()
+        unreported = threading.Timer(REPORT_WAIT, self._start_enforcement_watch)
+        unreported.daemon = True
+        unreported.start()
         try:
             return self._process.wait()
         finally:
+            unreported.cancel()
             self._finished = True
             self._stop_wanted.set()  # ends _stop_when_wanted's wait; the sandbox has exited
             reader.join(timeout=2)
@@ -429,7 +437,7 @@ class SessionRunner(object):
         if self.plan["enforcement_watch"] is None:
             return {"watched": False, "why": "allow_unenforced"}
         if self.enforcement_watch is None:
-            return {"watched": False, "why": "the entrypoint never reported a table (the sandbox did not start)"}
+            return {"watched": False, "why": "the sandbox ended before the entrypoint reported its table"}
         return dict(self.enforcement_watch.report(), watched=True)
 
     def cleanup(self):

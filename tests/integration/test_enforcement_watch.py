@@ -20,8 +20,8 @@ from scenario import ANSIBLE_ENV
 from test_images import newest
 from test_session import PROJECT, processes, record_of, run_agent, session_containers, start_in_background
 
-# The watcher's helper: its shell names itself so (_podman.netns_reader).
-HELPER = "aisb-netns-reader"
+# The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
+HELPER = "nft --json --interactive"
 WEAKENED_SETPRIV = """#!/bin/sh
 # Test image only: the entrypoint's setpriv, but the harness KEEPS NET_ADMIN (and can
 # change its own table). Never build this outside the tests.
@@ -117,7 +117,7 @@ def test_a_normal_session_is_watched_and_not_stopped(workstation, project):
     assert watch["readings"] > 0
     assert "table inet aisb" in watch["table"] and "rule inet aisb output: oif lo" in watch["table"]
     # Read with the host's nft, in the sandbox's namespaces.
-    assert watch["command"][0].endswith("/nsenter") and watch["command"][-1].endswith("/nft")
+    assert watch["command"][0].endswith("/nsenter") and watch["command"][-3:-2] == ["/usr/sbin/nft"]
     assert "done-42" in workstation.path(record["transcript"]).read_text()
     assert processes(workstation, HELPER) == []
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The enforcement watch with a stand-in for the sandbox: real helper processes, the
 real loop and comparison; nsenter replaced by a script that only runs its command and
-nft by one that prints a file the test changes. The real thing runs in
+nft by one that, like nft --interactive, answers each line on its input (with what
+`respond` prints: a file the test changes). The real thing runs in
 tests/integration/test_enforcement_watch.py."""
 
 import json
@@ -36,10 +37,13 @@ class Stand:
         self.set(reading())
         nsenter = tmp_path / "nsenter"
         nsenter.write_text('#!/bin/sh\nwhile [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n')
-        self.nft = tmp_path / "nft"
+        nft = tmp_path / "nft"
+        nft.write_text(f'#!/bin/sh\nwhile read -r _; do sh {tmp_path}/respond; done\n')
+        self.respond = tmp_path / "respond"
         self.nft_says(f'cat {self.table}')
-        nsenter.chmod(0o755)
-        self.tools = {"nsenter": str(nsenter), "setpriv": shutil.which("setpriv"), "nft": str(self.nft)}
+        for tool in (nsenter, nft):
+            tool.chmod(0o755)
+        self.tools = {"nsenter": str(nsenter), "setpriv": shutil.which("setpriv"), "nft": str(nft)}
         self.lost = []
         self.called = threading.Event()
 
@@ -47,8 +51,8 @@ class Stand:
         self.table.write_text(json.dumps(ruleset) + "\n")
 
     def nft_says(self, script):
-        self.nft.write_text("#!/bin/sh\n" + script + "\n")
-        self.nft.chmod(0o755)
+        """What nft answers to each request from now on."""
+        self.respond.write_text(script + "\n")
 
     def on_lost(self, lost):
         self.lost.append(lost)
@@ -86,7 +90,7 @@ def test_a_steady_table_is_read_again_and_again_and_never_lost(stand):
     report = watch.report()
     assert stand.lost == [] and report["lost"] is None
     assert report["readings"] >= 5 and report["table"] == sorted(report["table"]) and len(report["table"]) == 6
-    assert report["command"][0] == stand.tools["nsenter"] and report["command"][-1] == stand.tools["nft"]
+    assert report["command"][0] == stand.tools["nsenter"] and report["command"][-3] == stand.tools["nft"]
     # The helper is gone and was reaped; its CPU time (and its readings') is kept.
     assert process.returncode is not None and not os.path.exists("/proc/%d" % process.pid)
     assert report["cpu_s"]["helper_s"] >= 0 and report["cpu_s"]["thread_s"] >= 0
@@ -128,10 +132,11 @@ def test_a_first_reading_other_than_the_policy_is_lost(stand):
 
 
 @pytest.mark.parametrize("nft, error", [
-    ('echo "Error: Operation not permitted" >&2; exit 1', "nft exited 1: Error: Operation not permitted"),
-    ("echo garbage", "nft printed no ruleset"),
+    ('echo "Error: Operation not permitted" >&2; exit 1', "nft said Error: Operation not permitted"),
+    ('echo \'{"nftables": garbage\'', "nft printed no ruleset"),
     ("exec sleep 30", "no reading came within"),
-], ids=["nft-fails", "garbage", "hangs"])
+    ("kill -9 $PPID", "the reader exited"),
+], ids=["nft-fails", "garbage", "hangs", "nft-dies"])
 def test_a_table_that_cannot_be_read_is_lost(stand, nft, error):
     watch = stand.watch()
     assert wait_for(lambda: watch.readings >= 1)
@@ -178,7 +183,8 @@ def test_the_helper_reads_in_the_sandboxs_namespaces_with_the_hosts_nft():
     assert argv[:6] == ["/usr/bin/nsenter", "--target", "4242", "--user", "--net", "--"]
     # The parent-death signal is set after nsenter changed the credentials (which clears it).
     assert argv[6:10] == ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--"]
-    assert argv[-1] == "/usr/sbin/nft" and "list ruleset" in argv[-3]
+    assert argv[10:] == ["/usr/sbin/nft", "--json", "--interactive"]
+    assert _podman.NETNS_READING_REQUEST == "list ruleset\n"
     with pytest.raises(ValueError):
         _podman.netns_reader("nsenter", "1; rm -rf /", "setpriv", "nft")
 
