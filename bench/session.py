@@ -27,12 +27,12 @@ PROJECT = "/home/dev/bench-project"
 FIRST_INSTRUCTION = ["sh", "-c", "date +%s.%N"]
 WATCH_SECONDS = 60
 
-# Runs in the workstation's Python: the session from prepare() to the harness's first
+# Runs in the workstation's Python: the session from its admission to the harness's first
 # instruction, and the bare podman floor, alternately, RUNS times each.
 IN_PROCESS = r"""
 import json, os, subprocess, sys, time
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session_run
+from ansible_collections.aisb.sandbox.plugins.module_utils import _session
 params = json.loads(sys.argv[1])
 runs = int(sys.argv[2])
 facts = params["host_facts"]
@@ -43,11 +43,9 @@ for _ in range(runs):
                           "--entrypoint", "date", params["image"], "+%s.%N"], capture_output=True, text=True, check=True)
     floor.append(float(out.stdout) - start)
     start = time.time()
-    inputs, facts_, problems, _warnings = _session_run.prepare(params, dict(os.environ))
-    assert not problems, problems
-    inputs["executable"] = "podman"
-    record = _session_run.execute(inputs, facts_, dict(os.environ))
-    first = float(open(record["transcript"]).read().split()[-1])
+    result = _session.run_session(params, dict(os.environ), False)
+    assert not result.get("failed"), result
+    first = float(open(result["transcript"]).read().split()[-1])
     session.append(first - start)
 print(json.dumps({"floor": floor, "session": session}))
 """
@@ -62,7 +60,7 @@ def measure(ws, runs):
     gate = next(t for t in tags if t.startswith("localhost/aisb-gate:"))
     policies = sorted(ws.path("/home/dev/.local/state/aisb/policies").iterdir(), key=lambda p: p.stat().st_mtime)
     params = {"project": PROJECT, "image": sandbox, "gate_image": gate,
-              "policy_dir": "/" + str(policies[-1].relative_to(ws.root)), "allow": [], "connect_ports": [443],
+              "policy_dir": "/" + str(policies[-1].relative_to(ws.root)),
               "network": "allow", "command": FIRST_INSTRUCTION, "environment": {}, "host_facts": facts,
               "max_facts_age": 604800, "limits": {}, "require_limits": False, "allow_unenforced": False,
               "executable": "podman"}

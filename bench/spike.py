@@ -20,21 +20,20 @@ from spike_host import ENV, run_spike
 from workstation import BASE_IMAGE
 
 # Times the host_capabilities module's execute() in the workstation's own Python, without
-# Ansible around it (commands through plugin_utils/_local_run, as before through subprocess).
+# Ansible around it (commands through _runner.subprocess_execute, as before through subprocess).
 IN_PROCESS = """
 import json, os, sys, time
 from types import SimpleNamespace
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import execute
-from ansible_collections.aisb.sandbox.plugins.plugin_utils import _local_run
 params = dict(base_image=sys.argv[1], probe_image=None, cached=sys.argv[2] == "cached", max_age=86400,
               path=None, probe_timeout=60, executable="podman")
 times = []
 for _ in range(int(sys.argv[3])):
     start = time.monotonic()
     module = SimpleNamespace(params=params, check_mode=False)
-    answer = execute(module, Runner(_local_run.execute), os.environ, time.time())
+    answer = execute(module, Runner(subprocess_execute()), os.environ, time.time())
     times.append(time.monotonic() - start)
     assert answer["cached"] is (sys.argv[2] == "cached"), answer["cached"]
 print(json.dumps(times))

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller side of aisb.sandbox.session.
 
-Validates the arguments, builds the sandbox's environment from named values and named
-pass-throughs of this controller's environment, refuses without host facts, then:
+Validates the options, resolves what only the controller has (the harness recipe and
+the prompt into the sandbox's command, named pass-throughs of this controller's
+environment into values), refuses without host facts, then:
 - headless: runs the session module on the host;
 - interactive: runs the session right here, on ansible-playbook's own terminal.
   ansible-core detaches task workers from the terminal (setsid, stdio on /dev/null),
@@ -25,32 +26,50 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _session_run
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_command)
-from ansible_collections.aisb.sandbox.plugins.modules.session import argument_spec
+    SessionInputError, build_environment, harness_command, harness_names)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
+    CONTROLLER_OPTIONS, argument_spec, constraints)
+from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import playbook_terminal
 
 FACTS = "aisb_host"
 LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")
 
 
-def playbook_terminal():
-    """A descriptor on ansible-playbook's terminal, or None when it has none."""
-    for stream in (0, 1, 2):
-        try:
-            path = os.readlink("/proc/%d/fd/%d" % (os.getppid(), stream))
-        except OSError:
-            continue
-        if not path.startswith("/dev/"):
-            continue
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
-        except OSError:
-            continue
-        if os.isatty(fd):
-            return fd
-        os.close(fd)
-    return None
+def read_prompt_file(path):
+    """The prompt in PATH (on the controller), as it is."""
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SessionInputError("prompt_file %r cannot be read as UTF-8 text: %s"
+                                % (path, getattr(error, "strerror", None) or error))
+
+
+def resolve_controller_options(args, controller_env):
+    """ARGS with the controller's options resolved: (module args, interactive).
+
+    The command: ARGS' own, or the harness recipe's with the prompt. The environment:
+    the given values, the pass-through names' values and the recipe's names that are set
+    here. Interactive unless told, when no command or prompt says what to run."""
+    harness = args["harness"] or {}
+    prompt = read_prompt_file(args["prompt_file"]) if args["prompt_file"] is not None else args["prompt"]
+    command = harness_command(harness, args["command"], prompt)
+    names = args["pass_environment"]
+    optional = [n for n in harness_names(harness)
+                if n in controller_env and n not in names and n not in args["environment"]]
+    # Values named in variables, plus names passed through from this controller's
+    # environment: nothing else reaches the sandbox.
+    environment = build_environment(args["environment"], names + optional, controller_env)
+    interactive = args["interactive"]
+    if interactive is None:
+        interactive = args["command"] is None and prompt is None
+    module_args = dict((k, v) for k, v in args.items() if k not in CONTROLLER_OPTIONS)
+    # As JSON text: results then hide the values as one string (see the module's option).
+    module_args.update(command=command, environment=json.dumps(environment, sort_keys=True))
+    return module_args, interactive
 
 
 class ActionModule(ActionBase):
@@ -60,17 +79,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
-        _validation, args = self.validate_argument_spec(argument_spec=argument_spec())
-        interactive = args["interactive"]
-        names = args["pass_environment"]
-        optional = [n for n in args["optional_environment"]
-                    if n in os.environ and n not in names and n not in args["environment"]]
-        args.update(interactive=False, pass_environment=[], optional_environment=[])
+        _validation, args = self.validate_argument_spec(argument_spec=argument_spec(), **constraints())
         try:
-            # Values named in variables, plus names passed through from this controller's
-            # environment: nothing else reaches the sandbox.
-            environment = build_environment(args["environment"], names + optional, os.environ)
-            check_command(args["command"])
+            args, interactive = resolve_controller_options(args, os.environ)
         except SessionInputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
         facts = args["host_facts"]
@@ -80,8 +91,6 @@ class ActionModule(ActionBase):
             return dict(result, failed=True, status="refused",
                         msg="ansible_facts.%s is missing: run aisb.sandbox.host_capabilities (provision.yml "
                             "does) before a session, or gather it in the play." % FACTS)
-        # As JSON text: results then hide the values as one string (see the module's option).
-        args["environment"] = json.dumps(environment, sort_keys=True)
         args["host_facts"] = facts or {}
         if interactive:
             result.update(self._run_interactive(args))
@@ -101,23 +110,12 @@ class ActionModule(ActionBase):
             return dict(failed=True, status="refused",
                         msg="an interactive session runs on the controller's terminal: use a local "
                             "connection on the workstation, or pass a prompt or command to run headless")
-        terminal = playbook_terminal()
+        terminal = playbook_terminal(os.getppid())
         if terminal is None:
             return dict(failed=True, status="refused",
                         msg="an interactive session needs ansible-playbook to run in a terminal; "
                             "pass a prompt or command to run headless")
         try:
-            environ = dict(os.environ)
-            inputs, facts, problems, warnings = _session_run.prepare(args, environ)
-            if problems:
-                return dict(failed=True, status="refused", msg=" ".join(problems), problems=problems)
-            if self._task.check_mode:
-                return dict(changed=False, status="planned", msg="check mode: nothing started")
-            inputs["executable"] = args["executable"]
-            inputs["interactive"] = True
-            outcome = _session_run.finish(_session_run.execute(inputs, facts, environ, terminal=terminal,
-                                                               parent=os.getppid()))
-            outcome["warnings"] = warnings
-            return outcome
+            return run_session(args, dict(os.environ), self._task.check_mode, terminal=terminal, parent=os.getppid())
         finally:
             os.close(terminal)

@@ -7,7 +7,7 @@ environment and no other: a fixed PATH of system directories (never one the oper
 or the project names, so no project file can stand in for a command) and the few
 names rootless podman needs to find this user's storage and runtime directory.
 Operator values, pass-throughs and recipe names never reach a host process: they go
-to the harness through a pipe (see _session.SessionRunner.run_sandbox).
+to the harness through a pipe (see _session_runner.SessionRunner.run_sandbox).
 """
 
 from __future__ import annotations

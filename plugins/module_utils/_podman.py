@@ -6,11 +6,13 @@ and the one command that reads a sandbox's namespaces as podman made them.
 Pure functions returning argv lists; callers run them and report them.
 """
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF
+
 # Inside the sandbox: the policy file the entrypoint reads (read-only mount).
 SANDBOX_POLICY = "/etc/aisb/policy"
 # Inside the gate: the rendered policy directory and the per-session configuration.
 GATE_POLICY_DIR = "/etc/aisb/gate-policy"
-GATE_POLICY_CONF = GATE_POLICY_DIR + "/squid-policy.conf"
+GATE_POLICY_CONF = GATE_POLICY_DIR + "/" + SQUID_POLICY_CONF
 GATE_SESSION_CONF = "/etc/aisb/gate-session.conf"
 # The entrypoint installs the ruleset as root in the container's user namespace (NET_ADMIN),
 # then setpriv changes ids (SETUID, SETGID) and empties the bounding set (SETPCAP); it
@@ -39,6 +41,10 @@ def is_local(reference):
 
 def image_id(podman, reference):
     return [podman, "image", "inspect", "--format", "{{.Id}}", reference]
+
+
+def image_labels(podman, reference):
+    return [podman, "image", "inspect", "--format", "{{json .Labels}}", reference]
 
 
 def pull(podman, reference):

@@ -6,11 +6,13 @@ A Runner is the RUN callable every helper here takes, RUN(argv, timeout=None) ->
 stdout, stderr), with rc None when the command outlived TIMEOUT seconds and was killed.
 It keeps every argv in COMMANDS, in the order they started, for the module's result.
 How a command executes is the Runner's EXECUTE: module_execute(module) inside a module
-(AnsibleModule.run_command), or plugin_utils/_local_run.execute where there is no module
-(the controller, scripts). The session runs its commands its own way for now; its
-long-lived processes (a terminal, a watchdog) will stay outside the Runner.
+(AnsibleModule.run_command), or subprocess_execute(env) where there is no module or
+the environment must be exactly ENV (the controller, scripts, and the commands around
+a session, which run with _host_env.host_environment). A session's long-lived
+processes (the sandbox on a terminal, the watchdog) stay outside the Runner.
 """
 
+import subprocess
 import threading
 
 
@@ -75,3 +77,21 @@ def module_execute(module):
 def module_runner(module):
     """A Runner for MODULE: run_command executes, fail_json reports a checked failure."""
     return Runner(module_execute(module), module.fail_json)
+
+
+def subprocess_execute(env=None):
+    """EXECUTE over subprocess, with the environment ENV (None: this process's): stdin
+    closed, rc None when the command outlived its timeout (then killed), 127 when the
+    program cannot be started."""
+    def execute(argv, timeout=None):
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=timeout, check=False, universal_newlines=True, env=env)
+        except subprocess.TimeoutExpired as exc:
+            # What a killed command printed arrives as bytes whatever the text mode.
+            return None, (exc.stdout or b"").decode("utf-8", "replace"), (exc.stderr or b"").decode("utf-8", "replace")
+        except OSError as exc:
+            return 127, "", str(exc)
+        return done.returncode, done.stdout, done.stderr
+
+    return execute

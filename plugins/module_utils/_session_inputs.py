@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Validation of a session's inputs: the project path, the environment, the harness argv.
+"""A session's inputs: their checks (the project path, the environment, the harness
+argv) and the typed value the checks produce (SessionInputs).
 
 Pure functions: every check runs before anything starts, and every error names the
 input and what is allowed.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import typing
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -36,6 +38,29 @@ SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/l
 # project. The rule covers every ~/.<name>; the names only go in the message.
 SENSITIVE_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config", ".local", ".cache",
                        ".pi", ".ansible", ".password-store")
+
+
+class SessionInputs(typing.NamedTuple):
+    """What a session runs with, once admitted (_session_admission.admit)."""
+
+    project: str  # resolved, checked by check_project
+    image: str
+    command: typing.List[str]
+    policy: typing.Any  # _policy.Policy, pinned for network no-gate
+    network: str = "allow"
+    project_label: str = ""  # "z" where the host's verdict asks for SELinux relabelling
+    gate_image: typing.Optional[str] = None
+    policy_dir: typing.Optional[str] = None
+    environment: typing.Dict[str, str] = {}
+    interactive: bool = False
+    allow_unenforced: bool = False
+    limits: typing.Dict[str, typing.Any] = {}
+    require_limits: bool = False
+    # network no-gate: {name: [address, ...]} as this host resolved them at admission.
+    hosts: typing.Dict[str, typing.List[str]] = {}
+    # _enforcement_watch.find_tools: the host's nsenter, setpriv and nft.
+    watch_tools: typing.Dict[str, str] = {}
+    executable: str = "podman"
 
 
 class SessionInputError(ValueError):
@@ -189,3 +214,29 @@ def check_command(argv):
             "command's first word %r must name a program: not empty, not starting with '-', "
             "without '='" % argv[0])
     return argv
+
+
+def harness_command(harness, command=None, prompt=None):
+    """The sandbox's argv: COMMAND as given, else the HARNESS recipe's command followed,
+    when there is a PROMPT (text, passed as one argument, never templated or split), by
+    the recipe's prompt arguments and the prompt."""
+    if command is not None:
+        return check_command(command)
+    if not isinstance(harness, dict) or not harness.get("command"):
+        raise SessionInputError("harness must be a recipe with a command (the image role's recipe) when "
+                                "no command is given, got %r" % (harness,))
+    argv, before_prompt = harness["command"], harness.get("prompt") or []
+    if not isinstance(argv, list) or not isinstance(before_prompt, list):
+        raise SessionInputError("harness command and prompt must be lists of strings, got %r and %r"
+                                % (argv, before_prompt))
+    return check_command(argv + before_prompt + [prompt] if prompt is not None else argv)
+
+
+def harness_names(harness):
+    """The recipe's env names (those passed through when set), checked like any name."""
+    names = (harness or {}).get("env") or []
+    if not isinstance(names, list):
+        raise SessionInputError("harness env must be a list of variable names, got %r" % (names,))
+    for name in names:
+        check_env_name(name, "harness env")
+    return names

@@ -8,6 +8,7 @@ includes the policy part, so one rendered policy serves many sessions. Both are
 pure text renderers over already validated input (see _policy.parse_policy).
 Only directives that squid 5.7 and 6 both accept: squid 6 refuses obsolete ones
 (dns_v4_first, max_mem_obj_size) and a redeclared built-in `manager` ACL.
+parse_gate_log reads back the access log the session part asks for.
 """
 
 import re
@@ -21,6 +22,12 @@ MAX_FILEDESCRIPTORS = 4096
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
+# The policy part's file name in a rendered policy directory.
+SQUID_POLICY_CONF = "squid-policy.conf"
+# One access log line as the session part's logformat aisb writes it.
+GATE_LOG_LINE = re.compile(
+    r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
+    r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+)$")
 
 
 def render_policy_conf(policy):
@@ -110,3 +117,18 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "include %s" % policy_path,
         "",
     ])
+
+
+def parse_gate_log(text):
+    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]}."""
+    decisions = {"allowed": [], "denied": []}
+    for line in text.splitlines():
+        match = GATE_LOG_LINE.match(line.strip())
+        # The readiness probe connects and leaves before sending a request.
+        if not match or match.group("url").startswith("error:"):
+            continue
+        entry = {"time": float(match.group("time")), "method": match.group("method"),
+                 "url": match.group("url"), "status": "%s/%s" % (match.group("status"), match.group("code"))}
+        denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403"
+        decisions["denied" if denied else "allowed"].append(entry)
+    return decisions

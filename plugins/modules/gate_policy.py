@@ -130,12 +130,10 @@ def argspec():
 def render(allow, connect_ports):
     """(Policy, policy.json record, {file name: bytes}) for a policy; raises PolicyError."""
     policy = _policy.parse_policy(allow, connect_ports)
-    record = {"allow": sorted(allow), "connect_ports": list(policy.connect_ports),
-              "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
-              "pins": [list(p) for p in policy.pins]}
+    record = _policy.policy_record(allow, policy)
     files = {
-        "squid-policy.conf": _squid.render_policy_conf(policy).encode("ascii"),
-        "policy.json": (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("ascii"),
+        _squid.SQUID_POLICY_CONF: _squid.render_policy_conf(policy).encode("ascii"),
+        _policy.POLICY_RECORD: (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("ascii"),
     }
     return policy, record, files
 

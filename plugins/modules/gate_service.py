@@ -84,7 +84,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import free_loopback_port, gate_answers
+from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port, gate_answers
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
 POLICY_LABEL = "aisb.policy"

@@ -52,18 +52,13 @@ options:
     description: Gate image tag (from the gate role). Needed when O(network=allow).
     type: str
   policy_dir:
-    description: Directory holding the rendered squid policy part (from the gate role).
+    description:
+      - The rendered policy directory (from the gate role), the session's one policy. The
+        gate's squid reads its C(squid-policy.conf); the sandbox's pins come from its
+        C(policy.json), parsed again, and the session refuses to start when the two do
+        not describe the same policy.
+      - Needed unless O(network=none).
     type: path
-  allow:
-    description: The policy's allow entries; pinned ip/cidr entries go into the ruleset.
-    type: list
-    elements: str
-    default: []
-  connect_ports:
-    description: Ports CONNECT may reach.
-    type: list
-    elements: int
-    default: [443]
   network:
     description:
       - C(allow) runs the gate; C(none) gives the sandbox no network at all.
@@ -71,21 +66,42 @@ options:
         C(verdict.gate_path) is not C(map-host-loopback)) where C(verdict.no_gate_holds)
         is true, and is refused elsewhere. No gate and no proxy; the allowed names are
         resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
-        their addresses pinned in the ruleset on port 80, the O(connect_ports) and the
-        names' own C(host:port) ports. Wildcard entries (C(.example.com)) and names that do
+        their addresses pinned in the ruleset on port 80, the policy's CONNECT ports and
+        the names' own C(host:port) ports. Wildcard entries (C(.example.com)) and names that do
         not resolve are refused. Anything else served on a pinned address is reachable.
     type: str
     choices: [allow, none, no-gate]
     default: allow
   command:
-    description: The harness command line, passed as a list and never through a shell.
+    description:
+      - The sandbox's command line, passed as a list and never through a shell. Its first
+        word names a program (not empty, no leading C(-), no C(=)).
+      - Without it, the O(harness) recipe's command runs, with the prompt when one is given.
     type: list
     elements: str
-    required: true
+  harness:
+    description:
+      - The harness recipe (the image role's C(aisb_sandbox_image_inputs.extra.recipe)),
+        resolved by the action plugin. Its C(command) is the harness's command line, its
+        C(prompt) the arguments put before a prompt (for pi, C([-p])), and its C(env) the
+        names passed through from the controller's environment when set there (the
+        recipe's API key names, say). Its other keys are the image build's.
+    type: dict
+  prompt:
+    description:
+      - A prompt for the O(harness), passed as one argument after the recipe's prompt
+        arguments. Runs headless unless O(interactive=true).
+    type: str
+  prompt_file:
+    description:
+      - A file on the controller whose whole content is the prompt, read as it is (no
+        templating). A relative path is relative to ansible-playbook's working directory.
+    type: path
   environment:
     description:
-      - Variables and their values for the harness. With O(pass_environment) and
-        O(optional_environment), the harness's whole environment besides the proxy settings.
+      - Variables and their values for the harness. With O(pass_environment) and the
+        O(harness) recipe's C(env) names, the harness's whole environment besides the
+        proxy settings.
       - A dict, or its JSON text (what the action plugin sends, so that results hide the
         values as one string and a short value such as C(0) masks nothing else).
       - They reach the harness only after every privilege in the sandbox is dropped,
@@ -100,20 +116,13 @@ options:
     type: list
     elements: str
     default: []
-  optional_environment:
-    description:
-      - Names passed through from the controller's environment when set there (a
-        harness recipe's API key names, say), skipped when not.
-    type: list
-    elements: str
-    default: []
   interactive:
     description:
       - Give the harness ansible-playbook's own terminal (its TUI). Needs a local
         connection and a terminal; without it the session runs headless and its output
         goes to a transcript.
+      - Default true when none of O(command), O(prompt) and O(prompt_file) is given.
     type: bool
-    default: false
   host_facts:
     description: The host facts. Defaults to C(ansible_facts.aisb_host).
     type: dict
@@ -157,8 +166,16 @@ EXAMPLES = r"""
     image: "{{ aisb_sandbox_image }}"
     gate_image: "{{ aisb_gate_image }}"
     policy_dir: "{{ aisb_policy_dir }}"
-    allow: [example.com]
     command: [curl, -sI, https://example.com]
+
+- name: Give the harness a prompt
+  aisb.sandbox.session:
+    project: ~/src/app
+    image: "{{ ansible_facts['aisb_sandbox_image'] }}"
+    gate_image: "{{ ansible_facts['aisb_gate_image'] }}"
+    policy_dir: "{{ ansible_facts['aisb_policy_dir'] }}"
+    harness: "{{ ansible_facts['aisb_sandbox_image_inputs']['extra']['recipe'] }}"
+    prompt_file: task.md
 """
 
 RETURN = r"""
@@ -201,45 +218,29 @@ commands:
   elements: list
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import run_headless
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
+    CONTROLLER_OPTIONS, argument_spec, constraints)
 
 
-def argument_spec():
-    return dict(
-        project=dict(type="str", required=True),
-        image=dict(type="str", required=True),
-        gate_image=dict(type="str"),
-        policy_dir=dict(type="path"),
-        allow=dict(type="list", elements="str", default=[]),
-        connect_ports=dict(type="list", elements="int", default=[443]),
-        network=dict(type="str", choices=["allow", "none", "no-gate"], default="allow"),
-        command=dict(type="list", elements="str", required=True),
-        # raw: a dict, or its JSON text. The action plugin sends the text, so the values
-        # are hidden in results as one string: a short value ("0", "true") would
-        # otherwise be masked wherever it occurs, the exit code included.
-        environment=dict(type="raw", default={}, no_log=True),
-        # Names, not values: nothing secret.
-        pass_environment=dict(type="list", elements="str", default=[], no_log=False),
-        optional_environment=dict(type="list", elements="str", default=[]),
-        interactive=dict(type="bool", default=False),
-        host_facts=dict(type="dict"),
-        max_facts_age=dict(type="int", default=604800),
-        limits=dict(type="dict", default={}, options=dict(
-            memory=dict(type="str"), pids=dict(type="int"), cpus=dict(type="str"))),
-        require_limits=dict(type="bool", default=False),
-        allow_unenforced=dict(type="bool", default=False),
-        executable=dict(type="str", default="podman"),
-    )
+def execute(module):
+    """The task's result; the action plugin resolves the controller's options first."""
+    given = [name for name in CONTROLLER_OPTIONS if module.params[name]]
+    if given or module.params["command"] is None:
+        return {"failed": True, "status": "refused", "warnings": [],
+                "msg": "%s: resolved by the aisb.sandbox.session action on the controller, which sends the "
+                       "command" % ", ".join(given or ["harness"])}
+    return run_session(module.params, dict(os.environ), module.check_mode)
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    # The action plugin resolves these on the controller before this runs.
-    if module.params["interactive"] or module.params["pass_environment"] or module.params["optional_environment"]:
-        module.fail_json(msg="interactive, pass_environment and optional_environment are resolved by the "
-                             "aisb.sandbox.session action on the controller", status="refused")
-    result = run_headless(module.params, module.check_mode, module.warn)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, **constraints())
+    result = execute(module)
+    for warning in result.pop("warnings"):
+        module.warn(warning)
     if result.pop("failed", False):
         module.fail_json(**result)
     module.exit_json(**result)

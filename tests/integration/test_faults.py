@@ -100,8 +100,7 @@ def images_and_policy(ws):
     assert policies, "provisioning rendered no policy"
     policy_dir = f"{STATE}/policies/{policies[0][1]}"
     return {"image": newest(ws, "localhost/aisb-sandbox"), "gate_image": newest(ws, "localhost/aisb-gate"),
-            "policy_dir": policy_dir, "allow": json.loads(ws.path(f"{policy_dir}/policy.json").read_text())["allow"],
-            "host_facts": facts}
+            "policy_dir": policy_dir, "host_facts": facts}
 
 
 def session_module(ws, **args):

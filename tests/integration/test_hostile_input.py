@@ -15,7 +15,9 @@ from test_faults import images_and_policy, left_running
 from test_session import PROJECT, record_of, run_agent, session_containers, session_dirs
 
 LONG = "x" * 300
-# (name, module arguments over a working default, text the refusal must contain)
+# (name, module arguments over a working default, text the refusal must contain).
+# allow and connect_ports go to the gate_policy module (the gate role's), the session's
+# one policy source; everything else to the session module.
 REFUSED = [(f"allow {entry!r}"[:60], {"allow": [entry]}, repr(entry)) for entry in [
     "example.com\nhttp_access allow all", "example.com http_access allow all", "*.example.com",
     "example.com;id", "example.com\r", "example.com\x00", "..example.com", "example..com", "com",
@@ -52,31 +54,40 @@ REFUSED = [(f"allow {entry!r}"[:60], {"allow": [entry]}, repr(entry)) for entry 
     ("harness argument NUL", {"command": ["bash", "-c", "a\x00b"]}, repr("a\x00b")),
 ]
 
+POLICY_OPTIONS = {"allow", "connect_ports"}
 PLAYBOOK = """
-- name: Hostile inputs, each given to the session module
+- name: Hostile inputs, each given to the module that takes it
   hosts: localhost
   gather_facts: false
   tasks:
-    - name: One session per case
+    - name: One policy per policy case
+      aisb.sandbox.gate_policy:
+        allow: "{{ item.args.allow | default([]) }}"
+        connect_ports: "{{ item.args.connect_ports | default([443]) }}"
+        state_dir: "{{ scratch }}"
+      loop: "{{ cases | selectattr('via', 'equalto', 'policy') }}"
+      loop_control:
+        label: "{{ item.name }}"
+      register: policy_outcome
+      ignore_errors: true
+    - name: One session per session case
       aisb.sandbox.session:
         project: "{{ item.args.project | default(base.project) }}"
         image: "{{ base.image }}"
         gate_image: "{{ base.gate_image }}"
         policy_dir: "{{ base.policy_dir }}"
         host_facts: "{{ base.host_facts }}"
-        allow: "{{ item.args.allow | default([]) }}"
-        connect_ports: "{{ item.args.connect_ports | default([443]) }}"
         environment: "{{ item.args.environment | default({}) }}"
         pass_environment: "{{ item.args.pass_environment | default([]) }}"
         command: "{{ item.args.command | default(['true']) }}"
-      loop: "{{ cases }}"
+      loop: "{{ cases | selectattr('via', 'equalto', 'session') }}"
       loop_control:
         label: "{{ item.name }}"
-      register: outcome
+      register: session_outcome
       ignore_errors: true
     - name: Save the outcomes
       ansible.builtin.copy:
-        content: "{{ outcome.results | to_json }}"
+        content: "{{ (policy_outcome.results + session_outcome.results) | to_json }}"
         dest: "{{ out }}"
         mode: "0600"
 """
@@ -87,16 +98,20 @@ def outcomes(workstation):
     workstation.sh(f"mkdir -p {PROJECT} /home/dev/.ssh && ln -sfn /etc /home/dev/src/link-to-etc"
                    " && ln -sfn /home/dev /home/dev/src/link-to-home")
     base = dict(images_and_policy(workstation), project=PROJECT)
-    cases = [{"name": name, "args": args} for name, args, _needle in REFUSED]
+    cases = [{"name": name, "args": args, "via": "policy" if set(args) <= POLICY_OPTIONS else "session"}
+             for name, args, _needle in REFUSED]
     variables, playbook, out = (f"{TRANSFER_DIR}/hostile-{n}" for n in ("vars.json", "play.yml", "out.json"))
-    workstation.path(variables).write_text(json.dumps({"base": base, "cases": cases, "out": out}))
+    scratch = f"{TRANSFER_DIR}/hostile-policies"
+    workstation.path(variables).write_text(json.dumps({"base": base, "cases": cases, "out": out,
+                                                       "scratch": scratch}))
     workstation.path(playbook).write_text(PLAYBOOK)
     before, running = session_dirs(workstation), session_containers(workstation)
     result = workstation.run(["ansible-playbook", playbook, "-e", "@" + variables], check=False,
                              env=ANSIBLE_ENV, timeout=900)
     assert workstation.path(out).exists(), result.stdout[-3000:]
     results = json.loads(workstation.path(out).read_text())
-    return {"results": dict(zip([c["name"] for c in cases], results)), "dirs_before": before,
+    return {"results": dict((r["item"]["name"], r) for r in results), "dirs_before": before,
+            "policies_written": sorted(p.name for p in workstation.path(scratch).glob("policies/*")),
             "dirs_after": session_dirs(workstation), "left_running": left_running(workstation, running)}
 
 
@@ -108,13 +123,16 @@ def test_there_are_at_least_forty_cases():
                          ids=[f"{i:02d}" for i in range(len(REFUSED))])
 def test_refused_before_anything_starts_naming_the_input(outcomes, name, needle):
     result = outcomes["results"][name]
-    assert result.get("failed") is True and result.get("status") == "refused", result
+    assert result.get("failed") is True, result
+    assert result["item"]["via"] == "policy" or result.get("status") == "refused", result
     assert needle in result["msg"], result["msg"]
-    assert "session_id" not in result
+    assert "session_id" not in result and "policy_dir" not in result
 
 
-def test_no_refused_case_left_a_session_or_a_container(outcomes):
+def test_no_refused_case_left_a_session_a_policy_or_a_container(outcomes):
+    assert len(outcomes["results"]) == len(REFUSED)
     assert outcomes["dirs_after"] == outcomes["dirs_before"]
+    assert outcomes["policies_written"] == []
     assert outcomes["left_running"] == []
 
 

@@ -29,9 +29,8 @@ import json, os, sys
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import probe_sandbox
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._local_run import execute
-prober = _host_probes.Prober(Runner(execute), "podman", sys.argv[1], 60)
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
+prober = _host_probes.Prober(Runner(subprocess_execute()), "podman", sys.argv[1], 60)
 found = {}
 for probe in (_host_probes.probe_internal_network, _host_probes.probe_nft_needs_net_admin, probe_sandbox):
     found.update(probe(prober, enforce=False))

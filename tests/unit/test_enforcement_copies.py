@@ -6,6 +6,7 @@ equals its source, so a change to one that misses another fails here.
   and the host probes' model of it (_host_probe_sandbox.RULESET);
 - the privilege drop: the entrypoint's setpriv line and _host_probe_sandbox.DROP_ALL_PRIVILEGES;
 - pasta's --network values: _podman.pasta_network and the session's network plan;
+- the wait for a gate: the entrypoint's GATE_WAIT and _gate_loopback.GATE_READY_TIMEOUT;
 - the default base image: _images.DEFAULT_BASE_IMAGE and the roles' defaults, argument
   specs, module documentation and docs.
 """
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _images, _podman, _session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _images, _podman, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import GATE_READY_TIMEOUT
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
 
@@ -57,9 +59,14 @@ def test_the_probes_privilege_drop_is_the_entrypoints():
     ("tcp-forward", dict(forward_tcp=[41234], no_map_gw=True)),
 ])
 def test_the_sessions_pasta_networks_are_the_builders(gate_path, options):
-    assert _session.network_plan("allow", gate_path, 41234)[0] == _podman.pasta_network(**options)
-    assert _session.network_plan("no-gate", gate_path, 41234)[0] == _podman.NO_GATE_NETWORK == \
+    assert _session_plan.network_plan("allow", gate_path, 41234)[0] == _podman.pasta_network(**options)
+    assert _session_plan.network_plan("no-gate", gate_path, 41234)[0] == _podman.NO_GATE_NETWORK == \
         _podman.pasta_network(no_map_gw=True)
+
+
+def test_the_entrypoints_gate_wait_is_the_sessions():
+    [wait] = re.findall(r"^readonly GATE_WAIT=(\d+)$", ENTRYPOINT.read_text(), re.M)
+    assert int(wait) == GATE_READY_TIMEOUT
 
 
 # Where the default base image is written out, and how: each pattern must match in each

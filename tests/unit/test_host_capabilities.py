@@ -5,51 +5,13 @@ stand, else the probe image, every probe, the verdict, stored outside check mode
 import json
 from types import SimpleNamespace
 
+from fake_podman import fake_podman
+
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _host_probes, _images
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
 
 NOW = _host_facts.parse_time("2026-11-30T10:00:00Z")
-INFO = {"version": {"Version": "5.4.2"},
-        "host": {"security": {"rootless": True}, "kernel": "6.18.44",
-                 "distribution": {"distribution": "debian", "version": "13"},
-                 "ociRuntime": {"name": "crun", "version": "crun version 1.21"}, "pasta": {"package": "passt"}}}
-# What a probe container prints on a host where everything holds (the listeners decide the rest).
-SCRIPT_OUTPUT = ("started\npeer=10.0.0.1\ntarget=169.254.1.2\ntable=installed\nflush=1\nuid=1000\n"
-                 "CapEff=0000000000000000\nCapBnd=0000000000000000\nCapAmb=0000000000000000\nNoNewPrivs=1\n"
-                 "write=ok\npids.max=64\nmemory.max=268435456\ncpu.max=50000 100000\nnft=1\n")
-
-
-def fake_podman(images=("localhost/base:1",)):
-    """execute(argv, timeout) answering like podman; images: what it has."""
-    images = set(images)
-
-    def execute(argv, timeout=None):
-        if argv[1:3] == ["info", "--format"]:
-            return 0, json.dumps(INFO), ""
-        if argv[1] == "unshare":
-            return 0, "0 1000 1\n1 100000 65536\n0 1000 1\n1 100000 65536\n", ""
-        if argv[1:3] == ["image", "exists"]:
-            return (0 if argv[3] in images else 1), "", ""
-        if argv[1:3] == ["image", "inspect"]:
-            return (0, "sha256:" + argv[-1].replace("/", "-") + "\n", "") if argv[-1] in images else (125, "", "")
-        if argv[1] == "build":
-            images.add(argv[argv.index("--tag") + 1])
-            return 0, "", ""
-        if argv[1] == "tag":
-            images.add(argv[3])
-            return 0, "", ""
-        if argv[1] in ("network", "rm"):
-            return 0, "", ""
-        if argv[1] == "inspect":
-            return 0, "10.89.0.2\n", ""
-        if argv[1] == "run":
-            return 0, SCRIPT_OUTPUT, ""
-        if argv[0] == "pasta":
-            return 0, "", ""
-        raise AssertionError(argv)
-
-    return execute
 
 
 def module(check_mode=False, **params):

@@ -8,11 +8,11 @@ import socket
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _host_facts, _host_probe_sandbox, _host_probes, _host_verdict, _podman, _session)
+    _host_facts, _host_probe_sandbox, _host_probes, _host_verdict, _podman, _session_plan)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved, render_sandbox_policy)
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import no_gate_refusal, resolve_names
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError, SessionInputs
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import no_gate_refusal, resolve_names
 
 
 def test_names_are_pinned_and_a_wildcard_is_refused_by_name():
@@ -108,10 +108,10 @@ def test_a_gate_host_whose_sandbox_probes_fell_back_to_plain_pasta_does_not_hold
 
 def test_the_plan_has_no_gate_no_proxy_and_the_resolved_hosts():
     hosts = {"a.test": ["198.18.0.2"], "b.test": ["198.18.0.3", "2001:db8::3"]}
-    inputs = {"project": "/home/dev/src/app", "image": "localhost/aisb-sandbox:abc", "network": "no-gate",
-              "policy": pin_resolved(parse_policy(["a.test", "b.test"]), hosts), "environment": {},
-              "command": ["true"], "hosts": hosts, "watch_tools": {}}
-    plan = _session.plan_session("sid", inputs, {"verdict": {"gate_path": "none"}}, None)
+    inputs = SessionInputs(project="/home/dev/src/app", image="localhost/aisb-sandbox:abc", network="no-gate",
+                           policy=pin_resolved(parse_policy(["a.test", "b.test"]), hosts), command=["true"],
+                           hosts=hosts, watch_tools={"nft": "/usr/sbin/nft"})
+    plan = _session_plan.plan_session("sid", inputs, {"verdict": {"gate_path": "none"}}, None)
     argv = _podman.sandbox_run("podman", policy_file="/s/policy", **plan["sandbox_options"])
     assert plan["gate"] is None and "--network=pasta:--no-map-gw" in argv
     assert not [name for name in plan["environment"] if "proxy" in name.lower()]

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute, module_runner
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._local_run import execute as local_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute, module_runner, subprocess_execute
 
 SLEEP = [sys.executable, "-c", "import sys, time; print('started', flush=True); time.sleep(30)"]
 
@@ -68,7 +67,7 @@ def test_in_a_module_a_missing_program_is_rc_127():
     assert (rc, out) == (127, "") and "nonexistent" in err
 
 
-@pytest.mark.parametrize("execute", [module_execute(FakeModule()), local_execute], ids=["module", "local"])
+@pytest.mark.parametrize("execute", [module_execute(FakeModule()), subprocess_execute()], ids=["module", "local"])
 def test_a_command_that_outlives_its_timeout_is_killed_and_reported_as_none(execute):
     start = time.monotonic()
     rc, out, _err = execute(SLEEP, 0.5)
@@ -77,5 +76,12 @@ def test_a_command_that_outlives_its_timeout_is_killed_and_reported_as_none(exec
 
 
 def test_without_a_module_stdin_is_closed_and_a_missing_program_is_rc_127():
-    assert local_execute([sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"]) == (0, "''\n", "")
-    assert local_execute(["/nonexistent/podman"])[0] == 127
+    execute = subprocess_execute()
+    assert execute([sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"]) == (0, "''\n", "")
+    assert execute(["/nonexistent/podman"])[0] == 127
+
+
+def test_with_an_environment_a_command_gets_that_one_and_no_other():
+    execute = subprocess_execute({"ONLY": "this"})
+    rc, out, _err = execute([sys.executable, "-c", "import os; print(sorted(os.environ))"])
+    assert rc == 0 and out.strip() in ("['ONLY']", "['LC_CTYPE', 'ONLY']")

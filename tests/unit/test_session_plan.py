@@ -3,7 +3,8 @@
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 
 FACTS = {"verdict": {"model_holds": True, "gate_path": "map-host-loopback", "limits_enforceable": False,
@@ -20,7 +21,7 @@ def inputs(**overrides):
             "environment": {"TOKEN": "secret"}, "command": ["pi", "--version"], "interactive": False,
             "allow_unenforced": False, "limits": {}, "require_limits": False, "watch_tools": TOOLS}
     base.update(overrides)
-    return base
+    return SessionInputs(**base)
 
 
 def sandbox_argv(plan):
@@ -28,7 +29,7 @@ def sandbox_argv(plan):
 
 
 def test_allow_mode_reaches_the_gate_through_the_mapped_loopback_address():
-    plan = _session.plan_session("sid", inputs(), FACTS, 40001)
+    plan = _session_plan.plan_session("sid", inputs(), FACTS, 40001)
     argv = sandbox_argv(plan)
     assert "--network=pasta:--map-host-loopback,100.64.0.1,--no-map-gw" in argv
     assert plan["policy_text"].splitlines()[1:] == ["gate 100.64.0.1 40001", "pin 198.18.0.7 443"]
@@ -38,18 +39,18 @@ def test_allow_mode_reaches_the_gate_through_the_mapped_loopback_address():
 
 def test_tcp_forward_gate_path_uses_the_sandbox_loopback():
     facts = {"verdict": dict(FACTS["verdict"], gate_path="tcp-forward")}
-    plan = _session.plan_session("sid", inputs(), facts, 40002)
+    plan = _session_plan.plan_session("sid", inputs(), facts, 40002)
     assert "--network=pasta:-T,40002,--no-map-gw" in sandbox_argv(plan)
     assert "gate 127.0.0.1 40002" in plan["policy_text"]
 
 
 def test_no_gate_path_refuses():
-    with pytest.raises(_session.SessionError, match="gate path 'none'"):
-        _session.plan_session("sid", inputs(), {"verdict": {"gate_path": "none"}}, 40003)
+    with pytest.raises(_session_plan.SessionError, match="gate path 'none'"):
+        _session_plan.plan_session("sid", inputs(), {"verdict": {"gate_path": "none"}}, 40003)
 
 
 def test_network_none_has_no_gate_and_no_proxy():
-    plan = _session.plan_session("sid", inputs(network="none"), FACTS, None)
+    plan = _session_plan.plan_session("sid", inputs(network="none"), FACTS, None)
     assert plan["gate"] is None
     assert "--network=none" in sandbox_argv(plan)
     assert "gate none" in plan["policy_text"]
@@ -57,7 +58,7 @@ def test_network_none_has_no_gate_and_no_proxy():
 
 
 def test_podman_gets_only_the_sessions_own_variables_and_no_operator_value():
-    plan = _session.plan_session("sid", inputs(), FACTS, 40004)
+    plan = _session_plan.plan_session("sid", inputs(), FACTS, 40004)
     argv = sandbox_argv(plan)
     given = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
     assert given == ["AISB_ENV_FD=4", "AISB_REPORT_FD=3", "AISB_SESSION=sid"]
@@ -66,75 +67,59 @@ def test_podman_gets_only_the_sessions_own_variables_and_no_operator_value():
 
 
 def test_the_harness_environment_goes_through_the_pipe_as_nul_ended_pairs():
-    plan = _session.plan_session("sid", inputs(environment={"TOKEN": "a=b\nc", "PATH": "/project/bin:/usr/bin"}),
-                                 FACTS, 40004)
+    plan = _session_plan.plan_session(
+        "sid", inputs(environment={"TOKEN": "a=b\nc", "PATH": "/project/bin:/usr/bin"}), FACTS, 40004)
     assert plan["environment"]["TOKEN"] == "a=b\nc"
     assert plan["environment"]["HTTPS_PROXY"] == "http://100.64.0.1:40004"
-    pairs = _session.environment_bytes(plan["environment"]).split(b"\0")
+    pairs = _session_plan.environment_bytes(plan["environment"]).split(b"\0")
     assert pairs[-1] == b"" and b"TOKEN=a=b\nc" in pairs and b"PATH=/project/bin:/usr/bin" in pairs
     assert b"AISB_SESSION=sid" in pairs
 
 
 def test_sandbox_mounts_only_the_project_and_the_policy():
-    argv = sandbox_argv(_session.plan_session("sid", inputs(), FACTS, 40005))
+    argv = sandbox_argv(_session_plan.plan_session("sid", inputs(), FACTS, 40005))
     volumes = [argv[i + 1] for i, a in enumerate(argv) if a == "--volume"]
     assert volumes == ["/home/dev/src/app:/project", "/s/policy:/etc/aisb/policy:ro"]
 
 
 def test_selinux_label_is_applied_when_the_facts_say_so():
-    argv = sandbox_argv(_session.plan_session("sid", inputs(project_label="z"), FACTS, 40006))
+    argv = sandbox_argv(_session_plan.plan_session("sid", inputs(project_label="z"), FACTS, 40006))
     assert "/home/dev/src/app:/project:z" in argv
 
 
 def test_security_options_and_the_command_come_last():
-    argv = sandbox_argv(_session.plan_session("sid", inputs(allow_unenforced=True), FACTS, 40007))
+    argv = sandbox_argv(_session_plan.plan_session("sid", inputs(allow_unenforced=True), FACTS, 40007))
     for option in _podman.SANDBOX_SECURITY:
         assert option in argv
     assert argv[-4:] == ["localhost/aisb-sandbox:abc", "--allow-unenforced", "pi", "--version"]
 
 
 def test_the_table_is_watched_unless_the_operator_asked_to_run_unenforced():
-    assert _session.plan_session("sid", inputs(), FACTS, 40011)["enforcement_watch"] == {"tools": TOOLS}
-    assert _session.plan_session("sid", inputs(allow_unenforced=True), FACTS, 40012)["enforcement_watch"] is None
+    assert _session_plan.plan_session("sid", inputs(), FACTS, 40011)["enforcement_watch"] == {"tools": TOOLS}
+    assert _session_plan.plan_session("sid", inputs(allow_unenforced=True), FACTS, 40012)["enforcement_watch"] is None
     # Without the tools a plan is not made: no session runs unwatched by omission.
-    with pytest.raises(KeyError):
-        _session.plan_session("sid", dict((k, v) for k, v in inputs().items() if k != "watch_tools"), FACTS, 40013)
+    with pytest.raises(_session_plan.SessionError, match="no tools to watch"):
+        _session_plan.plan_session("sid", inputs(watch_tools={}), FACTS, 40013)
 
 
 def test_podman_writes_the_sandboxs_pid_where_the_watch_reads_it():
     argv = _podman.sandbox_run("podman", policy_file="/s/policy", pidfile="/state/sessions/sid/sandbox.pid",
-                               **_session.plan_session("sid", inputs(), FACTS, 40014)["sandbox_options"])
+                               **_session_plan.plan_session("sid", inputs(), FACTS, 40014)["sandbox_options"])
     assert argv[argv.index("--pidfile") + 1] == "/state/sessions/sid/sandbox.pid"
     assert argv.index("--pidfile") < argv.index("localhost/aisb-sandbox:abc")
-    assert "--pidfile" not in sandbox_argv(_session.plan_session("sid", inputs(), FACTS, 40015))
+    assert "--pidfile" not in sandbox_argv(_session_plan.plan_session("sid", inputs(), FACTS, 40015))
 
 
 def test_limits_are_refused_when_required_but_not_enforceable():
-    with pytest.raises(_session.SessionError, match="limits_enforceable is false"):
-        _session.plan_session("sid", inputs(limits={"memory": "1g"}, require_limits=True), FACTS, 40008)
+    with pytest.raises(_session_plan.SessionError, match="limits_enforceable is false"):
+        _session_plan.plan_session("sid", inputs(limits={"memory": "1g"}, require_limits=True), FACTS, 40008)
 
 
 def test_limits_are_dropped_when_not_enforceable_and_not_required():
-    assert _session.plan_session("sid", inputs(limits={"memory": "1g"}), FACTS, 40009)["limits"] == []
+    assert _session_plan.plan_session("sid", inputs(limits={"memory": "1g"}), FACTS, 40009)["limits"] == []
 
 
 def test_limits_are_applied_when_enforceable():
     facts = {"verdict": dict(FACTS["verdict"], limits_enforceable=True)}
-    plan = _session.plan_session("sid", inputs(limits={"memory": "1g", "pids": 64, "cpus": "0.5"}), facts, 40010)
+    plan = _session_plan.plan_session("sid", inputs(limits={"memory": "1g", "pids": 64, "cpus": "0.5"}), facts, 40010)
     assert plan["limits"] == ["--memory=1g", "--pids-limit=64", "--cpus=0.5"]
-
-
-def test_gate_log_is_split_into_allowed_and_denied():
-    log = "\n".join([
-        "1764490000.123 session=sid client=127.0.0.1 TCP_TUNNEL/200 CONNECT example.com:443 dst=198.18.0.10",
-        "1764490001.456 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://evil.test/ dst=-",
-        "squid noise that is not an access line",
-    ])
-    decisions = _session.parse_gate_log(log)
-    assert [d["url"] for d in decisions["allowed"]] == ["example.com:443"]
-    assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/"]
-
-
-def test_gate_log_skips_connections_that_sent_no_request():
-    log = "1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers dst=-"
-    assert _session.parse_gate_log(log) == {"allowed": [], "denied": []}

@@ -7,7 +7,7 @@ import pytest
 from test_policy import PASSING, REFUSED
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_policy_conf, render_session_conf
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log, render_policy_conf, render_session_conf
 
 
 def access_rules(text):
@@ -119,3 +119,19 @@ def test_session_part():
 def test_session_part_refuses_bad_input(port, session_id, path):
     with pytest.raises(ValueError):
         render_session_conf(port, session_id, path)
+
+
+def test_gate_log_is_split_into_allowed_and_denied():
+    log = "\n".join([
+        "1764490000.123 session=sid client=127.0.0.1 TCP_TUNNEL/200 CONNECT example.com:443 dst=198.18.0.10",
+        "1764490001.456 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://evil.test/ dst=-",
+        "squid noise that is not an access line",
+    ])
+    decisions = parse_gate_log(log)
+    assert [d["url"] for d in decisions["allowed"]] == ["example.com:443"]
+    assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/"]
+
+
+def test_gate_log_skips_connections_that_sent_no_request():
+    log = "1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers dst=-"
+    assert parse_gate_log(log) == {"allowed": [], "denied": []}

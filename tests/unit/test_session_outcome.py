@@ -2,8 +2,9 @@
 """How a finished session is reported: exit codes that are not the harness's own, and a
 record that could not be written."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_run import (
-    enforcement_lost_reason, exit_reason, finish, podman_directories)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import (
+    enforcement_lost_reason, exit_reason, task_result)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import podman_directories
 
 
 def record(**overrides):
@@ -23,20 +24,20 @@ def test_exit_codes_of_podman_and_signals_are_named():
 
 
 def test_a_clean_exit_succeeds():
-    result = finish(record())
+    result = task_result(record())
     assert result["changed"] is True and "failed" not in result
 
 
 def test_a_record_that_could_not_be_written_fails_the_task_and_says_so():
-    result = finish(record(record=None, record_error="the record could not be written to /s/record.json: "
-                                                     "No space left on device"))
+    result = task_result(record(record=None, record_error="the record could not be written to /s/record.json: "
+                                                          "No space left on device"))
     assert result["failed"] is True
     assert result["msg"] == "the record could not be written to /s/record.json: No space left on device"
 
 
 def test_both_problems_are_reported():
-    result = finish(record(exit_code=137, reason="the sandbox was killed by signal 9", record=None,
-                           record_error="the record could not be written to /s/record.json: Disk quota exceeded"))
+    result = task_result(record(exit_code=137, reason="the sandbox was killed by signal 9", record=None,
+                                record_error="the record could not be written to /s/record.json: Disk quota exceeded"))
     assert result["msg"] == ("session sid exited 137: the sandbox was killed by signal 9; "
                              "the record could not be written to /s/record.json: Disk quota exceeded")
 
@@ -56,7 +57,7 @@ def test_a_lost_enforcement_says_what_changed_and_when():
 
 def test_enforcement_lost_fails_the_task_with_its_reason():
     reason = "the table changed at T: -x; the sandbox was stopped"
-    result = finish(record(exit_code=77, status="enforcement-lost", reason=reason))
+    result = task_result(record(exit_code=77, status="enforcement-lost", reason=reason))
     assert result["failed"] is True and result["rc"] == 77 and result["status"] == "enforcement-lost"
     assert result["msg"] == "session sid enforcement-lost: the table changed at T: -x; the sandbox was stopped"
 

@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A session's admission: its inputs and the host checked before anything starts.
+
+admit() resolves the project, reads the policy from its rendered directory, checks the
+environment and the command, the host facts against the host as it is now, and the
+tools the enforcement watch needs; it returns the typed inputs (SessionInputs) or the
+reasons the session must not start.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
+    cached_fingerprint, check_host_facts, state_dir)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
+    POLICY_RECORD, PolicyError, no_gate_names, parse_policy, pin_resolved, read_policy_dir)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
+    SessionInputError, SessionInputs, build_environment, check_command, resolve_project)
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF, render_policy_conf
+
+
+def resolve_names(names, getaddrinfo=socket.getaddrinfo):
+    """{name: [address, ...]} as this host resolves NAMES now (network no-gate pins them);
+    SessionInputError naming the first name that does not resolve."""
+    resolved = {}
+    for name in names:
+        try:
+            infos = getaddrinfo(name, None, 0, socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as error:
+            raise SessionInputError(
+                "allow entry %r does not resolve on this host (%s): network no-gate pins the addresses "
+                "the allowed names have at session start" % (name, getattr(error, "strerror", None) or error))
+        resolved[name] = sorted(set(info[4][0] for info in infos))
+    return resolved
+
+
+def no_gate_refusal(verdict):
+    """Why network no-gate must not run on a host with this VERDICT, or None."""
+    if verdict.get("gate_path") == "map-host-loopback":
+        return ("network no-gate is refused: aisb_host.verdict.gate_path is map-host-loopback, so this host "
+                "can run the gate, which is strictly better (it filters by name and never pins whatever "
+                "else an address serves); use network allow")
+    return None
+
+
+def podman_directories(environ, home):
+    """Where rootless podman keeps this user's storage, configuration and runtime files:
+    files there that the agent wrote would be read by the host's podman."""
+    data = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    config = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    found = [os.path.join(data, "containers"), os.path.join(config, "containers")]
+    return found + ([environ["XDG_RUNTIME_DIR"]] if environ.get("XDG_RUNTIME_DIR") else [])
+
+
+def admit(params, environ, run, interactive=False, now=None):
+    """Check PARAMS (the session's options, as the action resolved them) and the host
+    facts; return (inputs, facts, problems, warnings), INPUTS a SessionInputs.
+
+    RUN is a _runner.Runner for the checks' own commands (podman's fingerprint).
+    Nothing starts here. PROBLEMS non-empty means the session must not start.
+    """
+    now = time.time() if now is None else now
+    warnings = []
+    network = params["network"]
+    home = environ.get("HOME") or os.path.expanduser("~")
+    protected = [state_dir(environ)] + podman_directories(environ, home)
+    try:
+        project = resolve_project(params["project"], home, protected)
+        policy = read_policy(params.get("policy_dir")) if network != "none" else parse_policy([])
+        environment = build_environment(params["environment"], [], {})
+        command = check_command(params["command"])
+        names = no_gate_names(policy) if network == "no-gate" else ()
+    except (SessionInputError, PolicyError) as error:
+        return None, None, [str(error)], warnings
+    facts = params.get("host_facts") or {}
+    refusal = no_gate_refusal(facts.get("verdict") or {}) if network == "no-gate" else None
+    if refusal:
+        return None, None, [refusal], warnings
+    fingerprint = cached_fingerprint(run, environ, podman=params["executable"])
+    problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"], network=network)
+    watch_tools, missing_tools = find_tools()
+    if missing_tools:
+        problems.append(missing_tools)
+    if problems and params["allow_unenforced"]:
+        warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
+        problems = []
+    if problems:
+        return None, facts, problems, warnings
+    try:
+        hosts = resolve_names(names)
+        policy = pin_resolved(policy, hosts)
+    except (SessionInputError, PolicyError) as error:
+        return None, None, [str(error)], warnings
+    inputs = SessionInputs(
+        project=project, project_label=(facts.get("verdict") or {}).get("bind_mount_label", ""),
+        image=params["image"], gate_image=params.get("gate_image"), policy_dir=params.get("policy_dir"),
+        policy=policy, network=network, environment=environment, command=command, interactive=interactive,
+        allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
+        require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
+        executable=params["executable"])
+    return inputs, facts, problems, warnings
+
+
+def read_policy(policy_dir):
+    """The session's policy: the one in POLICY_DIR, whose squid part must be its
+    rendering, so the gate's names and the sandbox's pins come from one policy."""
+    policy = read_policy_dir(policy_dir)
+    path = os.path.join(policy_dir, SQUID_POLICY_CONF)
+    try:
+        with open(path) as handle:
+            rendered = handle.read()
+    except OSError as error:
+        raise PolicyError("policy_dir %r: %s cannot be read (%s)" % (policy_dir, SQUID_POLICY_CONF, error.strerror))
+    if rendered != render_policy_conf(policy):
+        raise PolicyError("policy_dir %r: %s is not the rendering of its %s; run the gate role to render the "
+                          "policy again" % (policy_dir, SQUID_POLICY_CONF, POLICY_RECORD))
+    return policy

@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A session's plan: everything it will run, computed from its inputs and the host facts.
+
+Pure: plan_session() turns admitted inputs (_session_inputs.SessionInputs) into the
+gate's configuration, the sandbox's podman options, the policy file the entrypoint
+reads and the harness's environment. _session_runner executes a plan.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
+
+GATE_PATHS = ("map-host-loopback", "tcp-forward")
+SESSION_LABEL = "aisb.session"
+# The entrypoint writes the ruleset it installed, as nft JSON, to this descriptor and
+# closes it before the harness runs: the record gets it, the agent never holds it.
+REPORT_FD = 3
+# The harness's environment arrives on this descriptor (NAME=VALUE pairs, each ended by
+# a NUL byte), read only after every privilege is dropped (the image's harness-exec).
+ENV_FD = 4
+
+
+class SessionError(RuntimeError):
+    """The session could not start or did not end cleanly; the message says why."""
+
+
+def new_session_id():
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def proxy_environment(proxy_url):
+    """Proxy settings for the usual tools: curl, pip, git (lower and upper case), npm,
+    and node's own fetch (NODE_USE_ENV_PROXY)."""
+    if proxy_url is None:
+        return {}
+    local = "localhost,127.0.0.1,::1"
+    return {
+        "HTTP_PROXY": proxy_url, "HTTPS_PROXY": proxy_url, "http_proxy": proxy_url,
+        "https_proxy": proxy_url, "NO_PROXY": local, "no_proxy": local,
+        "npm_config_proxy": proxy_url, "npm_config_https_proxy": proxy_url,
+        "NODE_USE_ENV_PROXY": "1",
+    }
+
+
+def network_plan(mode, gate_path, port):
+    """(podman --network value, gate as the sandbox reaches it or None, proxy URL or None)."""
+    if mode == "none":
+        return "none", None, None
+    if mode == "no-gate":
+        return _podman.NO_GATE_NETWORK, None, None
+    if gate_path == "map-host-loopback":
+        # --no-map-gw: the gateway address would otherwise lead to the host's loopback
+        # too, on every port; the ruleset blocks it, this removes it.
+        return (_podman.pasta_network(map_host_loopback=[MAPPED_LOOPBACK], no_map_gw=True),
+                (MAPPED_LOOPBACK, port), "http://%s:%d" % (MAPPED_LOOPBACK, port))
+    if gate_path == "tcp-forward":
+        # -T PORT: the sandbox's own 127.0.0.1:PORT is forwarded to the host's.
+        return (_podman.pasta_network(forward_tcp=[port], no_map_gw=True), ("127.0.0.1", port),
+                "http://127.0.0.1:%d" % port)
+    raise SessionError("gate path %r is not one of %s: the facts name no way to reach a gate"
+                       % (gate_path, ", ".join(GATE_PATHS)))
+
+
+def limit_options(limits, enforceable, required):
+    """podman options for LIMITS ({memory, pids, cpus}); a refusal when the operator
+    requires limits this host cannot enforce, and nothing when it cannot and they are
+    not required (the record says so)."""
+    limits = dict((k, v) for k, v in (limits or {}).items() if v not in (None, ""))
+    if not limits:
+        return []
+    if not enforceable:
+        if required:
+            raise SessionError(
+                "limits %s are required but aisb_host.verdict.limits_enforceable is false on this "
+                "host (rootless podman on cgroup v1 cannot enforce them); move the host to cgroup v2 "
+                "or drop require_limits" % json.dumps(limits, sort_keys=True))
+        return []
+    options = []
+    if "memory" in limits:
+        options.append("--memory=%s" % limits["memory"])
+    if "pids" in limits:
+        options.append("--pids-limit=%d" % int(limits["pids"]))
+    if "cpus" in limits:
+        options.append("--cpus=%s" % limits["cpus"])
+    return options
+
+
+def plan_session(session_id, inputs, facts, port):
+    """Everything a session will run, from admitted INPUTS (SessionInputs), the host
+    FACTS and the gate's loopback PORT (None without a gate)."""
+    verdict = facts.get("verdict") or {}
+    if not inputs.allow_unenforced and not inputs.watch_tools:
+        # No session runs unwatched by omission.
+        raise SessionError("no tools to watch the sandbox's table with (nsenter, setpriv, nft): "
+                           "admission finds them")
+    network, gate, proxy_url = network_plan(inputs.network, verdict.get("gate_path"), port)
+    environment = dict(inputs.environment)
+    environment.update(proxy_environment(proxy_url))
+    environment["AISB_SESSION"] = session_id
+    names = {"gate": "aisb-gate-" + session_id, "sandbox": "aisb-sandbox-" + session_id}
+    labels = {SESSION_LABEL: session_id}
+    plan = {
+        "session_id": session_id,
+        "names": names,
+        # The harness's, applied after the privilege drop; never podman's own.
+        "environment": environment,
+        "policy_text": render_sandbox_policy(inputs.policy, gate),
+        "gate": None,
+        # The table is watched from outside for the whole session, unless the operator
+        # asked to run unenforced (debugging only).
+        "enforcement_watch": None if inputs.allow_unenforced else {"tools": inputs.watch_tools},
+        "limits": limit_options(inputs.limits, verdict.get("limits_enforceable") is True,
+                                inputs.require_limits),
+    }
+    if gate is not None:
+        plan["gate"] = {
+            "port": port,
+            "conf_text": render_session_conf(port, session_id, _podman.GATE_POLICY_CONF),
+        }
+    plan["sandbox_options"] = {
+        "name": names["sandbox"], "image": inputs.image, "project": inputs.project,
+        "project_label": inputs.project_label, "network": network,
+        # The entrypoint's whole environment beyond podman's defaults: the session's
+        # own values, nothing an operator or the project wrote.
+        "env": {"AISB_SESSION": session_id, "AISB_REPORT_FD": str(REPORT_FD), "AISB_ENV_FD": str(ENV_FD)},
+        "labels": labels, "limits": plan["limits"],
+        "interactive": inputs.interactive, "preserve_fds": ENV_FD - 2,
+        "command": (["--allow-unenforced"] if inputs.allow_unenforced else []) + list(inputs.command),
+        "hosts": [(name, address) for name, addresses in sorted(inputs.hosts.items())
+                  for address in addresses],
+    }
+    return plan
+
+
+def environment_bytes(environment):
+    """ENVIRONMENT as the harness's exec reads it: NAME=VALUE pairs, each ended by NUL."""
+    return b"".join(("%s=%s" % item).encode("utf-8") + b"\0" for item in sorted(environment.items()))

@@ -1,0 +1,290 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A session's execution on this host: SessionRunner runs a plan (_session_plan).
+
+It starts the gate and the sandbox, hands the sandbox its two descriptors (the
+entrypoint's report, the harness's environment), watches the table from outside
+(_enforcement_watch), and removes every container it started on every exit path,
+with a watchdog (_watchdog) for the paths where this process cannot.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _watchdog
+from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
+    ENV_FD, REPORT_FD, SESSION_LABEL, SessionError, environment_bytes)
+from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import follow_window_size
+
+# The enforcement watch starts when the entrypoint's report arrives (it comes before the
+# entrypoint waits for the gate); when none has come this long after podman run started,
+# the watch starts anyway: a sandbox never runs unwatched because a report went missing.
+REPORT_WAIT = 30.0
+# Runs each podman that creates a container: it dies with the session (parent-death
+# signal), so after a SIGKILL no container can still be on its way while the watchdog
+# removes them.
+DIE_WITH_SESSION = ["setpriv", "--pdeathsig", "KILL", "--"]
+
+
+class SessionRunner(object):
+    """Runs a plan on this host. Every container it starts is removed on every exit path."""
+
+    def __init__(self, plan, session_dir, podman="podman", environ=None):
+        self.plan = plan
+        self.session_dir = session_dir
+        self.podman = podman
+        # Every process this runner starts gets this, never the session's own environment.
+        self.environ = host_environment(environ if environ is not None else os.environ)
+        self._execute = subprocess_execute(self.environ)
+        self.commands = []
+        self.gate_log = ""
+        self.gate_died = False
+        self.gate_error = None
+        # Set once the gate's podman run has returned: removal must not race its start.
+        self._gate_started = threading.Event()
+        # Set when the sandbox must not run (its gate failed or died): a stop that came
+        # before the sandbox's container existed is repeated while the sandbox runs.
+        self._stop_wanted = threading.Event()
+        self.ruleset = None
+        # Why the session's controller went away (controller_lost), or None.
+        self.lost = None
+        self.enforcement_watch = None
+        self.enforcement_lost = None
+        self._watch_lock = threading.Lock()
+        # Seconds podman stop waits before SIGKILL; 0 once nobody may wait for the harness.
+        self._stop_grace = 2
+        self._pidfile = os.path.join(session_dir, "sandbox.pid")
+        self._started = []
+        self._finished = False
+        self._process = None
+        self._watchdog = None
+
+    # -- side effects, each through one of these two
+    def _run(self, argv, check=True, die_with_session=False):
+        self.commands.append(argv)
+        rc, out, err = self._execute((DIE_WITH_SESSION if die_with_session else []) + argv)
+        if check and rc != 0:
+            raise SessionError("%s failed (exit %s): %s" % (" ".join(argv[:3]), rc, err.strip()[-500:]))
+        return out, err
+
+    def write(self, name, text, mode=0o600):
+        path = os.path.join(self.session_dir, name)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as handle:
+            handle.write(text)
+        return path
+
+    # -- removal that outlives this process
+    def start_watchdog(self, record):
+        """Start a process (_watchdog) that removes this session's containers and writes
+        RECORD, the record as prepared at start, if this one dies without saying it has
+        (release_watchdog). Its own session: a signal to this process group or terminal
+        does not reach it."""
+        names = [self.plan["names"]["sandbox"]] + ([self.plan["names"]["gate"]] if self.plan["gate"] else [])
+        argv = _watchdog.argv(sys.executable, record["record"], _podman.remove(self.podman, names))
+        read_end, write_end = os.pipe()
+        try:
+            process = subprocess.Popen(argv, stdin=read_end,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       env=self.environ, start_new_session=True)
+        except OSError:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._watchdog = (process, write_end)
+        try:
+            # The watchdog reads while this writes: a record bigger than the pipe cannot block.
+            with os.fdopen(os.dup(write_end), "wb") as pipe:
+                pipe.write(json.dumps(record, sort_keys=True).encode("utf-8") + b"\n")
+        except OSError as error:
+            raise SessionError("the watchdog did not start: %s" % error)
+
+    def release_watchdog(self):
+        """Tell the watchdog the containers are gone and wait for it to exit."""
+        if self._watchdog is None:
+            return
+        process, write_end = self._watchdog
+        self._watchdog = None
+        try:
+            os.write(write_end, _watchdog.DONE)
+        except OSError:
+            pass  # The watchdog died: it can remove nothing, and cleanup() already has.
+        finally:
+            os.close(write_end)
+            process.wait()
+
+    # -- the gate
+    def start_gate(self, gate_image, policy_dir):
+        """Start the gate without waiting for it: the sandbox starts meanwhile, and its
+        entrypoint waits (bounded) until the gate answers before the harness runs.
+
+        In the background: if the gate cannot start, or exits while the session runs, the
+        sandbox is stopped (without its gate it has no egress) and gate_error or
+        gate_died says why."""
+        conf = self.write("gate-session.conf", self.plan["gate"]["conf_text"], 0o644)
+        name = self.plan["names"]["gate"]
+        self._started.append(name)
+        argv = _podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
+                                extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"])])
+
+        def start_and_watch():
+            try:
+                self._run(argv, die_with_session=True)
+            except (SessionError, OSError) as error:
+                self.gate_error = "the gate did not start: %s" % error
+                self.stop_sandbox()
+                return
+            finally:
+                self._gate_started.set()
+            rc, _out, _err = self._execute(_podman.wait(self.podman, name))
+            if rc == 0 and not self._finished:
+                self.gate_died = True
+                self.stop_sandbox()
+
+        threading.Thread(target=start_and_watch, daemon=True).start()
+
+    def collect_gate_log(self):
+        if self.plan["gate"] is None:
+            return
+        out, err = self._run(_podman.logs(self.podman, self.plan["names"]["gate"]), check=False)
+        self.gate_log = out + err
+
+    # -- the sandbox
+    def run_sandbox(self, stdout, stdin=None):
+        """Run the sandbox attached; return its exit code.
+
+        STDOUT receives its output; STDIN, when given, is a terminal shared with stdout
+        (an interactive session: podman gets a TTY and follows its size)."""
+        policy = self.write("policy", self.plan["policy_text"], 0o644)
+        options = dict(self.plan["sandbox_options"], policy_file=policy, pidfile=self._pidfile)
+        argv = _podman.sandbox_run(self.podman, **options)
+        self.commands.append(argv)
+        self._started.append(options["name"])
+        report_read, report_write = os.pipe()
+        env_read, env_write = os.pipe()
+        reader = threading.Thread(target=self._read_report, args=(report_read,), daemon=True)
+        reader.start()
+        threading.Thread(target=write_environment, args=(env_write, self.plan["environment"]), daemon=True).start()
+        # podman --preserve-fds hands descriptors 3 and 4 to the container: a shell puts
+        # the two pipes there from descriptors above them (bash: dash reads only
+        # single-digit descriptors in redirections).
+        inherited = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (report_write, env_read)]
+        for fd in (report_write, env_read):
+            os.close(fd)
+        relay = ["bash", "-c", 'exec %d>&%d %d<&%d %d>&- %d<&-; exec "$@"' % (
+            REPORT_FD, inherited[0], ENV_FD, inherited[1], inherited[0], inherited[1]), "bash"]
+        try:
+            self._process = subprocess.Popen(
+                DIE_WITH_SESSION + relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,
+                stderr=stdout if stdin is not None else subprocess.STDOUT, env=self.environ, pass_fds=inherited)
+        finally:
+            for fd in inherited:
+                os.close(fd)
+        if stdin is not None:
+            threading.Thread(target=follow_window_size, args=(stdin, self._process), daemon=True).start()
+        threading.Thread(target=self._stop_when_wanted, args=(self._process,), daemon=True).start()
+        unreported = threading.Timer(REPORT_WAIT, self._start_enforcement_watch)
+        unreported.daemon = True
+        unreported.start()
+        try:
+            return self._process.wait()
+        finally:
+            unreported.cancel()
+            self._finished = True
+            self._stop_wanted.set()  # ends _stop_when_wanted's wait; the sandbox has exited
+            reader.join(timeout=2)
+            self._end_enforcement_watch()
+
+    def _stop_when_wanted(self, process):
+        # A stop that runs before the sandbox's container exists does nothing: repeat it.
+        self._stop_wanted.wait()
+        while process.poll() is None:
+            self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]], grace=self._stop_grace), check=False)
+            time.sleep(0.2)
+
+    def _read_report(self, fd):
+        with os.fdopen(fd, "r") as report:
+            # nft -j prints one line. podman holds the pipe open until the sandbox exits:
+            # the line, not the end of the file, says the entrypoint has installed its table.
+            text = report.readline()
+            if text.strip():
+                self._start_enforcement_watch()
+            text += report.read()
+        try:
+            self.ruleset = json.loads(text) if text.strip() else None
+        except ValueError:
+            self.ruleset = {"unparsed": text[:4000]}
+
+    def controller_lost(self, reason):
+        """Whatever controlled the session went away (_controller.Watch): stop the
+        sandbox at once (nobody is left to wait for the harness: no grace period); the
+        session then ends as on any other stop, with status controller-lost."""
+        self.lost = reason
+        self.stop_sandbox(at_once=True)
+
+    def stop_sandbox(self, at_once=False):
+        """Stop the sandbox, now or as soon as it starts, for as long as it runs: one place,
+        _stop_when_wanted, does the stopping. AT_ONCE: SIGKILL, no grace period."""
+        if at_once:
+            self._stop_grace = 0
+        self._stop_wanted.set()
+
+    # -- the enforcement watch (_enforcement_watch.py)
+    def _start_enforcement_watch(self):
+        with self._watch_lock:
+            if self.plan["enforcement_watch"] is None or self._finished or self.enforcement_watch is not None:
+                return
+            self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan["policy_text"],
+                                                      self.plan["enforcement_watch"]["tools"], self._enforcement_lost)
+            self.enforcement_watch.start()
+
+    def _enforcement_lost(self, lost):
+        if not self._finished:
+            self.enforcement_lost = lost
+            self.stop_sandbox(at_once=True)
+
+    def _end_enforcement_watch(self):
+        with self._watch_lock:
+            watch = self.enforcement_watch
+        if watch is not None:
+            watch.stop()
+
+    def enforcement_report(self):
+        """What the record keeps about the watch."""
+        if self.plan["enforcement_watch"] is None:
+            return {"watched": False, "why": "allow_unenforced"}
+        if self.enforcement_watch is None:
+            return {"watched": False, "why": "the sandbox ended before the entrypoint reported its table"}
+        return dict(self.enforcement_watch.report(), watched=True)
+
+    def cleanup(self):
+        """Remove every container this session started; safe to call more than once."""
+        self._finished = True
+        if self.plan["names"]["gate"] in self._started:
+            self._gate_started.wait()
+        if self.plan["gate"] is not None and not self.gate_log:
+            self.collect_gate_log()
+        if self._started:
+            self._run(_podman.remove(self.podman, self._started), check=False)
+            self._started = []
+        self.release_watchdog()
+
+
+def write_environment(fd, environment):
+    """Write the harness's environment into the pipe FD and close it. The sandbox may
+    end before reading it (a refusal before the drop): then there is nobody to tell."""
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(environment_bytes(environment))
+    except OSError:
+        pass

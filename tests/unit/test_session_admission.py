@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A session's admission with a fake podman: the typed inputs when the project, the
+policy directory and the facts stand; otherwise the reasons, and nothing started."""
+
+import json
+import os
+
+import pytest
+from fake_podman import fake_podman
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _session_admission
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import argument_spec
+from ansible_collections.aisb.sandbox.plugins.modules.gate_policy import render, write_files
+
+NOW = _host_facts.parse_time("2026-11-30T10:00:00Z")
+TOOLS = {"nsenter": "/usr/bin/nsenter", "setpriv": "/usr/bin/setpriv", "nft": "/usr/sbin/nft"}
+ALLOW = ["example.com", "198.18.0.7"]
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """A home with a project, a rendered policy directory and facts that stand."""
+    monkeypatch.setattr(_session_admission, "find_tools", lambda: (TOOLS, None))
+    environ = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    project = tmp_path / "home" / "src" / "app"
+    project.mkdir(parents=True)
+    policy_dir = tmp_path / "home" / ".local" / "state" / "aisb" / "policies" / "p"
+    policy_dir.mkdir(parents=True)
+    write_files(str(policy_dir), render(ALLOW, [443])[2])
+    run = Runner(fake_podman({_host_facts.PROBE_IMAGE_ALIAS}))
+    fingerprint = _host_facts.current_fingerprint(run, environ=environ)
+    facts = {"schema_version": _host_facts.SCHEMA_VERSION, "measured_at": "2026-11-30T09:00:00Z",
+             "fingerprint": fingerprint, "verdict": {"model_holds": True, "reasons": [], "bind_mount_label": ""}}
+    return {"environ": environ, "project": str(project), "policy_dir": str(policy_dir), "facts": facts}
+
+
+def params(host, **overrides):
+    defaults = dict((name, spec.get("default")) for name, spec in argument_spec().items())
+    given = dict(defaults, project=host["project"], image="localhost/aisb-sandbox:abc",
+                 gate_image="localhost/aisb-gate:def", policy_dir=host["policy_dir"], command=["pi", "--version"],
+                 environment=json.dumps({"TOKEN": "x"}), host_facts=host["facts"])
+    given.update(overrides)
+    return given
+
+
+def admit(host, **overrides):
+    run = Runner(fake_podman({_host_facts.PROBE_IMAGE_ALIAS}))
+    answer = _session_admission.admit(params(host, **overrides), host["environ"], run, now=NOW)
+    return answer, run.commands
+
+
+def test_admitted_inputs_carry_the_policy_of_the_directory(host):
+    (inputs, facts, problems, warnings), commands = admit(host)
+    assert problems == [] and warnings == [] and facts is host["facts"]
+    assert inputs.policy == parse_policy(ALLOW, [443])
+    assert inputs.project == host["project"] and inputs.command == ["pi", "--version"]
+    assert inputs.environment == {"TOKEN": "x"} and inputs.watch_tools == TOOLS and not inputs.interactive
+    # Admission reads; it starts nothing.
+    assert commands and all(argv[1] in ("info", "image") for argv in commands)
+
+
+@pytest.mark.parametrize("tamper, needle", [
+    (lambda d: open(os.path.join(d, "squid-policy.conf"), "a").write("http_access allow all\n"),
+     "squid-policy.conf is not the rendering of its policy.json"),
+    (lambda d: os.remove(os.path.join(d, "squid-policy.conf")), "squid-policy.conf cannot be read"),
+    (lambda d: os.remove(os.path.join(d, "policy.json")), "policy.json is not a policy record"),
+    (lambda d: open(os.path.join(d, "policy.json"), "w").write("{"), "policy.json is not a policy record"),
+])
+def test_a_policy_directory_whose_files_disagree_is_refused(host, tamper, needle):
+    tamper(host["policy_dir"])
+    (inputs, _facts, problems, _warnings), commands = admit(host)
+    assert inputs is None and len(problems) == 1 and needle in problems[0]
+    assert repr(host["policy_dir"]) in problems[0]
+    assert commands == []
+
+
+def test_a_record_whose_pins_were_edited_is_refused(host):
+    path = os.path.join(host["policy_dir"], "policy.json")
+    record = json.load(open(path))
+    record["pins"].append(["0.0.0.0/0", 443])
+    json.dump(record, open(path, "w"))
+    (inputs, _facts, problems, _warnings), _commands = admit(host)
+    assert inputs is None and "does not match its own allow entries" in problems[0]
+
+
+def test_a_record_with_a_hostile_entry_is_refused_as_the_gate_role_refuses_it(host):
+    path = os.path.join(host["policy_dir"], "policy.json")
+    record = json.load(open(path))
+    record["allow"].append("example.com\nhttp_access allow all")
+    json.dump(record, open(path, "w"))
+    (inputs, _facts, problems, _warnings), _commands = admit(host)
+    assert inputs is None and "policy.json is not a policy record" in problems[0]
+
+
+def test_network_none_needs_no_policy(host):
+    (inputs, _facts, problems, _warnings), _commands = admit(host, network="none", policy_dir=None, gate_image=None)
+    assert problems == [] and inputs.policy == parse_policy([])
+
+
+def test_stale_facts_are_refused_with_the_change_named(host):
+    facts = json.loads(json.dumps(host["facts"]))
+    facts["fingerprint"]["podman"] = "0.0.1"
+    (inputs, _facts, problems, _warnings), _commands = admit(host, host_facts=facts)
+    assert inputs is None and "fingerprint is stale" in problems[0] and "'0.0.1' -> '5.4.2'" in problems[0]
+
+
+def test_allow_unenforced_turns_the_problems_into_warnings(host):
+    facts = dict(host["facts"], verdict={"model_holds": False, "reasons": ["tun: not usable."]})
+    (inputs, _facts, problems, warnings), _commands = admit(host, host_facts=facts, allow_unenforced=True)
+    assert problems == [] and inputs.allow_unenforced
+    assert warnings == ["allow_unenforced: starting anyway although aisb_host.verdict.model_holds is false on "
+                        "this host: tun: not usable."]
+
+
+def test_missing_watch_tools_are_a_problem(host, monkeypatch):
+    monkeypatch.setattr(_session_admission, "find_tools", lambda: ({}, "nft is not installed on this host"))
+    (inputs, _facts, problems, _warnings), _commands = admit(host)
+    assert inputs is None and problems == ["nft is not installed on this host"]
+
+
+def test_the_state_directory_is_never_a_project(host):
+    state = os.path.join(host["environ"]["HOME"], ".local", "state", "aisb")
+    (inputs, _facts, problems, _warnings), commands = admit(host, project=state)
+    assert inputs is None and repr(state) in problems[0] and commands == []
