@@ -18,10 +18,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch im
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
-    POLICY_RECORD, PolicyError, no_gate_names, parse_policy, pin_resolved, read_policy_dir)
+    PolicyError, no_gate_names, parse_policy, pin_resolved)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, SessionInputs, build_environment, check_command, resolve_project)
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF, render_policy_conf
 
 
 def resolve_names(names, getaddrinfo=socket.getaddrinfo):
@@ -104,19 +104,3 @@ def admit(params, environ, run, interactive=False, now=None):
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"])
     return inputs, facts, problems, warnings
-
-
-def read_policy(policy_dir):
-    """The session's policy: the one in POLICY_DIR, whose squid part must be its
-    rendering, so the gate's names and the sandbox's pins come from one policy."""
-    policy = read_policy_dir(policy_dir)
-    path = os.path.join(policy_dir, SQUID_POLICY_CONF)
-    try:
-        with open(path) as handle:
-            rendered = handle.read()
-    except OSError as error:
-        raise PolicyError("policy_dir %r: %s cannot be read (%s)" % (policy_dir, SQUID_POLICY_CONF, error.strerror))
-    if rendered != render_policy_conf(policy):
-        raise PolicyError("policy_dir %r: %s is not the rendering of its %s; run the gate role to render the "
-                          "policy again" % (policy_dir, SQUID_POLICY_CONF, POLICY_RECORD))
-    return policy
