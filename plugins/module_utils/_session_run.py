@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _review_session, _session
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
@@ -140,6 +140,8 @@ def prepare(params, environ, now=None):
         "environment": environment, "command": command, "interactive": params.get("interactive", False),
         "allow_unenforced": params["allow_unenforced"], "limits": params.get("limits") or {},
         "require_limits": params.get("require_limits", False), "hosts": hosts, "watch_tools": watch_tools,
+        # review mode (WIRING.md)
+        "project_mode": params.get("project_mode", "direct"),
     }
     return inputs, facts, problems, warnings
 
@@ -159,6 +161,11 @@ def start(inputs, facts, environ):
     plan = _session.plan_session(session_id, inputs, facts, port)
     session_dir = os.path.join(state_dir(environ), "sessions", session_id)
     os.makedirs(session_dir, mode=SESSION_DIR_MODE)
+    # review mode (WIRING.md): the agent writes to an upper directory, never the project.
+    plan["review"] = None
+    if inputs.get("project_mode") == "review":
+        plan["review"] = _review_session.begin(inputs["project"], session_dir)
+        plan["sandbox_options"]["project_overlay"] = (plan["review"]["upper"], plan["review"]["work"])
     runner = _session.SessionRunner(plan, session_dir, podman=inputs.get("executable", "podman"), environ=environ)
     return plan, runner
 
@@ -182,6 +189,9 @@ def execute(inputs, facts, environ, terminal=None, parent=None):
         "network": inputs["network"],
         # network no-gate: each allowed name and the addresses pinned for it.
         "pinned_names": inputs["hosts"],
+        # review mode (WIRING.md)
+        "project_mode": inputs.get("project_mode", "direct"),
+        "review": plan["review"],
         "image": {"tag": inputs["image"]},
         "gate_image": inputs.get("gate_image"),
         "policy_dir": inputs.get("policy_dir"),
@@ -234,6 +244,9 @@ def execute(inputs, facts, environ, terminal=None, parent=None):
         "gate": _session.parse_gate_log(runner.gate_log),
         "commands": runner.commands,
     })
+    # review mode (WIRING.md): every change the agent made, with its flags.
+    if plan["review"] is not None:
+        record["review"] = _review_session.end(plan["review"], inputs["project"])
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as error:

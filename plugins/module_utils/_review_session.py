@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A review-mode session's own files: the overlay's upper and work directories in the
+session directory, the project's manifest taken before the sandbox starts, and the
+record's `review` section (its paths at start, every change with its flags at the end).
+
+In review mode podman mounts the project at /project as an overlay
+(`-v PROJECT:/project:O,upperdir=UPPER,workdir=WORK`): the agent reads the project and
+writes only to UPPER, so the host's tree does not change until the user applies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest, _project_review
+
+MODES = ("direct", "review")
+REVIEW_DIR = "review"
+REVIEW_DIR_MODE = 0o700
+# The session's record, as _session_run names it.
+RECORD = "record.json"
+SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
+
+
+def review_dir(session_dir):
+    return os.path.join(session_dir, REVIEW_DIR)
+
+
+def begin(project, session_dir):
+    """Make the upper and work directories and take the project's manifest; return the
+    record's review section as known before the sandbox starts."""
+    base = review_dir(session_dir)
+    # podman's -v splits its options at ',' and ':': the session directory must hold neither.
+    if "," in base or ":" in base:
+        raise _project_review.ReviewError(
+            "review mode needs a state directory without ',' or ':' in its path (podman's -v reads "
+            "them as separators): %s" % base)
+    paths = {"upper": os.path.join(base, "upper"), "work": os.path.join(base, "work"),
+             "manifest": os.path.join(base, "manifest.json")}
+    os.mkdir(base, REVIEW_DIR_MODE)
+    os.mkdir(paths["upper"])
+    os.mkdir(paths["work"])
+    started = time.monotonic()
+    entries = _project_manifest.take(project)
+    tree_hash = _project_manifest.save(paths["manifest"], entries)
+    return dict(paths, tree_hash=tree_hash, tree_paths=len(entries),
+                manifest_s=round(time.monotonic() - started, 3))
+
+
+def end(review, project):
+    """The record's review section after the session: REVIEW (from begin) with every
+    change the upper directory holds, or the error that kept them from being read."""
+    try:
+        items = _project_review.changes(review["upper"], project)
+    except (OSError, _project_review.ReviewError) as error:
+        return dict(review, changes=None, error=str(error))
+    return dict(review, changes=items, flagged=[item["path"] for item in items if item["flags"]], error=None)
+
+
+def load_record(state, session_id):
+    """(session directory, record) of review session SESSION_ID under the state directory
+    STATE; ReviewError when there is none, it has not ended, or it ran in direct mode."""
+    if not SESSION_ID.match(session_id or ""):
+        raise _project_review.ReviewError("%r is not a session id (like 20261130T230455-1a2b3c4d)" % session_id)
+    session_dir = os.path.join(state, "sessions", session_id)
+    try:
+        with open(os.path.join(session_dir, RECORD)) as handle:
+            record = json.load(handle)
+    except FileNotFoundError:
+        raise _project_review.ReviewError(
+            "session %s has no record in %s: it has not ended, or never ran" % (session_id, session_dir))
+    if record.get("project_mode") != "review" or not record.get("review"):
+        raise _project_review.ReviewError("session %s did not run in review mode (aisb_project_mode=review): "
+                                          "its changes went to the project directly" % session_id)
+    return session_dir, record
+
+
+def host_changes(review, project):
+    """Paths of PROJECT that differ from its manifest (taken at session start, or after
+    the last apply)."""
+    return _project_manifest.differences(_project_manifest.load(review["manifest"]),
+                                         _project_manifest.take(project))
+
+
+def retake_manifest(review, project):
+    """After an apply: the project as it is now is what the next apply checks against."""
+    return _project_manifest.save(review["manifest"], _project_manifest.take(project))
+
+
+def note(session_dir, record, entry):
+    """Add ENTRY (what an apply or discard did) to the record's review history, on disk."""
+    record["review"].setdefault("history", []).append(entry)
+    path = os.path.join(session_dir, RECORD)
+    with open(path + ".new", "w") as handle:
+        handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    os.rename(path + ".new", path)
