@@ -86,6 +86,11 @@ changes:
   returned: always
   type: list
   elements: dict
+summary:
+  description: One line a change (C(added), C(changed) or C(deleted), the path, and why it is flagged).
+  returned: always
+  type: list
+  elements: str
 flagged:
   description: The paths of the flagged changes.
   returned: always
@@ -140,11 +145,16 @@ def argument_spec():
     )
 
 
+def summary_line(item):
+    flags = "  (flagged: %s)" % "; ".join(item["flags"]) if item["flags"] else ""
+    return "%-8s %s%s" % (item["change"], item["path"], flags)
+
+
 def execute(params, environ, run, check_mode):
     """The module's result for PARAMS; raises ReviewError on a refusal."""
     session_dir, record = _review_session.load_record(state_dir(environ), params["session"])
     review, project = record["review"], record["project"]
-    result = dict(project=project, changes=[], flagged=[], commands=run.commands, changed=False)
+    result = dict(project=project, changes=[], summary=[], flagged=[], commands=run.commands, changed=False)
     if not os.path.isdir(review["upper"]):
         raise _project_review.ReviewError("session %s was discarded: nothing is left to show or apply"
                                           % params["session"])
@@ -157,7 +167,8 @@ def execute(params, environ, run, check_mode):
             _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})
         return dict(result, changed=True)
     items = _project_review.changes(review["upper"], project)
-    result.update(changes=items, flagged=[item["path"] for item in items if item["flags"]],
+    result.update(changes=items, summary=[summary_line(item) for item in items],
+                  flagged=[item["path"] for item in items if item["flags"]],
                   host_changed=_review_session.host_changes(review, project))
     if params["action"] == "show":
         result["diff"] = "".join(_project_review.text_diff(review["upper"], project, item) for item in items)
@@ -165,7 +176,7 @@ def execute(params, environ, run, check_mode):
     if result["host_changed"]:
         shown = result["host_changed"][:10]
         raise _project_review.ReviewError(
-            "the project changed since the session started (%d paths: %s%s): applying over it could lose "
+            "the project changed since the session started or the last apply (%d paths: %s%s): applying over it could lose "
             "those changes; apply refused" % (len(result["host_changed"]), ", ".join(shown),
                                               ", ..." if len(result["host_changed"]) > len(shown) else ""))
     named = params["apply_flagged"]

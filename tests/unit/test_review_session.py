@@ -66,6 +66,7 @@ def test_show_changes_nothing(session):
     result = execute(params("show"), session["environ"], fake_run(), False)
     assert result["changed"] is False and result["host_changed"] == []
     assert "-print(1)\n+print(2)\n" in result["diff"]
+    assert result["summary"][0].startswith("added    .git  (flagged: git runs hooks")
     assert (session["project"] / "main.py").read_text() == "print(1)\n"
 
 
@@ -83,7 +84,7 @@ def test_apply_applies_unflagged_then_flagged_when_named(session):
 
 def test_apply_after_the_project_changed_is_refused(session):
     (session["project"] / "main.py").write_text("print(3)\n")
-    with pytest.raises(ReviewError, match=r"project changed since the session started \(1 paths: main.py\)"):
+    with pytest.raises(ReviewError, match=r"project changed since the session started or the last apply \(1 paths: main.py\)"):
         execute(params("apply"), session["environ"], fake_run(), False)
     assert (session["project"] / "main.py").read_text() == "print(3)\n"
     assert (session["project"] / "old.txt").exists()
