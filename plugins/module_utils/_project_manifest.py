@@ -54,8 +54,10 @@ def save(path, entries):
     written, keys sorted: the same tree gives the same hash)."""
     # ensure_ascii: a name that is not UTF-8 is written as escapes and read back as it was.
     text = json.dumps(entries, sort_keys=True, separators=(",", ":"))
-    with open(path, "w") as handle:
+    # Whole or not at all: a reader never sees part of a manifest.
+    with open(path + ".new", "w") as handle:
         handle.write(text)
+    os.rename(path + ".new", path)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 

@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A review-mode session's own files: the overlay's upper and work directories in the
-session directory, the project's manifest taken before the sandbox starts, and the
-record's `review` section (its paths at start, every change with its flags at the end).
+session directory, the project's manifest taken as the sandbox starts, the record's
+`review` section (its paths at start, every change with its flags at the end), and what
+project_review needs to show, apply or discard them.
 
 In review mode podman mounts the project at /project as an overlay
 (`-v PROJECT:/project:O,upperdir=UPPER,workdir=WORK`): the agent reads the project and
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest, _project_review
@@ -30,35 +32,59 @@ def review_dir(session_dir):
     return os.path.join(session_dir, REVIEW_DIR)
 
 
-def begin(project, session_dir):
-    """Make the upper and work directories and take the project's manifest; return the
-    record's review section as known before the sandbox starts."""
-    base = review_dir(session_dir)
-    # podman's -v splits its options at ',' and ':': the session directory must hold neither.
-    if "," in base or ":" in base:
-        raise _project_review.ReviewError(
-            "review mode needs a state directory without ',' or ':' in its path (podman's -v reads "
-            "them as separators): %s" % base)
-    paths = {"upper": os.path.join(base, "upper"), "work": os.path.join(base, "work"),
-             "manifest": os.path.join(base, "manifest.json")}
-    os.mkdir(base, REVIEW_DIR_MODE)
-    os.mkdir(paths["upper"])
-    os.mkdir(paths["work"])
-    started = time.monotonic()
-    entries = _project_manifest.take(project)
-    tree_hash = _project_manifest.save(paths["manifest"], entries)
-    return dict(paths, tree_hash=tree_hash, tree_paths=len(entries),
-                manifest_s=round(time.monotonic() - started, 3))
+class Review(object):
+    """One review session's overlay directories, and the project's manifest taken in a
+    thread beside the sandbox's start: the overlay never writes to the project, so the
+    manifest reads the same tree while the sandbox starts as before it (measured: 10,000
+    files take 0.05 to 0.37 s, by load, which the session's start no longer waits for)."""
 
+    def __init__(self, project, session_dir):
+        base = review_dir(session_dir)
+        # podman's -v splits its options at ',' and ':': the session directory must hold neither.
+        if "," in base or ":" in base:
+            raise _project_review.ReviewError(
+                "review mode needs a state directory without ',' or ':' in its path (podman's -v reads "
+                "them as separators): %s" % base)
+        self.project = project
+        self.paths = {"upper": os.path.join(base, "upper"), "work": os.path.join(base, "work"),
+                      "manifest": os.path.join(base, "manifest.json")}
+        os.mkdir(base, REVIEW_DIR_MODE)
+        os.mkdir(self.paths["upper"])
+        os.mkdir(self.paths["work"])
+        self.manifest = {"tree_hash": None, "tree_paths": None, "manifest_s": None, "manifest_error": None}
+        self._thread = threading.Thread(target=self._take_manifest, name="aisb-review-manifest")
+        self._thread.daemon = True
+        self._thread.start()
 
-def end(review, project):
-    """The record's review section after the session: REVIEW (from begin) with every
-    change the upper directory holds, or the error that kept them from being read."""
-    try:
-        items = _project_review.changes(review["upper"], project)
-    except (OSError, _project_review.ReviewError) as error:
-        return dict(review, changes=None, error=str(error))
-    return dict(review, changes=items, flagged=[item["path"] for item in items if item["flags"]], error=None)
+    def _take_manifest(self):
+        started = time.monotonic()
+        try:
+            entries = _project_manifest.take(self.project)
+            self.manifest["tree_hash"] = _project_manifest.save(self.paths["manifest"], entries)
+            self.manifest["tree_paths"] = len(entries)
+        except OSError as error:
+            self.manifest["manifest_error"] = "the project's manifest could not be taken: %s" % error
+        self.manifest["manifest_s"] = round(time.monotonic() - started, 3)
+
+    @property
+    def overlay(self):
+        """(upper, work) for the sandbox's project mount."""
+        return self.paths["upper"], self.paths["work"]
+
+    def section(self):
+        """The record's review section as known now."""
+        return dict(self.paths, **self.manifest)
+
+    def end(self):
+        """The record's review section after the session: every change the upper
+        directory holds, with its flags, or the error that kept them from being read."""
+        self._thread.join()
+        try:
+            items = _project_review.changes(self.paths["upper"], self.project)
+        except (OSError, _project_review.ReviewError) as error:
+            return dict(self.section(), changes=None, flagged=None, error=str(error))
+        return dict(self.section(), changes=items, flagged=[item["path"] for item in items if item["flags"]],
+                    error=None)
 
 
 def load_record(state, session_id):
@@ -81,9 +107,14 @@ def load_record(state, session_id):
 
 def host_changes(review, project):
     """Paths of PROJECT that differ from its manifest (taken at session start, or after
-    the last apply)."""
-    return _project_manifest.differences(_project_manifest.load(review["manifest"]),
-                                         _project_manifest.take(project))
+    the last apply); ReviewError when there is no manifest to compare with."""
+    try:
+        manifest = _project_manifest.load(review["manifest"])
+    except (OSError, ValueError):
+        raise _project_review.ReviewError(
+            "the session has no manifest of the project (%s): whether the project changed since the session "
+            "started cannot be checked, so nothing is applied; discard the session" % review.get("manifest_error"))
+    return _project_manifest.differences(manifest, _project_manifest.take(project))
 
 
 def retake_manifest(review, project):

@@ -164,8 +164,8 @@ def start(inputs, facts, environ):
     # review mode (WIRING.md): the agent writes to an upper directory, never the project.
     plan["review"] = None
     if inputs.get("project_mode") == "review":
-        plan["review"] = _review_session.begin(inputs["project"], session_dir)
-        plan["sandbox_options"]["project_overlay"] = (plan["review"]["upper"], plan["review"]["work"])
+        plan["review"] = _review_session.Review(inputs["project"], session_dir)
+        plan["sandbox_options"]["project_overlay"] = plan["review"].overlay
     runner = _session.SessionRunner(plan, session_dir, podman=inputs.get("executable", "podman"), environ=environ)
     return plan, runner
 
@@ -191,7 +191,7 @@ def execute(inputs, facts, environ, terminal=None, parent=None):
         "pinned_names": inputs["hosts"],
         # review mode (WIRING.md)
         "project_mode": inputs.get("project_mode", "direct"),
-        "review": plan["review"],
+        "review": plan["review"].section() if plan["review"] else None,
         "image": {"tag": inputs["image"]},
         "gate_image": inputs.get("gate_image"),
         "policy_dir": inputs.get("policy_dir"),
@@ -246,7 +246,7 @@ def execute(inputs, facts, environ, terminal=None, parent=None):
     })
     # review mode (WIRING.md): every change the agent made, with its flags.
     if plan["review"] is not None:
-        record["review"] = _review_session.end(plan["review"], inputs["project"])
+        record["review"] = plan["review"].end()
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as error:

@@ -31,9 +31,8 @@ def session(tmp_path):
     (project / "old.txt").write_text("old\n")
     session_dir = state / "aisb" / "sessions" / SESSION
     session_dir.mkdir(parents=True)
-    review = _review_session.begin(str(project), str(session_dir))
-    assert review["tree_paths"] == 2 and len(review["tree_hash"]) == 64
-    upper = review["upper"]
+    review = _review_session.Review(str(project), str(session_dir))
+    upper = review.overlay[0]
     with open(os.path.join(upper, "main.py"), "w") as handle:
         handle.write("print(2)\n")
     os.mknod(os.path.join(upper, "old.txt"), stat.S_IFCHR | 0o600, os.makedev(0, 0))
@@ -41,7 +40,7 @@ def session(tmp_path):
     with open(os.path.join(upper, ".git", "hooks", "post-checkout"), "w") as handle:
         handle.write("#!/bin/sh\n")
     record = {"session_id": SESSION, "project": str(project), "project_mode": "review",
-              "review": _review_session.end(review, str(project))}
+              "review": review.end()}
     (session_dir / "record.json").write_text(json.dumps(record))
     return {"project": project, "dir": session_dir, "environ": {"XDG_STATE_HOME": str(state)}, "record": record}
 
@@ -60,6 +59,14 @@ def test_the_record_lists_the_changes_with_flags(session):
         (".git", "added"), (".git/hooks", "added"), (".git/hooks/post-checkout", "added"),
         ("main.py", "changed"), ("old.txt", "deleted")]
     assert review["flagged"] == [".git", ".git/hooks", ".git/hooks/post-checkout"] and review["error"] is None
+    assert review["tree_paths"] == 2 and len(review["tree_hash"]) == 64 and review["manifest_error"] is None
+
+
+def test_without_a_manifest_nothing_is_applied(session):
+    os.unlink(session["record"]["review"]["manifest"])
+    with pytest.raises(ReviewError, match="no manifest"):
+        execute(params("apply"), session["environ"], fake_run(), False)
+    assert (session["project"] / "old.txt").exists()
 
 
 def test_show_changes_nothing(session):
