@@ -24,8 +24,8 @@ description:
     new name and renamed into place. Afterwards the project's manifest is taken again, so
     a later apply (of flagged paths named then) checks against the project as this one
     left it; paths already applied no longer show as changes.
-  - O(action=discard) removes the upper and work directories (with C(podman unshare):
-    the overlay leaves its work directory owned by the user namespace's root).
+  - O(action=discard) removes the upper and work directories with C(podman unshare),
+    since the overlay leaves its work directory owned by the user namespace's root.
   - Each apply and discard is added to the record's C(review.history).
 author: aisb developers (@aisb)
 options:
@@ -160,8 +160,8 @@ def execute(params, environ, run, check_mode):
                                           % params["session"])
     if params["action"] == "discard":
         if not check_mode:
-            rc, _out, err = run(_podman.unshare(params["executable"], ["rm", "-rf", "--",
-                                                                        _review_session.review_dir(session_dir)]))
+            removal = ["rm", "-rf", "--", _review_session.review_dir(session_dir)]
+            rc, _out, err = run(_podman.unshare(params["executable"], removal))
             if rc != 0:
                 raise _project_review.ReviewError("could not remove the upper directory: %s" % _podman.error_line(err))
             _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})

@@ -143,7 +143,7 @@ options:
     description:
       - C(direct) mounts the project read-write at /project.
       - C(review) mounts it as an overlay whose upper directory is in the session
-        directory: the host's tree does not change during the session. The project's
+        directory, so the host's tree does not change during the session. The project's
         manifest is taken at start; the record's C(review) lists every added, changed and
         deleted path with the flagged ones (the host may run them, or they change how its
         tools behave). Apply or discard them with the C(aisb.sandbox.review) playbook

@@ -93,7 +93,7 @@ def session(workstation):
         if sessions.exists() and any(p.joinpath("review/upper/.agent-done").exists() for p in sessions.iterdir()):
             during = tree_hash(ws)
         time.sleep(0.2)
-    output, _ = running.communicate(timeout=300)
+    output = running.communicate(timeout=300)[0]
     assert running.returncode == 0, output[-4000:]
     assert during is not None, "the agent's writes never reached the upper directory:\n" + output[-3000:]
     return {"record": record_of(ws, output), "before": before, "during": during, "after": tree_hash(ws)}
