@@ -97,7 +97,9 @@ flagged:
   type: list
   elements: str
 diff:
-  description: A unified diff of the text files among the changes (O(action=show)).
+  description:
+    - A unified diff of the text files among the changes, up to about a million characters
+      (then a line says how many changes are left out).
   returned: when O(action=show)
   type: str
 host_changed:
@@ -135,6 +137,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _proj
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
 
+DIFF_LIMIT = 1 << 20
+
 
 def argument_spec():
     return dict(
@@ -143,6 +147,19 @@ def argument_spec():
         apply_flagged=dict(type="list", elements="str", default=[]),
         executable=dict(type="str", default="podman"),
     )
+
+
+def shown_diff(upper, project, items):
+    """The text diffs of ITEMS, up to about DIFF_LIMIT characters: a task's result is not
+    the place for a whole generated tree."""
+    parts, size = [], 0
+    for index, item in enumerate(items):
+        if size > DIFF_LIMIT:
+            parts.append("(the diff stops here, over %d characters: %d more changes)\n" % (DIFF_LIMIT, len(items) - index))
+            break
+        parts.append(_project_review.text_diff(upper, project, item))
+        size += len(parts[-1])
+    return "".join(parts)
 
 
 def summary_line(item):
@@ -171,7 +188,7 @@ def execute(params, environ, run, check_mode):
                   flagged=[item["path"] for item in items if item["flags"]],
                   host_changed=_review_session.host_changes(review, project))
     if params["action"] == "show":
-        result["diff"] = "".join(_project_review.text_diff(review["upper"], project, item) for item in items)
+        result["diff"] = shown_diff(review["upper"], project, items)
         return result
     if result["host_changed"]:
         shown = result["host_changed"][:10]

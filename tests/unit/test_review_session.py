@@ -129,3 +129,9 @@ def test_direct_sessions_are_refused(session):
 def test_check_mode_applies_nothing(session):
     result = execute(params("apply"), session["environ"], fake_run(), True)
     assert result["applied"] == [] and (session["project"] / "old.txt").exists()
+
+
+def test_a_long_diff_stops_and_says_how_much_is_left(session, monkeypatch):
+    monkeypatch.setattr("ansible_collections.aisb.sandbox.plugins.modules.project_review.DIFF_LIMIT", 10)
+    result = execute(params("show"), session["environ"], fake_run(), False)
+    assert result["diff"].endswith("over 10 characters: 4 more changes)\n")
