@@ -33,6 +33,8 @@ rm -rf data
 chmod +x tool.sh
 mv name.txt renamed.txt
 rm became-dir && mkdir became-dir && echo inside > became-dir/file
+rm -rf became-file && echo now-a-file > became-file
+mv movedir moved
 ln -s /etc/passwd out
 printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout
 echo written > .agent-done
@@ -42,6 +44,9 @@ CHANGES = {
     ".agent-done": ("added", []),
     ".git/hooks/post-checkout": ("added", ["git runs hooks", "a new executable file"]),
     "became-dir": ("changed", []), "became-dir/file": ("added", []),
+    "became-file": ("changed", []), "became-file/z": ("deleted", []),
+    "moved": ("added", []), "moved/sub": ("added", []), "moved/sub/m": ("added", []),
+    "movedir": ("deleted", []), "movedir/sub": ("deleted", []), "movedir/sub/m": ("deleted", []),
     "data": ("deleted", []), "data/a": ("deleted", []), "data/b": ("deleted", []),
     "lib": ("added", []), "lib/new.py": ("added", []),
     "main.py": ("changed", []), "name.txt": ("deleted", []), "old.txt": ("deleted", []),
@@ -79,9 +84,11 @@ def session(workstation):
     """The review session, run while the test watches the host's tree; its record and
     the project's tree hash before, during and after."""
     ws = workstation
-    ws.run(["mkdir", "-p", f"{PROJECT}/.git/hooks", f"{PROJECT}/data"])
+    ws.run(["mkdir", "-p", f"{PROJECT}/.git/hooks", f"{PROJECT}/data", f"{PROJECT}/became-file",
+            f"{PROJECT}/movedir/sub"])
     ws.sh(f"cd {PROJECT} && echo 'print(1)' > main.py && echo old > old.txt && echo a > data/a && echo b > data/b"
-          " && echo 'echo hi' > tool.sh && echo name > name.txt && echo file > became-dir")
+          " && echo 'echo hi' > tool.sh && echo name > name.txt && echo file > became-dir && echo z > became-file/z"
+          " && echo m > movedir/sub/m")
     before = tree_hash(ws)
     # Later extra vars win: this project, not test_session's.
     running = start_in_background(ws, ["sh", "-c", AGENT], "-e", f"project={PROJECT}",
@@ -114,6 +121,7 @@ def test_the_record_lists_every_change_with_its_flags(session):
         for expected, actual in zip(flags, found[path]["flags"]):
             assert expected in actual, (path, actual)
     assert found["became-dir"]["was"]["type"] == "file" and found["became-dir"]["type"] == "dir"
+    assert found["became-file"]["was"]["type"] == "dir" and found["became-file"]["type"] == "file"
     assert found["out"]["target"] == "/etc/passwd"
     assert review_section["flagged"] == [".git/hooks/post-checkout", "out", "tool.sh"]
 
@@ -126,6 +134,8 @@ def test_apply_applies_the_unflagged_changes_only(workstation, session):
     assert (project / "main.py").read_text() == "print(1)\nprint(2)\n"
     assert (project / "lib/new.py").read_text() == "new\n"
     assert (project / "became-dir/file").read_text() == "inside\n"
+    assert (project / "became-file").read_text() == "now-a-file\n"
+    assert (project / "moved/sub/m").read_text() == "m\n" and not (project / "movedir").exists()
     assert (project / "renamed.txt").exists() and not (project / "name.txt").exists()
     assert not (project / "old.txt").exists() and not (project / "data").exists()
     # Held: the hook, the link out, the exec bit.
