@@ -186,7 +186,7 @@ def _walk(upper_dir, lower_dir, prefix, out, links, hidden):
                   merged and (hidden or _is_opaque(upper_path)))
             continue
         if stat.S_ISREG(info.st_mode):
-            if any(_xattr(upper_path, name) is not None for name in METACOPY_XATTRS):
+            if any(_xattr(upper_path, attribute) is not None for attribute in METACOPY_XATTRS):
                 raise ReviewError("%s in the upper directory is a metadata-only copy (overlay metacopy): "
                                   "its data is not there; review mode needs overlay without metacopy" % path)
             links.setdefault(info.st_ino, []).append((path, info.st_nlink))
@@ -218,10 +218,17 @@ def _scripts(path):
 
 
 def _link_escapes(path, target):
+    """True when a link at PATH to TARGET may lead out of the project: TARGET is absolute,
+    climbs above the project, or goes down and back up ("x/.."), where it lands depends on
+    whether x is a link itself. Climbing first ("../lib") passes only through the link's
+    own parent directories, which are real directories of the project."""
     if target.startswith("/"):
         return True
     resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
-    return resolved == ".." or resolved.startswith("../")
+    if resolved == ".." or resolved.startswith("../"):
+        return True
+    parts = [part for part in target.split("/") if part not in ("", ".")]
+    return any(part == ".." and any(before != ".." for before in parts[:index]) for index, part in enumerate(parts))
 
 
 def flags(item, upper, project):

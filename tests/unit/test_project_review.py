@@ -119,10 +119,11 @@ def test_flags_name_what_the_host_runs(layers):
     write(os.path.join(upper, "run.sh"), mode=0o755)
     os.symlink("/etc/passwd", os.path.join(upper, "out-abs"))
     os.symlink("../../outside", os.path.join(upper, "out-rel"))
+    os.symlink("lib/../..", os.path.join(upper, "out-down-up"))  # lib may itself be a link
     os.makedirs(os.path.join(upper, "d"))
     os.symlink("../inside", os.path.join(upper, "d", "in-rel"))
     items = by_path(changes(upper, project))
-    for path in flagged + ["run.sh", "out-abs", "out-rel", "package.json"]:
+    for path in flagged + ["run.sh", "out-abs", "out-rel", "out-down-up", "package.json"]:
         assert items[path]["flags"], path
     for path in ["src/main.py", ".github/README.md", "d/in-rel", "sub/package.json"]:
         assert items[path]["flags"] == [], path
