@@ -155,7 +155,8 @@ def shown_diff(upper, project, items):
     parts, size = [], 0
     for index, item in enumerate(items):
         if size > DIFF_LIMIT:
-            parts.append("(the diff stops here, over %d characters: %d more changes)\n" % (DIFF_LIMIT, len(items) - index))
+            parts.append("(the diff stops here, over %d characters: %d more changes)\n"
+                         % (DIFF_LIMIT, len(items) - index))
             break
         parts.append(_project_review.text_diff(upper, project, item))
         size += len(parts[-1])
@@ -190,12 +191,12 @@ def execute(params, environ, run, check_mode):
     if params["action"] == "show":
         result["diff"] = shown_diff(review["upper"], project, items)
         return result
-    if result["host_changed"]:
-        shown = result["host_changed"][:10]
+    changed = result["host_changed"]
+    if changed:
         raise _project_review.ReviewError(
-            "the project changed since the session started or the last apply (%d paths: %s%s): applying over it could lose "
-            "those changes; apply refused" % (len(result["host_changed"]), ", ".join(shown),
-                                              ", ..." if len(result["host_changed"]) > len(shown) else ""))
+            "the project changed since the session started or the last apply (%d paths: %s%s): applying "
+            "over it could lose those changes; apply refused"
+            % (len(changed), ", ".join(changed[:10]), ", ..." if len(changed) > 10 else ""))
     named = params["apply_flagged"]
     result["unmatched"] = [name for name in named
                            if not any(_project_review.is_named(item["path"], [name]) for item in items)]

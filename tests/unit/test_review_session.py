@@ -19,7 +19,8 @@ SESSION = "20261130T230455-1a2b3c4d"
 def test_review_mode_mounts_the_project_as_an_overlay():
     argv = _podman.sandbox_run("podman", "n", "img", "/home/dev/app", "z", "/s/policy", "pasta", {}, {}, [],
                                False, 0, ["true"], project_overlay=("/s/review/upper", "/s/review/work"))
-    assert argv[argv.index("--volume") + 1] == "/home/dev/app:/project:O,upperdir=/s/review/upper,workdir=/s/review/work"
+    assert argv[argv.index("--volume") + 1] == (
+        "/home/dev/app:/project:O,upperdir=/s/review/upper,workdir=/s/review/work")
 
 
 @pytest.fixture
@@ -91,7 +92,8 @@ def test_apply_applies_unflagged_then_flagged_when_named(session):
 
 def test_apply_after_the_project_changed_is_refused(session):
     (session["project"] / "main.py").write_text("print(3)\n")
-    with pytest.raises(ReviewError, match=r"project changed since the session started or the last apply \(1 paths: main.py\)"):
+    refused = r"project changed since the session started or the last apply \(1 paths: main.py\)"
+    with pytest.raises(ReviewError, match=refused):
         execute(params("apply"), session["environ"], fake_run(), False)
     assert (session["project"] / "main.py").read_text() == "print(3)\n"
     assert (session["project"] / "old.txt").exists()
