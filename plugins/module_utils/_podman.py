@@ -91,7 +91,7 @@ def ruleset_check(podman, image, policy_file):
 
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
-                interactive, preserve_fds, command, hosts=(), pidfile=None):
+                interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None):
     """The sandbox: only the project at /project, the policy read-only, and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
     those reach the harness after the privilege drop, through a preserved descriptor).
@@ -101,8 +101,13 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     names resolved on the host, since no resolver is reachable inside).
     PIDFILE: where podman writes the host PID of the sandbox's first process (the
     enforcement watch enters its namespaces); a host path the sandbox cannot reach.
+    PROJECT_OVERLAY: (upper, work) for review mode: the project is the overlay's lower
+    layer and every write goes to UPPER (podman's O option takes no other option, so no
+    label: podman labels an overlay's content itself).
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
+    if project_overlay:
+        mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((project,) + tuple(project_overlay))
     argv = [podman, "run", "--rm", "--name", name, "--init", "--network=%s" % network]
     argv += SANDBOX_SECURITY
     argv += ["--volume", mount, "--workdir", "/project",
