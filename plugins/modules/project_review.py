@@ -133,7 +133,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _project_review, _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _project_review, _review_apply, _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
 
@@ -199,10 +199,10 @@ def execute(params, environ, run, check_mode):
             % (len(changed), ", ".join(changed[:10]), ", ..." if len(changed) > 10 else ""))
     named = params["apply_flagged"]
     result["unmatched"] = [name for name in named
-                           if not any(_project_review.is_named(item["path"], [name]) for item in items)]
+                           if not any(_review_apply.is_named(item["path"], [name]) for item in items)]
     if check_mode:
         return dict(result, applied=[], held=[], changed=bool(items))
-    outcome = _project_review.apply(review["upper"], project, items, named)
+    outcome = _review_apply.apply(review["upper"], project, items, named)
     tree_hash = _review_session.retake_manifest(review, project)
     _review_session.note(session_dir, record, dict(outcome, action="apply", at=format_time(time.time()),
                                                    named=named, tree_hash=tree_hash))

@@ -11,8 +11,8 @@ import stat
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import (
-    ReviewError, apply, changes, is_named, text_diff)
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError, changes, text_diff
+from ansible_collections.aisb.sandbox.plugins.module_utils._review_apply import apply, is_named
 
 OPAQUE = "user.overlay.opaque"
 
