@@ -161,6 +161,8 @@ def plan_session(session_id, inputs, facts, port):
         "command": (["--allow-unenforced"] if inputs.get("allow_unenforced") else []) + list(inputs["command"]),
         "hosts": [(name, address) for name, addresses in sorted(inputs.get("hosts", {}).items())
                   for address in addresses],
+        # project git guard (WIRING.md): read-only mounts inside /project.
+        "project_mounts": (inputs.get("project_git") or {}).get("mounts", []),
     }
     return plan
 

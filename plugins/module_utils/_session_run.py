@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _project_git, _session
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
@@ -133,7 +133,12 @@ def prepare(params, environ, now=None):
         policy = pin_resolved(policy, hosts)
     except (SessionInputError, PolicyError) as error:
         return None, None, [str(error)], warnings
+    # project git guard (WIRING.md): read-only mounts for what the host's git runs, or a refusal.
+    project_git, refusals = _project_git.protect(project, environ, (facts.get("verdict") or {}).get("bind_mount_label", ""))
+    if refusals:
+        return None, None, refusals, warnings
     inputs = {
+        "project_git": project_git,
         "project": project, "project_label": (facts.get("verdict") or {}).get("bind_mount_label", ""),
         "image": params["image"], "gate_image": params.get("gate_image"),
         "policy_dir": params.get("policy_dir"), "policy": policy, "network": params["network"],
@@ -233,6 +238,8 @@ def execute(inputs, facts, environ, terminal=None, parent=None):
         "enforcement_watch": runner.enforcement_report(),
         "gate": _session.parse_gate_log(runner.gate_log),
         "commands": runner.commands,
+        # project git guard (WIRING.md): what the agent created that the host's git would run.
+        "project_git": _project_git.report(inputs["project_git"], environ),
     })
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -280,6 +287,8 @@ def finish(record):
             "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else ""))
     if record.get("record_error"):
         problems.append(record["record_error"])
+    if _project_git.problem(record):  # project git guard (WIRING.md)
+        problems.append(_project_git.problem(record))
     if problems:
         result["failed"] = True
         result["msg"] = "; ".join(problems)

@@ -155,12 +155,13 @@ echo change >> README
 
 HOOK_NAMES = ["pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-checkout", "post-merge",
               "pre-push", "reference-transaction", "pre-auto-gc", "post-rewrite", "fsmonitor-watchman"]
-HOOKS_ATTACK = "".join(f"printf '#!/bin/sh\\n{marker('hooks-' + h)}\\n' > .git/hooks/{h}; chmod +x .git/hooks/{h}\n"
-                       for h in HOOK_NAMES) + f"""
-rm -rf .git/hooks/*; rm -rf .git/hooks
+# Removing or renaming the directory first (each refused when protected), then the hooks.
+HOOKS_ATTACK = """
+rm -rf .git/hooks
 mv .git/hooks .git/hooks-old; mkdir -p .git/hooks
-printf '#!/bin/sh\\n{marker('hooks-renamed')}\\n' > .git/hooks/post-commit; chmod +x .git/hooks/post-commit
 mv .git/info .git/info-old; mkdir -p .git/info; echo '* filter=x' > .git/info/attributes
+""" + "".join(f"printf '#!/bin/sh\\n{marker('hooks-' + h)}\\n' > .git/hooks/{h}; chmod +x .git/hooks/{h}\n"
+              for h in HOOK_NAMES) + """
 echo change >> README
 """
 
@@ -221,21 +222,21 @@ echo change >> README
 """
 
 SUBMODULE_ATTACK = EVIL_GITDIR + f"""
+mv .git/modules .git/modules-old && cp -r .git/modules-old .git/modules
 printf '[core]\\n\\tfsmonitor = "{marker('submodule-config')}; false"\\n' >> .git/modules/sub/config
 printf '#!/bin/sh\\n{marker('submodule-hook')}\\n' > .git/modules/sub/hooks/post-checkout
 chmod +x .git/modules/sub/hooks/post-checkout
-mv .git/modules/sub .git/modules/sub-old; mv .git/modules .git/modules-old
 make_evil .evil-sub submodule-gitfile
 echo 'gitdir: ../.evil-sub' > sub/.git
 echo change >> sub/file
 """
 
 WORKTREES_ATTACK = EVIL_GITDIR + f"""
+mv .git/worktrees .git/worktrees-old && cp -r .git/worktrees-old .git/worktrees
 wt=$(ls .git/worktrees)
 make_evil .evil worktree-commondir
 echo ../../../.evil > .git/worktrees/$wt/commondir
 printf '[core]\\n\\tfsmonitor = "{marker('worktree-config-worktree')}; false"\\n' > .git/worktrees/$wt/config.worktree
-mv .git/worktrees .git/worktrees-old
 """
 
 CONFIG_WORKTREE_ATTACK = f"""
@@ -253,10 +254,10 @@ git add .husky && git commit -q -m husky && git push -q
 git config core.hooksPath .husky/_
 """
 HUSKY_ATTACK = f"""
+mv .husky .husky-old && cp -r .husky-old .husky
 echo '{marker('husky-script')}' >> .husky/pre-commit
 echo '{marker('husky-stub')}' >> .husky/_/h
 printf '#!/bin/sh\\n{marker('husky-new-hook')}\\n' > .husky/_/post-commit; chmod +x .husky/_/post-commit
-mv .husky .husky-old
 echo change >> README
 """
 
@@ -276,8 +277,8 @@ git add .githooks && git commit -q -m fsmonitor && git push -q
 git config core.fsmonitor .githooks/fsmonitor
 """
 COMMAND_PATH_ATTACK = f"""
-printf '#!/bin/sh\\n{marker('command-path')}\\nexit 1\\n' > .githooks/fsmonitor
-mv .githooks .githooks-old
+mv .githooks .githooks-old && mkdir .githooks
+printf '#!/bin/sh\\n{marker('command-path')}\\nexit 1\\n' > .githooks/fsmonitor; chmod +x .githooks/fsmonitor
 echo change >> README
 """
 
