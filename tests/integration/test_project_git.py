@@ -73,8 +73,10 @@ def developer_uses_git(ws, repo):
         "git fetch", "git pull --no-rebase --no-edit", "git push -q origin HEAD",
         "git checkout -q -b host-branch", "git submodule status",
     ]
-    script = "; ".join(f"{c} >/dev/null 2>&1" for c in commands) + "; true"
-    ws.run(["bash", "-c", script], cwd=repo, check=False, timeout=120)
+    script = "; ".join(f"timeout -k 2 20 {c} >/dev/null 2>&1" for c in commands) + "; true"
+    # The developer's own pager and editor (config comes first, these after it) must not
+    # wait for a key: cat and true, as a person would quit them.
+    ws.run(["bash", "-c", script], cwd=repo, check=False, timeout=400, env={"PAGER": "cat", "EDITOR": "true"})
 
 
 @pytest.fixture(scope="module")
