@@ -58,7 +58,8 @@ def _walk(top, relative, layout, inside_gitdir):
     only modules/ and worktrees/ can hold others: its objects are not walked."""
     path = os.path.join(top, relative)
     try:
-        entries = list(os.scandir(path))
+        with os.scandir(path) as listing:
+            entries = list(listing)
     except OSError:
         return
     names = dict((entry.name, entry) for entry in entries)

@@ -108,49 +108,59 @@ def new_repo(ws, name, setup=""):
     return repo
 
 
+def nothing_the_agent_wrote_runs(ws, case, repo, attack, where=()):
+    """Run ATTACK in a session on REPO, then the developer's git in REPO and each of
+    WHERE: none of CASE's markers may appear."""
+    result = run_agent(ws, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack)
+    record = record_of(ws, result.stdout)
+    for place in (repo,) + tuple(where):
+        developer_uses_git(ws, place)
+    assert [m for m in markers(ws) if m.split(".")[0] == case] == [], transcript(ws, record)[-3000:]
+    return record
+
+
 def tree_listing(ws, repo):
     """Every path in REPO outside .git/objects and .git/logs, with its type."""
     return ws.run(["bash", "-c", "find . -path ./.git/objects -prune -o -path ./.git/logs -prune -o "
                    "-printf '%y %p\\n' | sort"], cwd=repo).stdout.splitlines()
 
 
-# Each protected case: (name, the developer's setup on the host, the agent's script,
-# the directory where the developer then uses git).
+# Each protected case: (name, the developer's setup on the host, the agent's script).
 CONFIG_ATTACK = f"""
-git config core.fsmonitor "{marker('config-git-config')}; false"
+git config core.fsmonitor "{marker('config.git-config')}; false"
 cat >> .git/config <<'EOF'
 [core]
-	fsmonitor = "{marker('config-fsmonitor')}; false"
-	pager = "{marker('config-pager')}; cat"
-	editor = "{marker('config-editor')}; true"
-	sshCommand = "{marker('config-sshcommand')}; false"
+	fsmonitor = "{marker('config.fsmonitor')}; false"
+	pager = "{marker('config.pager')}; cat"
+	editor = "{marker('config.editor')}; true"
+	sshCommand = "{marker('config.sshcommand')}; false"
 	hooksPath = .evil-hooks
 [sequence]
-	editor = "{marker('config-sequence-editor')}; true"
+	editor = "{marker('config.sequence-editor')}; true"
 [alias]
-	st = "!{marker('config-alias')}"
+	st = "!{marker('config.alias')}"
 [remote "origin"]
-	uploadpack = "{marker('config-uploadpack')}; false"
-	receivepack = "{marker('config-receivepack')}; false"
+	uploadpack = "{marker('config.uploadpack')}; false"
+	receivepack = "{marker('config.receivepack')}; false"
 [url "ssh://evil.example/"]
 	pushInsteadOf = {REMOTES}/
 [diff]
-	external = "{marker('config-diff-external')}; true"
+	external = "{marker('config.diff-external')}; true"
 [filter "evil"]
-	clean = "{marker('config-filter-clean')}; cat"
-	smudge = "{marker('config-filter-smudge')}; cat"
+	clean = "{marker('config.filter-clean')}; cat"
+	smudge = "{marker('config.filter-smudge')}; cat"
 [credential]
-	helper = "!{marker('config-credential')}; true"
+	helper = "!{marker('config.credential')}; true"
 [gpg]
-	program = "{marker('config-gpg')}; false"
+	program = "{marker('config.gpg')}; false"
 [commit]
 	gpgSign = true
 [includeIf "gitdir:/"]
 	path = evil.inc
 EOF
-printf '[core]\\n\\tpager = "{marker('config-include')}; cat"\\n' > .git/evil.inc
+printf '[core]\\n\\tpager = "{marker('config.include')}; cat"\\n' > .git/evil.inc
 echo '* filter=evil diff=evil' >> .git/info/attributes
-mkdir -p .evil-hooks && printf '#!/bin/sh\\n{marker('config-hookspath')}\\n' > .evil-hooks/post-commit
+mkdir -p .evil-hooks && printf '#!/bin/sh\\n{marker('config.hookspath')}\\n' > .evil-hooks/post-commit
 chmod +x .evil-hooks/post-commit
 echo change >> README
 """
@@ -162,16 +172,16 @@ HOOKS_ATTACK = """
 rm -rf .git/hooks
 mv .git/hooks .git/hooks-old; mkdir -p .git/hooks
 mv .git/info .git/info-old; mkdir -p .git/info; echo '* filter=x' > .git/info/attributes
-""" + "".join(f"printf '#!/bin/sh\\n{marker('hooks-' + h)}\\n' > .git/hooks/{h}; chmod +x .git/hooks/{h}\n"
+""" + "".join(f"printf '#!/bin/sh\\n{marker('hooks.' + h)}\\n' > .git/hooks/{h}; chmod +x .git/hooks/{h}\n"
               for h in HOOK_NAMES) + """
 echo change >> README
 """
 
 RENAME_ATTACK = EVIL_GITDIR + """
-mv .git .git-old && make_evil .git rename-gitdir
+mv .git .git-old && make_evil .git rename.gitdir
 cp -r .git-old/objects .git-old/refs .git/ 2>/dev/null
 """ + "".join(f"""
-mv {path} {path}-old && printf '[core]\\n\\tfsmonitor = "{marker('rename-' + label)}; false"\\n' > {path}
+mv {path} {path}-old && printf '[core]\\n\\tfsmonitor = "{marker('rename.' + label)}; false"\\n' > {path}
 """ for label, path in [("config", ".git/config")]) + """
 echo change >> README
 """
@@ -180,9 +190,9 @@ echo change >> README
 # whether it got through (the test wants every one refused).
 ESCAPE_ATTACK = f"""
 probe() {{ name=$1; shift; if "$@" >/dev/null 2>&1; then echo "probe $name got-through"; else echo "probe $name refused"; fi; }}
-evil='[core]\\n\\tfsmonitor = "{marker('escape')}; false"\\n'
+evil='[core]\\n\\tfsmonitor = "{marker('escape.config')}; false"\\n'
 probe write-config sh -c "printf '$evil' >> .git/config"
-probe git-config git config core.fsmonitor "{marker('escape-git-config')}; false"
+probe git-config git config core.fsmonitor "{marker('escape.git-config')}; false"
 probe chmod-config chmod u+w .git/config
 probe unlink-config rm -f .git/config
 probe umount umount /project/.git/config
@@ -198,7 +208,7 @@ probe rename-gitdir mv .git .git-old
 probe rename-hooks mv .git/hooks .git/hooks-old
 probe rename-info mv .git/info .git/info-old
 probe replace-config sh -c "printf '$evil' > .git/config.new && mv .git/config.new .git/config"
-probe write-hook sh -c "printf '#!/bin/sh\\n{marker('escape-hook')}\\n' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit"
+probe write-hook sh -c "printf '#!/bin/sh\\n{marker('escape.hook')}\\n' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit"
 true
 """
 
@@ -218,17 +228,17 @@ echo agent-git-works
 
 GITFILE_ATTACK = EVIL_GITDIR + """
 git status >/dev/null 2>&1 && echo agent-git-reaches-gitdir || echo agent-git-no-gitdir
-make_evil .evil gitfile
+make_evil .evil gitfile.evil
 echo 'gitdir: .evil' > .git
 echo change >> README
 """
 
 SUBMODULE_ATTACK = EVIL_GITDIR + f"""
 mv .git/modules .git/modules-old && cp -r .git/modules-old .git/modules
-printf '[core]\\n\\tfsmonitor = "{marker('submodule-config')}; false"\\n' >> .git/modules/sub/config
-printf '#!/bin/sh\\n{marker('submodule-hook')}\\n' > .git/modules/sub/hooks/post-checkout
+printf '[core]\\n\\tfsmonitor = "{marker('submodule.config')}; false"\\n' >> .git/modules/sub/config
+printf '#!/bin/sh\\n{marker('submodule.hook')}\\n' > .git/modules/sub/hooks/post-checkout
 chmod +x .git/modules/sub/hooks/post-checkout
-make_evil .evil-sub submodule-gitfile
+make_evil .evil-sub submodule.gitfile
 echo 'gitdir: ../.evil-sub' > sub/.git
 echo change >> sub/file
 """
@@ -236,14 +246,14 @@ echo change >> sub/file
 WORKTREES_ATTACK = EVIL_GITDIR + f"""
 mv .git/worktrees .git/worktrees-old && cp -r .git/worktrees-old .git/worktrees
 wt=$(ls .git/worktrees)
-make_evil .evil worktree-commondir
+make_evil .evil worktrees.commondir
 echo ../../../.evil > .git/worktrees/$wt/commondir
-printf '[core]\\n\\tfsmonitor = "{marker('worktree-config-worktree')}; false"\\n' > .git/worktrees/$wt/config.worktree
+printf '[core]\\n\\tfsmonitor = "{marker('worktrees.config-worktree')}; false"\\n' > .git/worktrees/$wt/config.worktree
 """
 
 CONFIG_WORKTREE_ATTACK = f"""
-printf '[core]\\n\\tfsmonitor = "{marker('config-worktree')}; false"\\n' >> .git/config.worktree
-git config --worktree core.pager "{marker('config-worktree-git')}; cat"
+printf '[core]\\n\\tfsmonitor = "{marker('config-worktree.file')}; false"\\n' >> .git/config.worktree
+git config --worktree core.pager "{marker('config-worktree.git')}; cat"
 """
 
 HUSKY_SETUP = """
@@ -257,9 +267,9 @@ git config core.hooksPath .husky/_
 """
 HUSKY_ATTACK = f"""
 mv .husky .husky-old && cp -r .husky-old .husky
-echo '{marker('husky-script')}' >> .husky/pre-commit
-echo '{marker('husky-stub')}' >> .husky/_/h
-printf '#!/bin/sh\\n{marker('husky-new-hook')}\\n' > .husky/_/post-commit; chmod +x .husky/_/post-commit
+echo '{marker('husky.script')}' >> .husky/pre-commit
+echo '{marker('husky.stub')}' >> .husky/_/h
+printf '#!/bin/sh\\n{marker('husky.new-hook')}\\n' > .husky/_/post-commit; chmod +x .husky/_/post-commit
 echo change >> README
 """
 
@@ -269,7 +279,7 @@ git add .gitconfig.project && git commit -q -m 'project config' && git push -q
 git config include.path ../.gitconfig.project
 """
 INCLUDE_ATTACK = f"""
-printf '[core]\\n\\tfsmonitor = "{marker('include')}; false"\\n' >> .gitconfig.project
+printf '[core]\\n\\tfsmonitor = "{marker('include.config')}; false"\\n' >> .gitconfig.project
 echo change >> README
 """
 
@@ -280,30 +290,26 @@ git config core.fsmonitor .githooks/fsmonitor
 """
 COMMAND_PATH_ATTACK = f"""
 mv .githooks .githooks-old && mkdir .githooks
-printf '#!/bin/sh\\n{marker('command-path')}\\nexit 1\\n' > .githooks/fsmonitor; chmod +x .githooks/fsmonitor
+printf '#!/bin/sh\\n{marker('command-path.fsmonitor')}\\nexit 1\\n' > .githooks/fsmonitor; chmod +x .githooks/fsmonitor
 echo change >> README
 """
 
 PROTECTED = {
-    "config": ("", CONFIG_ATTACK, ""),
-    "hooks": ("", HOOKS_ATTACK, ""),
-    "rename": ("", RENAME_ATTACK, ""),
-    "include": (INCLUDE_SETUP, INCLUDE_ATTACK, ""),
-    "command-path": (COMMAND_PATH_SETUP, COMMAND_PATH_ATTACK, ""),
-    "husky": (HUSKY_SETUP, HUSKY_ATTACK, ""),
+    "config": ("", CONFIG_ATTACK),
+    "hooks": ("", HOOKS_ATTACK),
+    "rename": ("", RENAME_ATTACK),
+    "include": (INCLUDE_SETUP, INCLUDE_ATTACK),
+    "command-path": (COMMAND_PATH_SETUP, COMMAND_PATH_ATTACK),
+    "husky": (HUSKY_SETUP, HUSKY_ATTACK),
     "config-worktree": ("git config extensions.worktreeConfig true && git config --worktree core.bare false",
-                        CONFIG_WORKTREE_ATTACK, ""),
+                        CONFIG_WORKTREE_ATTACK),
 }
 
 
 @pytest.mark.parametrize("name", sorted(PROTECTED))
 def test_what_the_agent_writes_never_runs_on_the_host(git_host, name):
-    setup, attack, where = PROTECTED[name]
-    repo = new_repo(git_host, name, setup)
-    result = run_agent(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack)
-    record = record_of(git_host, result.stdout)
-    developer_uses_git(git_host, repo + where)
-    assert [m for m in markers(git_host) if m.startswith(name)] == [], transcript(git_host, record)[-3000:]
+    setup, attack = PROTECTED[name]
+    nothing_the_agent_wrote_runs(git_host, name, new_repo(git_host, name, setup), attack)
 
 
 def test_read_only_mounts_hold_against_every_way_around(git_host):
@@ -343,11 +349,7 @@ def test_a_project_that_is_a_linked_worktree_keeps_its_pointer(git_host):
     main = new_repo(git_host, "gitfile-main")
     repo = f"{SRC}/git-gitfile"
     git_host.sh(f"rm -rf {repo} && cd {main} && git worktree add -q -b wt {repo}")
-    result = run_agent(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + GITFILE_ATTACK)
-    record = record_of(git_host, result.stdout)
-    developer_uses_git(git_host, repo)
-    developer_uses_git(git_host, main)
-    assert [m for m in markers(git_host) if m.startswith("gitfile")] == [], transcript(git_host, record)[-3000:]
+    nothing_the_agent_wrote_runs(git_host, "gitfile", repo, GITFILE_ATTACK, [main])
     assert git_host.path(repo + "/.git").read_text().startswith(f"gitdir: {main}/.git/worktrees/")
 
 
@@ -357,21 +359,14 @@ def test_submodule_git_directories_and_pointers_are_protected(git_host):
         git submodule add -q {REMOTES}/sub-upstream.git sub && git commit -q -m sub && git push -q
         echo f > sub/file && git -C sub add file && git -C sub commit -q -m f
     """)
-    result = run_agent(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + SUBMODULE_ATTACK)
-    record = record_of(git_host, result.stdout)
-    developer_uses_git(git_host, repo)
-    developer_uses_git(git_host, repo + "/sub")
-    assert [m for m in markers(git_host) if m.startswith("submodule")] == [], transcript(git_host, record)[-3000:]
+    nothing_the_agent_wrote_runs(git_host, "submodule", repo, SUBMODULE_ATTACK, [repo + "/sub"])
 
 
 def test_linked_worktrees_of_the_project_keep_their_common_directory(git_host):
     repo = new_repo(git_host, "worktrees")
     linked = f"{SRC}/git-worktrees-linked"
     git_host.sh(f"rm -rf {linked} && cd {repo} && git worktree add -q -b linked {linked}")
-    result = run_agent(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + WORKTREES_ATTACK)
-    record = record_of(git_host, result.stdout)
-    developer_uses_git(git_host, linked)
-    assert [m for m in markers(git_host) if m.startswith("worktree")] == [], transcript(git_host, record)[-3000:]
+    nothing_the_agent_wrote_runs(git_host, "worktrees", repo, WORKTREES_ATTACK, [linked])
 
 
 # Each detected case: (name, setup, the agent's script, the path the report must name).
