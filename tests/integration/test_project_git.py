@@ -202,6 +202,7 @@ probe remount-rw mount -o remount,rw /project/.git/config
 probe userns-umount unshare -Urm umount /project/.git/config
 probe userns-remount unshare -Urm mount -o remount,bind,rw /project/.git/config
 probe userns-bind-reveal unshare -Urm sh -c "mkdir -p /tmp/reveal && mount --bind /project /tmp/reveal && printf '$evil' >> /tmp/reveal/.git/config"
+probe userns-rbind-umount unshare -Urm sh -c "mkdir -p /tmp/rbind && mount --rbind /project /tmp/rbind && umount /tmp/rbind/.git/config && printf '$evil' >> /tmp/rbind/.git/config"
 probe hardlink sh -c "ln .git/config cfg-link && printf '$evil' >> cfg-link"
 probe proc-fd sh -c "exec 3<.git/config; printf '$evil' >> /proc/self/fd/3"
 probe rename-gitdir mv .git .git-old
@@ -318,7 +319,7 @@ def test_read_only_mounts_hold_against_every_way_around(git_host):
     result = run_agent(git_host, repo, ESCAPE_ATTACK)
     record = record_of(git_host, result.stdout)
     probes = dict(re.findall(r"^probe (\S+) (\S+)$", transcript(git_host, record), re.M))
-    assert len(probes) == 18, transcript(git_host, record)
+    assert len(probes) == 19, transcript(git_host, record)
     assert {name: outcome for name, outcome in probes.items() if outcome != "refused"} == {}
     developer_uses_git(git_host, repo)
     assert [m for m in markers(git_host) if m.startswith("escape")] == []
