@@ -29,11 +29,13 @@ AGENT_IDENTITY = ("export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=agent@sandbox "
 # A git directory the agent builds beside the real one (the same objects and refs, its
 # own config): the target of a rewritten pointer.
 EVIL_GITDIR = """
-make_evil() {{  # make_evil DIR CASE: a git directory whose config runs the marker
-  mkdir -p "$1" && cp -r .git/objects .git/refs .git/HEAD "$1"/ 2>/dev/null
+make_evil() {{  # make_evil DIR MARKER: a git directory whose config and hook run the marker
+  mkdir -p "$1/hooks" && cp -r .git/objects .git/refs .git/HEAD .git/index "$1"/ 2>/dev/null
   [ -f "$1/HEAD" ] || echo 'ref: refs/heads/main' > "$1/HEAD"
   mkdir -p "$1/objects" "$1/refs"
-  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = "touch {pwned}/$2; false"\\n' > "$1/config"
+  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = "touch %s/%s; false"\\n' \\
+    {pwned} "$2" > "$1/config"
+  printf '#!/bin/sh\\ntouch %s/%s\\n' {pwned} "$2" > "$1/hooks/pre-commit" && chmod +x "$1/hooks/pre-commit"
 }}
 """.format(pwned=PWNED)
 
@@ -111,12 +113,17 @@ def new_repo(ws, name, setup=""):
 def nothing_the_agent_wrote_runs(ws, case, repo, attack, where=()):
     """Run ATTACK in a session on REPO, then the developer's git in REPO and each of
     WHERE: none of CASE's markers may appear."""
-    result = run_agent(ws, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack)
+    result = run_agent(ws, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack + "\necho attack-done")
     record = record_of(ws, result.stdout)
+    assert record["status"] == "exited" and "attack-done" in transcript(ws, record), result.stdout[-3000:]
     for place in (repo,) + tuple(where):
         developer_uses_git(ws, place)
-    assert [m for m in markers(ws) if m.split(".")[0] == case] == [], transcript(ws, record)[-3000:]
+    assert case_markers(ws, case) == [], transcript(ws, record)[-3000:]
     return record
+
+
+def case_markers(ws, case):
+    return [m for m in markers(ws) if m.split(".")[0] == case]
 
 
 def tree_listing(ws, repo):
@@ -234,14 +241,17 @@ echo 'gitdir: .evil' > .git
 echo change >> README
 """
 
+# sub: its git directory's config and hooks; sub2: its .git file pointed elsewhere.
 SUBMODULE_ATTACK = EVIL_GITDIR + f"""
 mv .git/modules .git/modules-old && cp -r .git/modules-old .git/modules
 printf '[core]\\n\\tfsmonitor = "{marker('submodule.config')}; false"\\n' >> .git/modules/sub/config
-printf '#!/bin/sh\\n{marker('submodule.hook')}\\n' > .git/modules/sub/hooks/post-checkout
-chmod +x .git/modules/sub/hooks/post-checkout
+for hook in pre-commit post-checkout; do
+  printf '#!/bin/sh\\n{marker('submodule.hook')}\\n' > .git/modules/sub/hooks/$hook
+  chmod +x .git/modules/sub/hooks/$hook
+done
 make_evil .evil-sub submodule.gitfile
-echo 'gitdir: ../.evil-sub' > sub/.git
-echo change >> sub/file
+echo 'gitdir: ../.evil-sub' > sub2/.git
+echo change >> sub/file && echo change >> sub2/file
 """
 
 WORKTREES_ATTACK = EVIL_GITDIR + f"""
@@ -313,6 +323,25 @@ def test_what_the_agent_writes_never_runs_on_the_host(git_host, name):
     nothing_the_agent_wrote_runs(git_host, name, new_repo(git_host, name, setup), attack)
 
 
+# What the battery makes the host run when the same files are written on the host
+# (no sandbox): the control for the protected cases, whose markers would be these.
+CONTROL_MARKERS = {
+    "config": ["config.diff-external", "config.editor", "config.filter-clean", "config.fsmonitor", "config.gpg",
+               "config.hookspath", "config.include", "config.sshcommand", "config.uploadpack"],
+    "hooks": ["hooks.commit-msg", "hooks.post-checkout", "hooks.post-commit", "hooks.post-merge", "hooks.pre-commit",
+              "hooks.pre-push", "hooks.prepare-commit-msg", "hooks.reference-transaction"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_MARKERS))
+def test_control_the_same_files_written_on_the_host_do_run(git_host, name):
+    repo = new_repo(git_host, "control-" + name)
+    git_host.run(["bash", "-c", AGENT_IDENTITY + "\n" + PROTECTED[name][1].replace(f"{PWNED}/", f"{PWNED}/control-")],
+                 cwd=repo, check=False)
+    developer_uses_git(git_host, repo)
+    assert [m[len("control-"):] for m in case_markers(git_host, "control-" + name)] == CONTROL_MARKERS[name]
+
+
 def test_read_only_mounts_hold_against_every_way_around(git_host):
     repo = new_repo(git_host, "escape")
     before = tree_listing(git_host, repo)
@@ -357,10 +386,12 @@ def test_a_project_that_is_a_linked_worktree_keeps_its_pointer(git_host):
 def test_submodule_git_directories_and_pointers_are_protected(git_host):
     new_repo(git_host, "sub-upstream")
     repo = new_repo(git_host, "submodule", f"""
-        git submodule add -q {REMOTES}/sub-upstream.git sub && git commit -q -m sub && git push -q
-        echo f > sub/file && git -C sub add file && git -C sub commit -q -m f
+        for sub in sub sub2; do
+          git submodule add -q {REMOTES}/sub-upstream.git $sub && git commit -q -m $sub && git push -q
+          echo f > $sub/file && git -C $sub add file && git -C $sub commit -q -m f
+        done
     """)
-    nothing_the_agent_wrote_runs(git_host, "submodule", repo, SUBMODULE_ATTACK, [repo + "/sub"])
+    nothing_the_agent_wrote_runs(git_host, "submodule", repo, SUBMODULE_ATTACK, [repo + "/sub", repo + "/sub2"])
 
 
 def test_linked_worktrees_of_the_project_keep_their_common_directory(git_host):
