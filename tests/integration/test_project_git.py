@@ -137,33 +137,33 @@ CONFIG_ATTACK = f"""
 git config core.fsmonitor "{marker('config.git-config')}; false"
 cat >> .git/config <<'EOF'
 [core]
-	fsmonitor = "{marker('config.fsmonitor')}; false"
-	pager = "{marker('config.pager')}; cat"
-	editor = "{marker('config.editor')}; true"
-	sshCommand = "{marker('config.sshcommand')}; false"
-	hooksPath = .evil-hooks
+    fsmonitor = "{marker('config.fsmonitor')}; false"
+    pager = "{marker('config.pager')}; cat"
+    editor = "{marker('config.editor')}; true"
+    sshCommand = "{marker('config.sshcommand')}; false"
+    hooksPath = .evil-hooks
 [sequence]
-	editor = "{marker('config.sequence-editor')}; true"
+    editor = "{marker('config.sequence-editor')}; true"
 [alias]
-	st = "!{marker('config.alias')}"
+    st = "!{marker('config.alias')}"
 [remote "origin"]
-	uploadpack = "{marker('config.uploadpack')}; false"
-	receivepack = "{marker('config.receivepack')}; false"
+    uploadpack = "{marker('config.uploadpack')}; false"
+    receivepack = "{marker('config.receivepack')}; false"
 [url "ssh://evil.example/"]
-	pushInsteadOf = {REMOTES}/
+    pushInsteadOf = {REMOTES}/
 [diff]
-	external = "{marker('config.diff-external')}; true"
+    external = "{marker('config.diff-external')}; true"
 [filter "evil"]
-	clean = "{marker('config.filter-clean')}; cat"
-	smudge = "{marker('config.filter-smudge')}; cat"
+    clean = "{marker('config.filter-clean')}; cat"
+    smudge = "{marker('config.filter-smudge')}; cat"
 [credential]
-	helper = "!{marker('config.credential')}; true"
+    helper = "!{marker('config.credential')}; true"
 [gpg]
-	program = "{marker('config.gpg')}; false"
+    program = "{marker('config.gpg')}; false"
 [commit]
-	gpgSign = true
+    gpgSign = true
 [includeIf "gitdir:/"]
-	path = evil.inc
+    path = evil.inc
 EOF
 printf '[core]\\n\\tpager = "{marker('config.include')}; cat"\\n' > .git/evil.inc
 echo '* filter=evil diff=evil' >> .git/info/attributes
@@ -208,8 +208,10 @@ probe mount-move mount --move /project/.git/hooks /tmp
 probe remount-rw mount -o remount,rw /project/.git/config
 probe userns-umount unshare -Urm umount /project/.git/config
 probe userns-remount unshare -Urm mount -o remount,bind,rw /project/.git/config
-probe userns-bind-reveal unshare -Urm sh -c "mkdir -p /tmp/reveal && mount --bind /project /tmp/reveal && printf '$evil' >> /tmp/reveal/.git/config"
-probe userns-rbind-umount unshare -Urm sh -c "mkdir -p /tmp/rbind && mount --rbind /project /tmp/rbind && umount /tmp/rbind/.git/config && printf '$evil' >> /tmp/rbind/.git/config"
+probe userns-bind-reveal unshare -Urm sh -c "mkdir -p /tmp/reveal && mount --bind /project /tmp/reveal \\
+  && printf '$evil' >> /tmp/reveal/.git/config"
+probe userns-rbind-umount unshare -Urm sh -c "mkdir -p /tmp/rbind && mount --rbind /project /tmp/rbind \\
+  && umount /tmp/rbind/.git/config && printf '$evil' >> /tmp/rbind/.git/config"
 probe hardlink sh -c "ln .git/config cfg-link && printf '$evil' >> cfg-link"
 probe proc-fd sh -c "exec 3<.git/config; printf '$evil' >> /proc/self/fd/3"
 probe rename-gitdir mv .git .git-old
@@ -447,4 +449,3 @@ def test_a_worktree_config_git_would_read_but_that_is_missing_is_refused(git_hos
     result = run_agent(git_host, repo, "true")
     assert result.returncode != 0
     assert "config.worktree" in result.stdout and "refused" in result.stdout, result.stdout[-3000:]
-

@@ -155,8 +155,8 @@ def test_includes_inside_the_project_are_read_only_and_followed():
     ("diff.x.textconv", "conv --table=tables/t", "tables/t"),
 ])
 def test_a_command_naming_a_file_in_the_project_makes_that_file_read_only(key, value, path):
-    section, _, name = key.rpartition(".")
-    head, _, sub = section.partition(".")
+    section, name = key.rsplit(".", 1)
+    head, sub = (section.split(".", 1) + [""])[:2]
     text = "[%s%s]\n\t%s = %s\n" % (head, ' "%s"' % sub if sub else "", name, value)
     planned = _project_guard.plan(layout(configs={ROOT + "/.git/config": text}), kinds(path))
     assert path in planned["read_only"] and planned["refusals"] == []
