@@ -73,35 +73,52 @@ def plan(layout, kind):
         protect.update(os.path.normpath(os.path.join(gitdir, name)) for name in READ_ONLY_IN_GITDIR
                        if name in info["entries"])
         refusals += _gitdir_refusals(layout, gitdir, info)
-        config_files = [os.path.normpath(os.path.join(root, gitdir, "config"))]
-        entries, entry_refusals = _entries(layout, config_files)
-        if _worktree_config(entries):
-            if "config.worktree" not in info["entries"]:
-                refusals.append("%s/config sets extensions.worktreeConfig but %s/config.worktree does not exist: "
-                                "the agent could create it and the host's git would read it; create it (empty "
-                                "will do) so that it is protected" % (gitdir, gitdir))
-            config_files.append(os.path.normpath(os.path.join(root, gitdir, "config.worktree")))
-            entries, entry_refusals = _entries(layout, config_files)
+        entries, entry_refusals = _repository_entries(layout, gitdir, info)
         refusals += entry_refusals
-        base = _worktree(root, gitdir, entries)
-        for key, value, source in global_entries + entries:
-            for path in _named_paths(key, value, source, base, layout["home"]):
-                inside = _inside(root, path)
-                if inside is None:
-                    continue
-                if kind(path) is None:
-                    refusals.append("%s (in %s) names %s inside the project, which does not exist: the agent "
-                                    "could create it and the host's git would run it; create it or point %s "
-                                    "outside the project" % (key, source, inside, key))
-                    continue
-                protect.add(inside)
-                if _is_key(key, [HOOKS_PATH]) and os.path.basename(inside) == "_":
-                    # husky's layout: the hooks in .husky/_ run the scripts in .husky/.
-                    protect.add(os.path.dirname(inside))
+        named, named_refusals = _named_in_project(layout, global_entries + entries,
+                                                  _worktree(root, gitdir, entries), kind)
+        protect.update(named)
+        refusals += named_refusals
     read_only, pinned = _mount_points(protect)
     for path in read_only + pinned:
         refusals += _mount_refusals(root, path, kind)
     return {"read_only": read_only, "pinned": pinned, "refusals": _unique(refusals)}
+
+
+def _repository_entries(layout, gitdir, info):
+    """([(key, value, file)], refusals) of GITDIR's own configuration: config, its
+    includes and, with extensions.worktreeConfig, config.worktree (which must exist)."""
+    files = [os.path.normpath(os.path.join(layout["root"], gitdir, "config"))]
+    entries, refusals = _entries(layout, files)
+    if not _worktree_config(entries):
+        return entries, refusals
+    if "config.worktree" not in info["entries"]:
+        return entries, refusals + [
+            "%s/config sets extensions.worktreeConfig but %s/config.worktree does not exist: the agent could "
+            "create it and the host's git would read it; create it (empty will do) so that it is protected"
+            % (gitdir, gitdir)]
+    return _entries(layout, files + [os.path.normpath(os.path.join(layout["root"], gitdir, "config.worktree"))])
+
+
+def _named_in_project(layout, entries, base, kind):
+    """(paths, refusals): what ENTRIES make git read or run inside the project (BASE:
+    where git runs for this repository); a named path that does not exist is refused."""
+    paths, refusals = set(), []
+    for key, value, source in entries:
+        for path in _named_paths(key, value, source, base, layout["home"]):
+            inside = _inside(layout["root"], path)
+            if inside is None:
+                continue
+            if kind(path) is None:
+                refusals.append("%s (in %s) names %s inside the project, which does not exist: the agent could "
+                                "create it and the host's git would run it; create it or point %s outside the "
+                                "project" % (key, source, inside, key))
+                continue
+            paths.add(inside)
+            if _is_key(key, [HOOKS_PATH]) and os.path.basename(inside) == "_":
+                # husky's layout: the hooks in .husky/_ run the scripts in .husky/.
+                paths.add(os.path.dirname(inside))
+    return paths, refusals
 
 
 def _gitfile_refusals(layout, path, text):
