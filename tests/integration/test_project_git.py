@@ -341,7 +341,8 @@ def test_control_the_same_files_written_on_the_host_do_run(git_host, name):
     git_host.run(["bash", "-c", AGENT_IDENTITY + "\n" + PROTECTED[name][1].replace(f"{PWNED}/", f"{PWNED}/control-")],
                  cwd=repo, check=False)
     developer_uses_git(git_host, repo)
-    assert [m[len("control-"):] for m in case_markers(git_host, "control-" + name)] == CONTROL_MARKERS[name]
+    ran = [m[len("control-"):] for m in case_markers(git_host, "control-" + name)]
+    assert ran == CONTROL_MARKERS[name], ran
 
 
 def test_read_only_mounts_hold_against_every_way_around(git_host):
