@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _git_config, _podman, _project_guard, _project_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _git_config, _podman, _project_git, _project_guard, _project_layout)
 
 ROOT = "/home/dev/src/app"
 HOME = "/home/dev"
@@ -245,3 +246,21 @@ def test_the_layout_is_read_from_disk_without_git(tmp_path):
     assert read["configs"][str(root / "inc")] == "[core]\n\tpager = cat\n"
     assert _project_layout.kind(str(root / "linked" / ".git")) == "link"
     assert _project_layout.kind(str(root / "missing")) is None
+
+
+def test_the_session_gets_mounts_before_and_a_finding_naming_the_full_path_after(tmp_path):
+    root = tmp_path / "app"
+    for directory in [".git/objects", ".git/refs", ".git/hooks"]:
+        (root / directory).mkdir(parents=True)
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    protection, problems = _project_git.protect(str(root), {"HOME": str(tmp_path)})
+    assert problems == [] and protection["mounts"] == [
+        "--volume", "%s/.git:/project/.git:rw" % root, "--volume", "%s/.git/hooks:/project/.git/hooks:ro" % root]
+    (root / ".git" / "commondir").write_text("../.evil\n")
+    record = {"project": str(root), "project_git": _project_git.report(protection, {})}
+    assert [f["path"] for f in record["project_git"]["findings"]] == [".git/commondir"]
+    assert _project_git.problem(record).startswith(
+        "the agent created what the host's git would take commands from; look at each before running git in or "
+        "below it: %s/.git/commondir (new in a git directory" % root)
+    refused = _project_git.protect(str(root), {"HOME": str(tmp_path)})
+    assert refused[0] is None and refused[1][0].startswith("project %s is refused: .git/commondir exists" % root)
