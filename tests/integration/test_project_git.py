@@ -159,7 +159,7 @@ cat >> .git/config <<'EOF'
 [credential]
     helper = "!{marker('config.credential')}; true"
 [gpg]
-    program = "{marker('config.gpg')}; false"
+    program = ./.evil-gpg
 [commit]
     gpgSign = true
 [includeIf "gitdir:/"]
@@ -167,8 +167,10 @@ cat >> .git/config <<'EOF'
 EOF
 printf '[core]\\n\\tpager = "{marker('config.include')}; cat"\\n' > .git/evil.inc
 echo '* filter=evil diff=evil' >> .git/info/attributes
-mkdir -p .evil-hooks && printf '#!/bin/sh\\n{marker('config.hookspath')}\\n' > .evil-hooks/post-commit
-chmod +x .evil-hooks/post-commit
+mkdir -p .evil-hooks && printf '#!/bin/sh\\n{marker('config.hookspath')}\\n' > .evil-hooks/pre-commit
+chmod +x .evil-hooks/pre-commit
+# gpg.program is run without a shell: a script of the project's, found from the worktree.
+printf '#!/bin/sh\\n{marker('config.gpg')}\\nexit 1\\n' > .evil-gpg && chmod +x .evil-gpg
 echo change >> README
 """
 
@@ -325,13 +327,16 @@ def test_what_the_agent_writes_never_runs_on_the_host(git_host, name):
     nothing_the_agent_wrote_runs(git_host, name, new_repo(git_host, name, setup), attack)
 
 
-# What the battery makes the host run when the same files are written on the host
-# (no sandbox): the control for the protected cases, whose markers would be these.
+# What the battery makes the host run, at least, when the same files are written on the
+# host (no sandbox): the control for the protected cases. Not here: the sequence editor,
+# the alias and the receive-pack (not used by the battery's commands), the credential
+# helper (no authentication with a local remote), post-merge (nothing to merge).
 CONTROL_MARKERS = {
-    "config": ["config.diff-external", "config.editor", "config.filter-clean", "config.fsmonitor", "config.gpg",
-               "config.hookspath", "config.include", "config.sshcommand", "config.uploadpack"],
-    "hooks": ["hooks.commit-msg", "hooks.post-checkout", "hooks.post-commit", "hooks.post-merge", "hooks.pre-commit",
-              "hooks.pre-push", "hooks.prepare-commit-msg", "hooks.reference-transaction"],
+    "config": ["config.diff-external", "config.editor", "config.filter-clean", "config.filter-smudge",
+               "config.fsmonitor", "config.gpg", "config.hookspath", "config.include", "config.sshcommand",
+               "config.uploadpack"],
+    "hooks": ["hooks.commit-msg", "hooks.post-checkout", "hooks.post-commit", "hooks.pre-commit", "hooks.pre-push",
+              "hooks.prepare-commit-msg", "hooks.reference-transaction"],
 }
 
 
@@ -342,7 +347,7 @@ def test_control_the_same_files_written_on_the_host_do_run(git_host, name):
                  cwd=repo, check=False)
     developer_uses_git(git_host, repo)
     ran = [m[len("control-"):] for m in case_markers(git_host, "control-" + name)]
-    assert ran == CONTROL_MARKERS[name], ran
+    assert set(CONTROL_MARKERS[name]) <= set(ran), " ".join(ran)
 
 
 def test_read_only_mounts_hold_against_every_way_around(git_host):
