@@ -29,7 +29,8 @@ def parse(text):
     without "=", which git reads as true)."""
     entries = []
     section = None
-    position = 0
+    # git skips a UTF-8 byte order mark at the start.
+    position = 1 if text.startswith("\ufeff") else 0
     while position < len(text):
         char = text[position]
         if char in " \t\r\n":

@@ -50,6 +50,10 @@ def test_values_are_unquoted_unescaped_and_trimmed_as_git_does():
         "a.four": "continued  line", "a.five": 'quote " inside', "a.six": ""}
 
 
+def test_a_byte_order_mark_and_windows_line_ends_are_read_as_git_does():
+    assert _git_config.parse('\ufeff[core]\r\n\tpager = less\r\n') == [("core.pager", "less")]
+
+
 def test_a_subsection_keeps_its_case_and_escapes():
     assert _git_config.parse('[filter "E\\"vil"]\n clean = c\n') == [('filter.E"vil.clean', "c")]
 
