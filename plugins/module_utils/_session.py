@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _podman, _project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
@@ -160,6 +160,9 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     if review is not None:
         # Every change the agent made, with its flags.
         record["review"] = review.end()
+    if inputs.project_git is not None:
+        # What the agent created that the host's git would run.
+        record["project_git"] = _project_git.report(inputs.project_git, environ)
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as error:
@@ -201,6 +204,8 @@ def task_result(record):
             "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else ""))
     if record.get("record_error"):
         problems.append(record["record_error"])
+    if _project_git.problem(record):
+        problems.append(_project_git.problem(record))
     if problems:
         result["failed"] = True
         result["msg"] = "; ".join(problems)

@@ -3,8 +3,8 @@
 """A session's admission: its inputs and the host checked before anything starts.
 
 admit() resolves the project, reads the policy from its rendered directory, checks the
-environment and the command, the host facts against the host as it is now, and the
-tools the enforcement watch needs; it returns the typed inputs (SessionInputs) or the
+environment and the command, the host facts against the host as it is now, the tools
+the enforcement watch needs, and (direct mode) the project's git (_project_git); it returns the typed inputs (SessionInputs) or the
 reasons the session must not start.
 """
 
@@ -20,6 +20,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, SessionInputs, build_environment, check_command, resolve_project)
 
@@ -96,11 +97,20 @@ def admit(params, environ, run, interactive=False, now=None):
         policy = pin_resolved(policy, hosts)
     except (SessionInputError, PolicyError) as error:
         return None, None, [str(error)], warnings
+    project_mode = params.get("project_mode") or "direct"
+    label = (facts.get("verdict") or {}).get("bind_mount_label", "")
+    project_git = None
+    if project_mode == "direct":
+        # Read-only mounts for what the host's git runs, or a refusal. Not in review mode:
+        # the overlay keeps the host's tree unchanged, and the guard's writable binds of the
+        # project's own directories would reach around it.
+        project_git, refusals = protect_project_git(project, environ, label)
+        if refusals:
+            return None, None, refusals, warnings
     inputs = SessionInputs(
-        project=project, project_label=(facts.get("verdict") or {}).get("bind_mount_label", ""),
-        image=params["image"], gate_image=params.get("gate_image"), policy_dir=params.get("policy_dir"),
-        policy=policy, network=network, project_mode=params.get("project_mode") or "direct",
-        environment=environment, command=command, interactive=interactive,
+        project=project, project_label=label, image=params["image"], gate_image=params.get("gate_image"),
+        policy_dir=params.get("policy_dir"), policy=policy, network=network, project_mode=project_mode,
+        project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"])
