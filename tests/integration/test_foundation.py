@@ -4,8 +4,7 @@ and an nft default-drop table that an unprivileged process cannot remove."""
 
 import re
 
-from conftest import provision
-from fleet import free_port
+from scenario import free_port, provision
 from workstation import BASE_IMAGE, Workstation, install_checkout
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from spike_host import FACTS, provisioned, run_spike as spike
+from sessions import clock, containers_created
+from spike_host import FACTS, provisioned, run_leak_control, run_spike as spike
 from workstation import BASE_IMAGE
 
 ALIAS = "localhost/aisb-probe:current"
@@ -22,40 +23,12 @@ LOGGING_PODMAN = """#!/bin/sh
 printf '%s\\n' "$*" >>/home/dev/podman-calls.log
 exec /usr/bin/podman "$@"
 """
-# Runs the negative probes with the protection left out (the leak control), inside the
-# workstation, from the installed collection.
-LEAK_CONTROL = """
-import json, os, sys
-sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import probe_sandbox
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._local_run import execute
-prober = _host_probes.Prober(Runner(execute), "podman", sys.argv[1], 60)
-found = {}
-for probe in (_host_probes.probe_internal_network, _host_probes.probe_nft_needs_net_admin, probe_sandbox):
-    found.update(probe(prober, enforce=False))
-print(json.dumps(found))
-"""
-
-
 def facts_of(answer):
     return answer["ansible_facts"]["aisb_host"]
 
 
 def reasons_of(answer):
     return " ".join(facts_of(answer)["verdict"]["reasons"])
-
-
-def container_events(ws, since):
-    """Containers podman created since SINCE (its own event log)."""
-    done = ws.run(["podman", "events", "--stream=false", "--since", since, "--filter", "type=container",
-                   "--filter", "event=create", "--format", "{{.Name}}"])
-    return done.stdout.split()
-
-
-def now_inside(ws):
-    return ws.run(["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"]).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +73,7 @@ def test_cached_mode_starts_no_container(workstation, measured):
     workstation.run(["sh", "-c", "cat >/home/dev/podman-logged && chmod 0755 /home/dev/podman-logged"],
                     input=LOGGING_PODMAN)
     workstation.run(["rm", "-f", "/home/dev/podman-calls.log"])
-    since = now_inside(workstation)
+    since = clock(workstation)
     before = json.loads(workstation.path(FACTS).read_text())
     answer = spike(workstation, base_image=BASE_IMAGE, cached=True, executable="/home/dev/podman-logged")
     calls = workstation.path("/home/dev/podman-calls.log").read_text().splitlines()
@@ -108,17 +81,17 @@ def test_cached_mode_starts_no_container(workstation, measured):
     assert facts_of(answer) == before
     # The wrapper was used (the fingerprint asks podman), and nothing it ran starts a container.
     assert calls and all(call.split()[0] in ("info", "image") for call in calls), calls
-    assert container_events(workstation, since) == []
+    assert containers_created(workstation, since) == []
 
 
 def test_changed_fingerprint_forces_a_new_probe(workstation, measured):
     before = json.loads(workstation.path(FACTS).read_text())
     # The probe image the facts were measured with is replaced: the host changed.
     workstation.run(["podman", "tag", BASE_IMAGE, ALIAS])
-    since = now_inside(workstation)
+    since = clock(workstation)
     answer = spike(workstation, base_image=BASE_IMAGE, cached=True)
     assert answer["cached"] is False
-    assert container_events(workstation, since), "a new spike must start containers"
+    assert containers_created(workstation, since), "a new spike must start containers"
     assert facts_of(answer)["measured_at"] >= before["measured_at"]
     assert facts_of(answer)["fingerprint"]["probe_image"] == before["fingerprint"]["probe_image"]
     # ... and the alias names the probe image again, so the cache holds once more.
@@ -171,10 +144,7 @@ def test_missing_subids_are_named(workstation, probe_image):
 @pytest.fixture(scope="module")
 def leak_control(workstation, probe_image):
     """The negative probes against a sandbox without its protection."""
-    script = "/home/dev/leak_control.py"
-    workstation.path(script).write_text(LEAK_CONTROL)
-    done = workstation.run(["/opt/ansible/bin/python3", script, probe_image], timeout=300)
-    return json.loads(done.stdout)
+    return run_leak_control(workstation, probe_image)
 
 
 @pytest.mark.parametrize("name", NEGATIVE)
