@@ -23,12 +23,38 @@ LOGGING_PODMAN = """#!/bin/sh
 printf '%s\\n' "$*" >>/home/dev/podman-calls.log
 exec /usr/bin/podman "$@"
 """
+# The limits probe's limits, and what the host's cgroup files show for a container given
+# them when they hold, in cgroup v2 and in v1: {v2 file: (v1 controller, v1 file, value)}.
+LIMITS = ["--pids-limit=64", "--memory=256m", "--cpus=0.5"]
+HOLDING = {"pids.max": ("pids", "pids.max", "64"), "memory.max": ("memory", "memory.limit_in_bytes", "268435456"),
+           "cpu.max": ("cpu", "cpu.cfs_quota_us", "50000")}
+
+
 def facts_of(answer):
     return answer["ansible_facts"]["aisb_host"]
 
 
 def reasons_of(answer):
     return " ".join(facts_of(answer)["verdict"]["reasons"])
+
+
+def limits_seen_by_the_host(ws, pid):
+    """For each limit of LIMITS, whether the host's own cgroup files show it on process
+    PID's cgroup (read from outside the container, where the probe reads them inside)."""
+    cgroup2 = ws.run(["stat", "-f", "-c", "%T", "/sys/fs/cgroup"]).stdout.strip() == "cgroup2fs"
+    # /proc/PID/cgroup: "0::PATH" for v2, "ID:CONTROLLERS:PATH" per v1 hierarchy.
+    paths = dict(line.split(":", 2)[1:] for line in ws.run(["cat", f"/proc/{pid}/cgroup"]).stdout.splitlines())
+    seen = {}
+    for v2_file, (controller, v1_file, value) in HOLDING.items():
+        if cgroup2:
+            path = f"/sys/fs/cgroup{paths['']}/{v2_file}"
+        else:
+            hierarchy = next(names for names in paths if controller in names.split(","))
+            path = f"/sys/fs/cgroup/{hierarchy}{paths[hierarchy]}/{v1_file}"
+        # The root cgroup has no limit files: no limit there.
+        shown = ws.run(["cat", path], check=False).stdout.strip()
+        seen[v2_file] = shown == value or (v2_file == "cpu.max" and shown.startswith(value + " "))
+    return seen
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +83,19 @@ def test_debian13_model_holds(workstation, measured):
     assert json.loads(workstation.path(FACTS).read_text()) == facts
 
 
-def test_limits_recorded_as_the_cgroup_version_allows(workstation, measured):
-    cgroup2 = workstation.run(["stat", "-f", "-c", "%T", "/sys/fs/cgroup"]).stdout.strip() == "cgroup2fs"
-    assert facts_of(measured)["verdict"]["limits_enforceable"] is cgroup2
+def test_limits_recorded_as_the_host_cgroups_show_them(workstation, measured, probe_image):
+    """limits_enforceable agrees with the host's cgroup files for a container given the
+    probe's limits: where they show all three, the verdict says the limits hold, and
+    where they do not (cgroup v1 here, rootless podman ignores limits), that they do not."""
+    container = workstation.run(["podman", "run", "--detach", "--rm", "--network=none", *LIMITS, probe_image,
+                                 "sleep", "300"]).stdout.strip()
+    try:
+        pid = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", container]).stdout.strip()
+        seen = limits_seen_by_the_host(workstation, pid)
+    finally:
+        workstation.run(["podman", "rm", "--force", "--time", "0", container], check=False)
+    assert facts_of(measured)["verdict"]["limits_enforceable"] is all(seen.values()), \
+        (seen, facts_of(measured)["probes"]["limits"])
 
 
 def test_every_probe_records_its_evidence(measured):

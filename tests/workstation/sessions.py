@@ -116,8 +116,9 @@ def processes(ws, pattern):
 
 
 def clock(ws):
-    """The workstation's time now, as podman events --since takes it."""
-    return ws.run(["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"]).stdout.strip()
+    """The workstation's time now, as podman events --since takes it: to the nanosecond,
+    so a container created earlier in the same second is not taken for a later one."""
+    return ws.run(["date", "-u", "+%Y-%m-%dT%H:%M:%S.%NZ"]).stdout.strip()
 
 
 def containers_created(ws, since):
