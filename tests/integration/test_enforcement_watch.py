@@ -67,8 +67,8 @@ def test_a_harness_that_changes_its_table_is_stopped_and_recorded(
               f"end=$(($(date +%s) + 30)); while [ $(date +%s) -lt $end ]; do date +%s.%N >>{beats}; "
               f"curl -s -m 1 --noproxy '*' -o /dev/null http://{internet.address}/{case}-direct; sleep 0.2; done")
     # The session module itself: run_agent.yml always uses the provisioned image.
-    result = session_module(workstation, **dict(images_and_policy(workstation), project=PROJECT,
-                                                image=weakened_image, command=["sh", "-c", script]))
+    result = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT,
+                                            "image": weakened_image, "command": ["sh", "-c", script]})
     assert result.returncode != 0
     record = record_of(workstation, result.stdout)
     assert record["status"] == "enforcement-lost", record["reason"]

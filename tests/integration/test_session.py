@@ -203,9 +203,9 @@ def test_gate_killed_mid_session_ends_it_with_a_clear_status(workstation, intern
 
 def test_a_gate_that_cannot_start_fails_closed(workstation, project):
     """The gate starts beside the sandbox: when it cannot start, the harness never runs."""
-    result = session_module(workstation, **dict(images_and_policy(workstation), project=PROJECT,
-                                                gate_image="localhost/aisb-no-such-gate:0",
-                                                command=["sh", "-c", "echo harness-ran"]))
+    result = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT,
+                                            "gate_image": "localhost/aisb-no-such-gate:0",
+                                            "command": ["sh", "-c", "echo harness-ran"]})
     assert result.returncode != 0
     assert "the gate did not start" in result.stdout, result.stdout[-3000:]
     transcript = re.search(r'"transcript": "([^"]+)"', result.stdout).group(1)

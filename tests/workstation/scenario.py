@@ -90,7 +90,7 @@ class Internet:
     def claim_addresses(self):
         """A /30 of 198.18.0.0/16 that no other internet on the build machine has: the veth
         is named after it, and `ip link add` refuses a name that exists."""
-        for _ in range(50):
+        for _attempt in range(50):
             third, fourth = random.randrange(256), random.randrange(0, 256, 4)
             veth = f"aisb{third:02x}{fourth:02x}"
             added = self.ws.run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0",
