@@ -61,7 +61,10 @@ def new_entry(directory: Path):
 def remove_unused(entry: Path) -> bool:
     """Move ENTRY out of sight unless someone holds it; True if it did. Call with its
     directory locked, then empty_trash() once the lock is let go."""
-    descriptor = hold(entry, wait=False)
+    try:
+        descriptor = hold(entry, wait=False)
+    except FileNotFoundError:  # deleted meanwhile by a run of a checkout older than these locks
+        return False
     if descriptor is None:
         return False
     entry.rename(entry.with_name(TRASH + uuid.uuid4().hex))
