@@ -140,7 +140,7 @@ def _handler_for(injector):
                     raise InjectorError(403, "header %s does not carry this session's placeholder"
                                         % entry["header"])
                 body = self._body()
-                status = self._forward(entry, "/" + rest, body)
+                self._forward(entry, "/" + rest, body, host_path)
             except InjectorError as error:
                 status, why = error.args
                 injector.note("refused", host=segment, method=self.command, path=host_path, status=status, why=why)
@@ -150,8 +150,6 @@ def _handler_for(injector):
                 why = "the provider could not be reached: %s" % error
                 injector.note("refused", host=segment, method=self.command, path=host_path, status=502, why=why)
                 self._refuse(502, why)
-                return
-            injector.note("injected", host=segment, method=self.command, path=host_path, status=status)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = relay
 
@@ -174,7 +172,7 @@ def _handler_for(injector):
                 raise InjectorError(413, "request body over %d bytes" % MAX_BODY)
             return self.rfile.read(length) if length else None
 
-        def _forward(self, entry, path, body):
+        def _forward(self, entry, path, body, logged_path):
             key = (entry["host"], entry["port"])
             connection = self._upstream.get(key)
             if connection is None:
@@ -191,10 +189,12 @@ def _handler_for(injector):
                 connection.putheader("Content-Length", str(len(body)))
             connection.endheaders(body)
             response = connection.getresponse()
+            # Noted before the body is relayed: a stream may last as long as the session.
+            injector.note("injected", host=route(entry), method=self.command, path=logged_path,
+                          status=response.status)
             self._relay_response(response)
             if response.will_close:
                 connection.close()
-            return response.status
 
         def _relay_response(self, response):
             self.send_response_only(response.status, response.reason)

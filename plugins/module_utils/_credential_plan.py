@@ -34,6 +34,8 @@ PI_PROVIDERS = {
     "GEMINI_API_KEY": ("google", "/v1beta"),
 }
 PI_MODELS_PATH = "/home/agent/.pi/agent/models.json"
+# Its name in the session's directory.
+PI_MODELS_FILE = "pi-models.json"
 
 
 def new_placeholder():
@@ -61,6 +63,11 @@ def pi_models(entries, proxy_url):
             name, path = PI_PROVIDERS[entry["variable"]]
             providers[name] = {"baseUrl": "%s/%s%s" % (proxy_url, route(entry), path)}
     return json.dumps({"providers": providers}, indent=2, sort_keys=True) + "\n" if providers else None
+
+
+def writable_dir(inside):
+    """The directory a read-only file at INSIDE sits in: the harness keeps writing there."""
+    return inside.rsplit("/", 1)[0]
 
 
 def gate_refusal_conf(session_id, entries, placeholders):

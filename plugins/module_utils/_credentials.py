@@ -168,3 +168,15 @@ def check_resolved(entries):
     as_values = [dict(((k, v) for k, v in entry.items() if k != "key"), value=entry["key"]) for entry in entries]
     return [dict(((k, v) for k, v in entry.items() if k != "value"), key=entry["value"])
             for entry in check_credentials(as_values)]
+
+
+def check_session_use(entries, environment, network):
+    """Refuse resolved ENTRIES a session cannot honour: a variable the ENVIRONMENT also
+    sets (the key would be its value), or a NETWORK without the gate's address."""
+    for index, entry in enumerate(entries):
+        if entry["variable"] in environment:
+            _fail(index, "variable %s is also given in environment or pass_environment: the harness gets a "
+                         "placeholder there, never a value" % entry["variable"])
+    if entries and network != "allow":
+        raise SessionInputError("%s need network allow: the sandbox reaches their injector where it reaches the "
+                                "gate (network is %s)" % (OPTION, network))
