@@ -27,7 +27,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
-from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import resolve_credentials
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_session_use, resolve_credentials
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, harness_command, harness_names)
@@ -68,6 +68,8 @@ def resolve_controller_options(args, controller_env):
     # Values named in variables, plus names passed through from this controller's
     # environment: nothing else reaches the sandbox.
     environment = build_environment(args["environment"], names + optional, controller_env)
+    # Here too, not only at admission: a refused key never leaves the controller.
+    check_session_use(credentials, environment, args.get("network", "allow"))
     interactive = args["interactive"]
     if interactive is None:
         interactive = args["command"] is None and prompt is None

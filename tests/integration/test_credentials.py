@@ -107,8 +107,10 @@ def host_argv_lines(ws):
 
 def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstation, provider):
     before = len(provider.requests())
-    script = ('curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H "authorization: Bearer sent-by-the-agent" '
-              f'"$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/v1/echo"; '
+    url = f'"$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/v1/echo"'
+    script = ('curl -sS -H "authorization: Bearer $ANTHROPIC_API_KEY" -H "x-api-key: sent-by-the-agent" ' + url + '; '
+              # Without the session's placeholder the injector relays nothing.
+              'curl -s -o /dev/null -w "without=%{http_code}\\n" -H "authorization: Bearer guessed" ' + url + '; '
               'echo "placeholder=$ANTHROPIC_API_KEY"; ' + SEARCH + "; sleep 4")
     # The natural setup: the key in the caller's ANTHROPIC_API_KEY, which the pi recipe
     # would otherwise pass through as it is.
@@ -136,8 +138,9 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
     assert len(got) == 1, got
     headers = dict((k.lower(), v) for k, v in got[0]["headers"])
     assert headers["authorization"] == "Bearer " + KEY
-    assert headers["x-api-key"] == placeholder  # another header: passed as sent
-    assert not any(placeholder in v for k, v in got[0]["headers"] if k.lower() == "authorization")
+    assert headers["x-api-key"] == "sent-by-the-agent"  # another header: passed as sent
+    assert not any(placeholder in v for _k, v in got[0]["headers"])
+    assert "without=403" in transcript
     for where, text in (("record", record), ("transcript", transcript), ("ansible output", output)):
         assert KEY not in text, "the key is in the " + where
     injected = json.loads(record)["credentials"]["injected"]
