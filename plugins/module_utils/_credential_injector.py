@@ -215,7 +215,9 @@ def _handler_for(injector):
             if bodiless:
                 return
             while True:
-                piece = response.read1(CHUNK)
+                # read() ends a response of known length (the connection is then free for
+                # the next request); read1() passes on whatever of a stream has come.
+                piece = response.read(CHUNK) if response.length is not None else response.read1(CHUNK)
                 if not piece:
                     break
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)

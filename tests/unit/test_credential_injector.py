@@ -19,11 +19,13 @@ PLACEHOLDER = "aisb-placeholder-unit"
 
 
 class Provider(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # kept alive: the injector must reuse its connection
     seen = []
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        Provider.seen.append({"path": self.path, "headers": dict(self.headers.items()), "body": body})
+        Provider.seen.append({"path": self.path, "headers": dict(self.headers.items()), "body": body,
+                              "client_port": self.client_address[1]})
         if self.path.startswith("/stream"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -130,6 +132,7 @@ def test_keep_alive_reuses_both_connections(injector):
         connection.request("POST", prefix + "/n", body=b"%d" % index,
                            headers={"Authorization": "Bearer " + PLACEHOLDER})
         assert connection.getresponse().read() == b"ok %d" % index
+    assert len(set(seen["client_port"] for seen in Provider.seen)) == 1
 
 
 def test_an_unverifiable_provider_is_refused(provider):
