@@ -36,6 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+import certificates  # noqa: E402  pylint: disable=wrong-import-position
 import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import (  # noqa: E402
     CredentialInjector)
@@ -132,16 +133,6 @@ def median(values):
     return ordered[len(ordered) // 2]
 
 
-def make_certificates(directory):
-    subprocess.run(["bash", "-euc", """
-        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 1 -subj /CN=bench-ca
-        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost
-        printf 'subjectAltName=DNS:localhost\\n' >san.ext
-        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 1 \
-          -extfile san.ext
-    """], cwd=directory, check=True, capture_output=True)
-
-
 def start_squid(directory, provider_port, ca):
     """squid in accel mode in front of the provider, adding the key: the alternative."""
     port = free_port()
@@ -192,7 +183,7 @@ def rss_kb(pid):
 def measure(runs, with_squid=False):
     from measure import row  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory(prefix="aisb-bench-injector-") as directory:
-        make_certificates(directory)
+        certificates.make(directory, "localhost")
         ca = str(Path(directory, "ca.crt"))
         port_file = Path(directory, "provider.port")
         provider = subprocess.Popen([sys.executable, __file__, "--provider", str(port_file),

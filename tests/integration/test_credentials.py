@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import certificates
 from scenario import ANSIBLE_ENV, operator_vars
 from workstation import TRANSFER_DIR
 
@@ -74,11 +75,7 @@ def provider(workstation, internet):
     log = f"{work}/requests.log"
     ws.sh(f"""
         mkdir -p {work} && cd {work}
-        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=aisb-test-provider-ca
-        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN={PROVIDER}
-        printf 'subjectAltName=DNS:{PROVIDER}\\n' >san.ext
-        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 \\
-          -extfile san.ext
+        {certificates.script(PROVIDER)}
         cat ca.crt >>{BUNDLE}
         echo '{internet.address} {PROVIDER}' >>/etc/hosts
         : >{log}

@@ -5,13 +5,13 @@ only with the placeholder, streams pass as they come, refusals are kept for the 
 import http.client
 import json
 import ssl
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+import certificates
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 
 KEY = "sk-unit-real-key"
@@ -53,13 +53,7 @@ class Provider(BaseHTTPRequestHandler):
 def provider(tmp_path_factory):
     """An HTTPS server for 'localhost' on 127.0.0.1 with a certificate of a CA made here."""
     work = tmp_path_factory.mktemp("provider")
-    subprocess.run(["bash", "-euc", """
-        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 1 -subj /CN=unit-ca
-        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost
-        printf 'subjectAltName=DNS:localhost\\n' >san.ext
-        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 1 \
-          -extfile san.ext
-    """], cwd=work, check=True, capture_output=True)
+    certificates.make(work, "localhost")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(work / "server.crt", work / "server.key")
     server = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
