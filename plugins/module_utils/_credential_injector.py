@@ -68,6 +68,16 @@ class VerifiedConnection(http.client.HTTPSConnection):
             raise
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A thread per connection; a connection's failure (the harness hung up mid-stream)
+    is that connection's end, not a traceback on the session's output."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass
+
+
 class CredentialInjector(object):
     """Serves ENTRIES (resolved: host, port, header, prefix, variable, key) with
     PLACEHOLDERS ({variable: placeholder}) on 127.0.0.1, a free port; start() it, read
@@ -82,8 +92,7 @@ class CredentialInjector(object):
         self.refused = refused
         self.decisions = {"injected": [], "refused": []}
         self._lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self.server.daemon_threads = True
+        self.server = QuietServer(("127.0.0.1", 0), _handler_for(self))
         self.port = self.server.server_address[1]
         self._thread = None
 
@@ -146,7 +155,12 @@ def _handler_for(injector):
                 injector.note("refused", host=segment, method=self.command, path=host_path, status=status, why=why)
                 self._refuse(status, why)
                 return
-            except (OSError, http.client.HTTPException, ssl.SSLError) as error:
+            except (OSError, http.client.HTTPException, ssl.SSLError, ValueError) as error:
+                if self._answered:
+                    # The provider's answer had begun (the harness left, or the provider
+                    # did): the request was noted as injected; this connection ends.
+                    self.close_connection = True
+                    return
                 why = "the provider could not be reached: %s" % error
                 injector.note("refused", host=segment, method=self.command, path=host_path, status=502, why=why)
                 self._refuse(502, why)
@@ -227,8 +241,6 @@ def _handler_for(injector):
         def _refuse(self, status, why):
             # Whatever of the request is unread stays unread: this connection ends here.
             self.close_connection = True
-            if self._answered:
-                return  # The provider's answer had begun: cutting it short is all that is left.
             body = ("aisb credential injector: %s\n" % why).encode("utf-8")
             self.send_response_only(status)
             self.send_header("Content-Type", "text/plain; charset=utf-8")

@@ -31,7 +31,7 @@ HOST_NAME = re.compile(r"\A(?=.{1,253}\Z)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*
 HEADER_NAME = re.compile(r"\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # Set by the injector itself, or meaningless to a provider through it.
 HOP_HEADERS = frozenset(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
-                         "trailer", "transfer-encoding", "upgrade", "host", "content-length"])
+                         "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"])
 # Allowed in a key and its prefix: visible ASCII and spaces; nothing that ends a header.
 HEADER_VALUE = re.compile(r"\A[\x20-\x7e]*\Z")
 
