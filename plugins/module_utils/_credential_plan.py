@@ -82,8 +82,14 @@ def gate_refusal_conf(session_id, entries, placeholders):
     seen = {}
     for header in headers:
         seen.setdefault(header.lower(), header)
-    lines = ["acl aisb_placeholder url_regex %s" % either]
-    lines += ["acl aisb_placeholder req_header %s %s" % (header, either) for header in seen.values()]
+    # One ACL per header: squid keeps one header name per req_header ACL (a later line
+    # with another name would replace it), and an ACL's lines must share its type.
+    lines = ["acl aisb_placeholder_url url_regex %s" % either]
+    names = ["aisb_placeholder_url"]
+    for index, header in enumerate(seen.values()):
+        names.append("aisb_placeholder_header_%d" % index)
+        lines.append("acl %s req_header %s %s" % (names[-1], header, either))
+    lines.append("acl aisb_placeholder any-of %s" % " ".join(names))
     lines += [
         "logformat aisb_credential %%ts.%%03tu session=%s credential-elsewhere client=%%>a %%Ss/%%03>Hs %%rm %%ru"
         % session_id,

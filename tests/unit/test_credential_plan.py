@@ -73,10 +73,12 @@ def test_the_gate_refuses_a_placeholder_before_the_policy_allows_anything():
     lines = conf.splitlines()
     assert lines.index("http_access deny aisb_placeholder") < lines.index("include " + _podman.GATE_POLICY_CONF)
     either = "aisb-placeholder-a|aisb-placeholder-b"
-    assert "acl aisb_placeholder url_regex " + either in lines
-    for header in ("Authorization", "X-Api-Key", "x-api-key"):
-        assert any(line.lower() == ("acl aisb_placeholder req_header %s %s" % (header, either)).lower() for line in lines)
-    assert len([line for line in lines if " req_header authorization " in line.lower()]) == 1
+    assert "acl aisb_placeholder_url url_regex " + either in lines
+    headers = [line.split()[3].lower() for line in lines if " req_header " in line]
+    assert sorted(headers) == ["api-key", "authorization", "x-api-key", "x-goog-api-key"]
+    assert all(line.endswith(" " + either) for line in lines if " req_header " in line)
+    assert "acl aisb_placeholder any-of aisb_placeholder_url " + " ".join(
+        "aisb_placeholder_header_%d" % index for index in range(4)) in lines
     assert KEY not in conf
 
 
