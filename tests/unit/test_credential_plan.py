@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman, _session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils._ruleset import expected
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import credentials_report
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
 
 from test_session_plan import FACTS, inputs
@@ -95,3 +96,13 @@ def test_a_refusal_is_read_back_from_the_gate_log_and_not_counted_twice():
 def test_only_variables_pi_knows_get_a_models_json():
     entry = dict(ENTRIES[0], variable="SOME_KEY")
     assert _credential_plan.pi_models([entry], "http://x:1") is None
+
+
+def test_the_record_keeps_the_entries_without_their_keys():
+    log = "1.000 session=sid credential-elsewhere client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak"
+    report = credentials_report(inputs(credentials=ENTRIES), None, log)
+    assert report["entries"][1] == {"host": "models.test", "port": 9443, "header": "Authorization",
+                                    "prefix": "Bearer ", "variable": "OPENAI_API_KEY"}
+    assert report["injected"] == [] and report["elsewhere"][0]["url"] == "http://allowed.test/leak"
+    assert KEY not in json.dumps(report)
+    assert credentials_report(inputs(), None, log) is None
