@@ -28,7 +28,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

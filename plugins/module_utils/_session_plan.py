@@ -116,7 +116,7 @@ def plan_session(session_id, inputs, facts, port, injector=None):
     if injector_port:
         # The injector is reached like the gate, at the gate's address: one more pinned port.
         policy = policy._replace(pins=tuple(sorted(set(policy.pins) | {(gate[0], injector_port)})))
-        injector_url = "http://%s:%d" % (gate[0], injector_port)
+        injector_url = "http://%s:%s" % (gate[0], injector_port)
         environment.update(_credential_plan.harness_environment(placeholders, injector_url))
         models = _credential_plan.pi_models(inputs.credentials, injector_url)
         if models is not None:

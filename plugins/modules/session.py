@@ -118,7 +118,7 @@ options:
     default: []
   credentials:
     description:
-      - Provider keys that never enter the sandbox (the playbooks' C(aisb_credentials)): a
+      - Provider keys that never enter the sandbox (the playbooks' C(aisb_credentials)), a
         list of entries, each with C(host) (the provider's DNS name), C(port) (default
         443), C(header) (the request header the key goes in, such as C(x-api-key) or
         C(authorization)), C(prefix) (put before the key, such as C(Bearer ); default

@@ -20,8 +20,9 @@ ENTRIES = [{"host": "api.anthropic.com", "port": 443, "header": "x-api-key", "pr
 PLACEHOLDERS = {"ANTHROPIC_API_KEY": "aisb-placeholder-a", "OPENAI_API_KEY": "aisb-placeholder-b"}
 
 
-def planned(facts=FACTS):
-    return _session_plan.plan_session("sid", inputs(credentials=ENTRIES), facts, 40001, (PLACEHOLDERS, 40002))
+def planned(facts=None):
+    return _session_plan.plan_session("sid", inputs(credentials=ENTRIES), facts or FACTS, 40001,
+                                      (PLACEHOLDERS, 40002))
 
 
 def test_the_sandbox_gets_placeholders_and_the_injector_at_the_gates_address():
