@@ -7,6 +7,7 @@ import base64
 import json
 import re
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -114,13 +115,16 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
     argv = session_argv(workstation, [credential({"from_environment": "ANTHROPIC_API_KEY"},
                                                  header="authorization", prefix="Bearer ")],
                         "-vvv", command=["bash", "-c", script])
-    session = subprocess.Popen(workstation.command(argv, env=dict(ANSIBLE_ENV, ANTHROPIC_API_KEY=KEY)),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen_argv = ""
-    while session.poll() is None:
-        seen_argv += host_argv_lines(workstation)
-        time.sleep(0.3)
-    output = session.stdout.read()
+    # Its output to a file: -vvv would fill a pipe nobody reads while the session runs.
+    with tempfile.TemporaryFile("w+") as out:
+        session = subprocess.Popen(workstation.command(argv, env=dict(ANSIBLE_ENV, ANTHROPIC_API_KEY=KEY)),
+                                   stdout=out, stderr=subprocess.STDOUT, text=True)
+        seen_argv = ""
+        while session.poll() is None:
+            seen_argv += host_argv_lines(workstation)
+            time.sleep(0.3)
+        out.seek(0)
+        output = out.read()
     assert session.returncode == 0, output[-4000:]
     assert "aisb-sandbox-" in seen_argv, "the session's commands were seen while it ran"
     assert KEY not in seen_argv, "the key is on a host command line"
