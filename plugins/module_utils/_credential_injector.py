@@ -89,6 +89,9 @@ class CredentialInjector(object):
         self.routes = dict((route(entry), dict(entry, placeholder=placeholders[entry["variable"]]))
                            for entry in entries)
         self.context = context or ssl.create_default_context()
+        # Strict X.509 checks on every Python, as 3.13's default has them: the same
+        # certificates pass or fail whatever the workstation's Python.
+        self.context.verify_flags |= ssl.VERIFY_X509_STRICT
         self.refused = refused
         self.decisions = {"injected": [], "refused": []}
         self._lock = threading.Lock()

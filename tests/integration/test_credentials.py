@@ -55,7 +55,7 @@ def run(ws, credentials, *extra, env=None, **kwargs):
 
 
 def record_of(ws, output):
-    path = re.search(r"record (\S+/record\.json)", output)
+    path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
     assert path, output[-3000:]
     return ws.path(path.group(1)).read_text()
 
