@@ -91,7 +91,8 @@ def ruleset_check(podman, image, policy_file):
 
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
-                interactive, preserve_fds, command, hosts=(), pidfile=None, writable_dirs=(), read_only_files=()):
+                interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None, writable_dirs=(),
+                read_only_files=()):
     """The sandbox: only the project at /project, the policy read-only, and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
     those reach the harness after the privilege drop, through a preserved descriptor).
@@ -101,11 +102,16 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     names resolved on the host, since no resolver is reachable inside).
     PIDFILE: where podman writes the host PID of the sandbox's first process (the
     enforcement watch enters its namespaces); a host path the sandbox cannot reach.
+    PROJECT_OVERLAY: (upper, work) for review mode: the project is the overlay's lower
+    layer and every write goes to UPPER (podman's O option takes no other option, so no
+    label: podman labels an overlay's content itself).
     WRITABLE_DIRS: paths inside that get an empty tmpfs anyone may write to (sticky),
     made before READ_ONLY_FILES, (host path, path inside) pairs mounted read-only in them:
     a tmpfs is root's, and the harness writes beside such a file (pi's ~/.pi/agent).
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
+    if project_overlay:
+        mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((project,) + tuple(project_overlay))
     argv = [podman, "run", "--rm", "--name", name, "--init", "--network=%s" % network]
     argv += SANDBOX_SECURITY
     argv += ["--volume", mount, "--workdir", "/project",

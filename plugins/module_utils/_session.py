@@ -19,6 +19,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan impo
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
@@ -68,8 +69,9 @@ def image_labels(run, podman, image):
 
 
 def start(inputs, facts, environ):
-    """Plan the session and make its directory; returns (plan, runner, injector): the
-    credential injector, bound but not serving, when there are provider credentials."""
+    """Plan the session and make its directory; returns (plan, runner, review, injector):
+    REVIEW a _review_session.Review in review mode, else None; INJECTOR the credential
+    injector, bound but not serving, when there are provider credentials, else None."""
     session_id = new_session_id()
     port = free_loopback_port() if inputs.network == "allow" else None
     injector = None
@@ -80,11 +82,16 @@ def start(inputs, facts, environ):
         plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
         session_dir = os.path.join(state_dir(environ), "sessions", session_id)
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
+        review = None
+        if inputs.project_mode == "review":
+            # The agent writes to an upper directory in the session's, never to the project.
+            review = Review(inputs.project, session_dir)
+            plan["sandbox_options"]["project_overlay"] = review.overlay
     except BaseException:
         if injector is not None:
             injector.close()
         raise
-    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), injector
+    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review, injector
 
 
 def credentials_report(inputs, injector, gate_log):
@@ -107,7 +114,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     The session ends with status controller-lost when this process's stdout loses its
     reader (the module's: ansible-playbook's worker or the SSH connection went away) or,
     given PARENT, when this process's parent is no longer PARENT (see _controller)."""
-    plan, runner, injector = start(inputs, facts, environ)
+    plan, runner, review, injector = start(inputs, facts, environ)
     transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
     # Everything known before anything runs: the watchdog completes it if this process dies.
     record = {
@@ -118,6 +125,9 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "network": inputs.network,
         # network no-gate: each allowed name and the addresses pinned for it.
         "pinned_names": inputs.hosts,
+        "project_mode": inputs.project_mode,
+        # review mode: where the agent's writes go, and the project's manifest.
+        "review": review.section() if review else None,
         "image": {"tag": inputs.image},
         "gate_image": inputs.gate_image,
         "policy_dir": inputs.policy_dir,
@@ -177,6 +187,9 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "credentials": credentials_report(inputs, injector, runner.gate_log),
         "commands": runner.commands,
     })
+    if review is not None:
+        # Every change the agent made, with its flags.
+        record["review"] = review.end()
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as error:

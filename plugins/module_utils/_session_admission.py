@@ -102,7 +102,8 @@ def admit(params, environ, run, interactive=False, now=None):
     inputs = SessionInputs(
         project=project, project_label=(facts.get("verdict") or {}).get("bind_mount_label", ""),
         image=params["image"], gate_image=params.get("gate_image"), policy_dir=params.get("policy_dir"),
-        policy=policy, network=network, environment=environment, command=command, interactive=interactive,
+        policy=policy, network=network, project_mode=params.get("project_mode") or "direct",
+        environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"], credentials=credentials)
