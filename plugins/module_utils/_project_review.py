@@ -31,6 +31,7 @@ OPAQUE_FILE = ".wh..wh..opq"
 # An upper file the kernel fills from the lower one on read: its own data is not the file.
 METACOPY_XATTRS = ("user.overlay.metacopy", "trusted.overlay.metacopy")
 
+
 class ReviewError(Exception):
     """The upper directory or the project cannot be reviewed or applied as asked."""
 
