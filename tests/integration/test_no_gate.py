@@ -40,6 +40,12 @@ get() { if timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /$3 HTTP/1
           _ "$1" "$2" "$3"; then echo; echo "RESULT $3 open"; else echo "RESULT $3 blocked"; fi; }
 udp() { if timeout 5 bash -c 'printf "$3" >"/dev/udp/$1/$2"' _ "$1" "$2" "$3" 2>/dev/null
         then echo "RESULT $3 sent"; else echo "RESULT $3 blocked"; fi; }
+# An IPv6 address is tentative (duplicate address detection) for a moment after the
+# sandbox starts, and a connect from it fails: wait, so that an IPv6 attempt is blocked
+# only by the table, never by the clock.
+tentative() { while read -r _ _ _ _ flags _; do (( 0x$flags & 0x40 )) && return 0; done </proc/net/if_inet6; return 1; }
+for _ in $(seq 50); do tentative || break; sleep 0.1; done
+tentative && echo "RESULT ipv6-address tentative"
 env | grep -i proxy | sed 's/^/PROXY /'
 get allowed.test 80 allowed-80
 get allowed.test 443 allowed-443
