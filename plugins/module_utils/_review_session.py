@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest, _project_review
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID, session_directory
 
-MODES = ("direct", "review")
 REVIEW_DIR = "review"
 REVIEW_DIR_MODE = 0o700
-# The session's record, as _session_run names it.
-RECORD = "record.json"
-SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
 
 
 def review_dir(session_dir):
@@ -87,7 +83,7 @@ def load_record(state, session_id):
     STATE; ReviewError when there is none, it has not ended, or it ran in direct mode."""
     if not SESSION_ID.match(session_id or ""):
         raise _project_review.ReviewError("%r is not a session id (like 20261130T230455-1a2b3c4d)" % session_id)
-    session_dir = os.path.join(state, "sessions", session_id)
+    session_dir = session_directory(state, session_id)
     try:
         with open(os.path.join(session_dir, RECORD)) as handle:
             record = json.load(handle)

@@ -23,14 +23,13 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._review_session impor
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
-    SessionError, new_session_id, plan_session)
+    RECORD, SessionError, new_session_id, plan_session, session_directory)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700
 TRANSCRIPT = "transcript.log"
-RECORD = "record.json"
 # The module's stdout, whose reader is the controller's side (see _controller).
 STDOUT = 1
 EXIT_STATUS = {77: "enforcement could not be installed or verified",
@@ -80,7 +79,7 @@ def start(inputs, facts, environ):
         injector = CredentialInjector(inputs.credentials, placeholders)
     try:
         plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
-        session_dir = os.path.join(state_dir(environ), "sessions", session_id)
+        session_dir = session_directory(state_dir(environ), session_id)
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
         review = None
         if inputs.project_mode == "review":
