@@ -14,8 +14,12 @@ import json
 import re
 import uuid
 
-# The harness reaches a provider at $AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH.
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import log_entry
+
+# The harness reaches a provider at $AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH, PORT only
+# when it is not the provider's default (HTTPS).
 PROXY_VARIABLE = "AISB_CREDENTIAL_PROXY"
+DEFAULT_PORT = 443
 PLACEHOLDER_PREFIX = "aisb-placeholder-"
 # Headers the gate searches for a placeholder in plain HTTP, besides each entry's own
 # header and the URL: where the usual providers and tools put a key.
@@ -43,8 +47,8 @@ def new_placeholder():
 
 
 def route(entry):
-    """The injector's path segment for ENTRY's provider: HOST, or HOST:PORT off 443."""
-    return entry["host"] if entry["port"] == 443 else "%s:%d" % (entry["host"], entry["port"])
+    """The injector's path segment for ENTRY's provider: HOST, or HOST:PORT off the default."""
+    return entry["host"] if entry["port"] == DEFAULT_PORT else "%s:%d" % (entry["host"], entry["port"])
 
 
 def harness_environment(placeholders, proxy_url):
@@ -101,10 +105,5 @@ def gate_refusal_conf(session_id, entries, placeholders):
 
 def parse_elsewhere(gate_log):
     """The gate's refusals of a placeholder from its log: [{time, method, url, status}]."""
-    found = []
-    for line in gate_log.splitlines():
-        match = ELSEWHERE_LINE.match(line.strip())
-        if match:
-            found.append({"time": float(match.group("time")), "method": match.group("method"),
-                          "url": match.group("url"), "status": "%s/%s" % (match.group("status"), match.group("code"))})
-    return found
+    matches = (ELSEWHERE_LINE.match(line.strip()) for line in gate_log.splitlines())
+    return [log_entry(match) for match in matches if match]

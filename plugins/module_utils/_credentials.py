@@ -19,13 +19,13 @@ import os
 import re
 import stat
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import DEFAULT_PORT
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, check_env_name)
 
 OPTION = "aisb_credentials"
 SOURCES = ("from_environment", "from_file", "value")
 KEYS = frozenset(("host", "port", "header", "prefix", "variable") + SOURCES)
-DEFAULT_PORT = 443
 HOST_NAME = re.compile(r"\A(?=.{1,253}\Z)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 # An HTTP field name (RFC 9110 token).
 HEADER_NAME = re.compile(r"\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
@@ -90,10 +90,7 @@ def _check_entry(index, entry):
     prefix = entry.get("prefix", "")
     if not isinstance(prefix, str) or not HEADER_VALUE.match(prefix):
         _fail(index, "prefix must be text of visible characters and spaces (such as 'Bearer ')")
-    try:
-        check_env_name(entry["variable"], "%s[%d] variable" % (OPTION, index))
-    except SessionInputError as error:
-        raise SessionInputError(str(error))
+    check_env_name(entry["variable"], "%s[%d] variable" % (OPTION, index))
     given = [source for source in SOURCES if entry.get(source) is not None]
     if len(given) != 1:
         _fail(index, "give exactly one of %s (got %s)" % (", ".join(SOURCES), ", ".join(given) or "none"))

@@ -130,8 +130,13 @@ def parse_gate_log(text):
         # The readiness probe connects and leaves before sending a request.
         if not match or match.group("url").startswith("error:"):
             continue
-        entry = {"time": float(match.group("time")), "method": match.group("method"),
-                 "url": match.group("url"), "status": "%s/%s" % (match.group("status"), match.group("code"))}
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403"
-        decisions["denied" if denied else "allowed"].append(entry)
+        decisions["denied" if denied else "allowed"].append(log_entry(match))
     return decisions
+
+
+def log_entry(match):
+    """What the record keeps of one access log line (a match of GATE_LOG_LINE, or of a
+    line with the same time, status, code, method and url groups)."""
+    return {"time": float(match.group("time")), "method": match.group("method"), "url": match.group("url"),
+            "status": "%s/%s" % (match.group("status"), match.group("code"))}
