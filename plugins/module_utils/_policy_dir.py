@@ -57,25 +57,35 @@ def write_files(directory, files):
         os.chmod(path, 0o644)
 
 
+def _read(directory, name):
+    with open(os.path.join(directory, name), "rb") as handle:
+        return handle.read()
+
+
 def read_policy(directory):
     """The Policy rendered into DIRECTORY, or PolicyError saying which file is not what
-    policy.json's entries render to."""
+    policy.json's entries render to. Each file is read once: what is parsed is what is
+    compared."""
     fix = "run the gate role (provision.yml or run_agent.yml) to render the policy again"
     try:
-        with open(os.path.join(directory, POLICY_RECORD)) as handle:
-            record = json.load(handle)
+        record_bytes = _read(directory, POLICY_RECORD)
+        record = json.loads(record_bytes.decode("utf-8"))
         policy = parse_policy(record["allow"], record["connect_ports"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise PolicyError("policy_dir %r: %s is not a policy record the gate role wrote (%s); %s"
                           % (directory, POLICY_RECORD, getattr(error, "strerror", None) or error, fix))
     wanted = _files(policy, policy_record(record["allow"], policy))
-    for name in (POLICY_RECORD, SQUID_POLICY_CONF):
-        try:
-            with open(os.path.join(directory, name), "rb") as handle:
-                found = handle.read()
-        except OSError as error:
-            raise PolicyError("policy_dir %r: %s cannot be read (%s); %s" % (directory, name, error.strerror, fix))
+
+    def refuse_unless_rendered(name, found):
         if found != wanted[name]:
             raise PolicyError("policy_dir %r: %s is not what %s's allow entries render to; %s"
                               % (directory, name, POLICY_RECORD, fix))
+
+    refuse_unless_rendered(POLICY_RECORD, record_bytes)
+    try:
+        squid_bytes = _read(directory, SQUID_POLICY_CONF)
+    except OSError as error:
+        raise PolicyError("policy_dir %r: %s cannot be read (%s); %s"
+                          % (directory, SQUID_POLICY_CONF, error.strerror, fix))
+    refuse_unless_rendered(SQUID_POLICY_CONF, squid_bytes)
     return policy

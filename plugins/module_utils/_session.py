@@ -233,8 +233,9 @@ def task_result(record):
             "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else ""))
     if record.get("record_error"):
         problems.append(record["record_error"])
-    if _project_git.problem(record):
-        problems.append(_project_git.problem(record))
+    git_problem = _project_git.problem(record)
+    if git_problem:
+        problems.append(git_problem)
     if problems:
         result["failed"] = True
         result["msg"] = "; ".join(problems)
