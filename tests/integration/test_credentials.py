@@ -16,6 +16,7 @@ import pytest
 
 import certificates
 from scenario import ANSIBLE_ENV, operator_vars
+from sessions import record_of, record_path
 from workstation import TRANSFER_DIR
 
 PROJECT = "/home/dev/src/credentials"
@@ -54,10 +55,9 @@ def run(ws, credentials, *extra, env=None, **kwargs):
                   timeout=600)
 
 
-def record_of(ws, output):
-    path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
-    assert path, output[-3000:]
-    return ws.path(path.group(1)).read_text()
+def record_text(ws, output):
+    """The record of the session that printed OUTPUT, as the text on disk (searched for the key)."""
+    return ws.path(record_path(output)).read_text()
 
 
 def between(text, name):
@@ -128,7 +128,7 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
     assert session.returncode == 0, output[-4000:]
     assert "aisb-sandbox-" in seen_argv, "the session's commands were seen while it ran"
     assert KEY not in seen_argv, "the key is on a host command line"
-    record = record_of(workstation, output)
+    record = record_text(workstation, output)
     transcript = workstation.path(json.loads(record)["transcript"]).read_text()
     assert "fake provider saw /v1/echo" in transcript, transcript[-3000:]
     placeholder = re.search(r"^placeholder=(\S+)$", transcript, re.M).group(1)
@@ -157,7 +157,7 @@ def test_the_placeholder_sent_elsewhere_is_refused_and_recorded(workstation, int
     result = run(workstation, [credential({"value": KEY})], "-e", json.dumps({"aisb_allow": ["allowed.test"]}),
                  command=["bash", "-c", script])
     assert result.returncode == 0, result.stdout[-4000:]
-    record = json.loads(record_of(workstation, result.stdout))
+    record = record_of(workstation, result.stdout)
     transcript = workstation.path(record["transcript"]).read_text()
     assert re.findall(r"^(\w+)=(\d+)$", transcript, re.M) == [
         ("elsewhere", "403"), ("elsewhere", "403"), ("url", "403"), ("clean", "200")], transcript
@@ -187,7 +187,7 @@ def test_pi_answers_through_the_injecting_path(workstation, provider):
     before = len(provider.requests())
     result = run(workstation, [credential({"from_environment": "AISB_TEST_PROVIDER_KEY"})],
                  env={"AISB_TEST_PROVIDER_KEY": KEY}, prompt="Say the answer.")
-    record = json.loads(record_of(workstation, result.stdout))
+    record = record_of(workstation, result.stdout)
     transcript = workstation.path(record["transcript"]).read_text()
     assert result.returncode == 0, result.stdout[-3000:] + transcript[-3000:]
     assert ANSWER in transcript, transcript[-3000:]

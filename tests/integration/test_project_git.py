@@ -14,12 +14,11 @@ still works; cases it can only detect (a git directory the agent created where n
 was) assert that the session's record and the play's output name the path.
 """
 
-import json
 import re
 
 import pytest
 
-from scenario import ANSIBLE_ENV, operator_vars
+from sessions import record_of, run_agent
 
 SRC = "/home/dev/src"
 REMOTES = "/home/dev/remotes"
@@ -45,16 +44,9 @@ def marker(name):
     return f"touch {PWNED}/{name}"
 
 
-def run_agent(ws, project, script, timeout=300):
-    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={project}",
-            "-e", json.dumps({"command": ["bash", "-c", script]})]
-    return ws.run(argv, check=False, env=ANSIBLE_ENV, timeout=timeout)
-
-
-def record_of(ws, output):
-    path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
-    assert path, output[-3000:]
-    return json.loads(ws.path(path.group(1)).read_text())
+def run_agent_script(ws, project, script):
+    """A session on PROJECT whose harness is the bash SCRIPT."""
+    return run_agent(ws, command=["bash", "-c", script], project=project)
 
 
 def transcript(ws, record):
@@ -113,7 +105,7 @@ def new_repo(ws, name, setup=""):
 def nothing_the_agent_wrote_runs(ws, case, repo, attack, where=()):
     """Run ATTACK in a session on REPO, then the developer's git in REPO and each of
     WHERE: none of CASE's markers may appear."""
-    result = run_agent(ws, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack + "\necho attack-done")
+    result = run_agent_script(ws, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack + "\necho attack-done")
     record = record_of(ws, result.stdout)
     assert record["status"] == "exited" and "attack-done" in transcript(ws, record), result.stdout[-3000:]
     for place in (repo,) + tuple(where):
@@ -353,7 +345,7 @@ def test_control_the_same_files_written_on_the_host_do_run(git_host, name):
 def test_read_only_mounts_hold_against_every_way_around(git_host):
     repo = new_repo(git_host, "escape")
     before = tree_listing(git_host, repo)
-    result = run_agent(git_host, repo, ESCAPE_ATTACK)
+    result = run_agent_script(git_host, repo, ESCAPE_ATTACK)
     record = record_of(git_host, result.stdout)
     probes = dict(re.findall(r"^probe (\S+) (\S+)$", transcript(git_host, record), re.M))
     assert len(probes) == 19, transcript(git_host, record)
@@ -368,7 +360,7 @@ def test_read_only_mounts_hold_against_every_way_around(git_host):
 def test_the_agent_still_works_with_git_and_leaves_nothing_else(git_host):
     repo = new_repo(git_host, "agent-works")
     before = tree_listing(git_host, repo)
-    result = run_agent(git_host, repo, AGENT_IDENTITY + "\n" + AGENT_GIT_WORKS)
+    result = run_agent_script(git_host, repo, AGENT_IDENTITY + "\n" + AGENT_GIT_WORKS)
     assert result.returncode == 0, result.stdout[-3000:]
     record = record_of(git_host, result.stdout)
     assert "agent-git-works" in transcript(git_host, record)
@@ -436,7 +428,7 @@ DETECTED = {
 def test_git_directories_the_agent_made_are_reported(git_host, name):
     setup, attack, path = DETECTED[name]
     repo = new_repo(git_host, name, setup)
-    result = run_agent(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack)
+    result = run_agent_script(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack)
     record = record_of(git_host, result.stdout)
     findings = record.get("project_git", {}).get("findings")
     assert findings and path in [f["path"] for f in findings], (findings, transcript(git_host, record)[-2000:])
@@ -445,13 +437,13 @@ def test_git_directories_the_agent_made_are_reported(git_host, name):
 
 def test_a_planted_commondir_is_refused_at_the_next_start(git_host):
     repo = new_repo(git_host, "commondir-again", "echo ../.evil > .git/commondir")
-    result = run_agent(git_host, repo, "true")
+    result = run_agent_script(git_host, repo, "true")
     assert result.returncode != 0
     assert "commondir" in result.stdout and "refused" in result.stdout, result.stdout[-3000:]
 
 
 def test_a_worktree_config_git_would_read_but_that_is_missing_is_refused(git_host):
     repo = new_repo(git_host, "worktree-config-missing", "git config extensions.worktreeConfig true")
-    result = run_agent(git_host, repo, "true")
+    result = run_agent_script(git_host, repo, "true")
     assert result.returncode != 0
     assert "config.worktree" in result.stdout and "refused" in result.stdout, result.stdout[-3000:]

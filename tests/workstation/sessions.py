@@ -74,11 +74,17 @@ def images_and_policy(ws):
             "policy_dir": policy_dir, "host_facts": facts}
 
 
-def record_of(ws, output):
-    """The record of the session whose playbook or module printed OUTPUT."""
+def record_path(output):
+    """The record's path (inside the workstation) of the session whose playbook or module
+    printed OUTPUT."""
     path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
     assert path, output[-3000:]
-    return json.loads(ws.path(path.group(1)).read_text())
+    return path.group(1)
+
+
+def record_of(ws, output):
+    """The record of the session whose playbook or module printed OUTPUT."""
+    return json.loads(ws.path(record_path(output)).read_text())
 
 
 def session_dirs(ws):
