@@ -12,7 +12,6 @@ import time
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _fleet_report
-from ansible_collections.aisb.sandbox.plugins.modules.fleet_report import argument_spec
 
 
 def write_atomically(path, text):
@@ -30,7 +29,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=argument_spec())
+        _validation, args = self.validate_argument_spec(argument_spec=_fleet_report.argument_spec())
         report = _fleet_report.fleet_report(args["results"].items(),
                                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         dest = os.path.abspath(args["dest"])

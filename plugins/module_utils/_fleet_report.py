@@ -3,7 +3,8 @@
 """The fleet report: one row per host from what verify.yml's probe task returned.
 
 Plain functions over plain data, no I/O: the fleet_report action plugin writes what
-they return. One pass over the hosts, so a report costs O(hosts).
+they return. One pass over the hosts, so a report costs O(hosts). argument_spec is the
+fleet_report options, shared by the module (its documentation) and the action plugin.
 """
 
 import json
@@ -15,6 +16,14 @@ UNREACHABLE = "unreachable"
 FAILED = "probe failed"
 # The Markdown table, in this order.
 COLUMNS = ("host", "distro", "podman", "passt", "gate path", "model holds", "limits enforceable", "reasons")
+
+
+def argument_spec():
+    return dict(
+        results=dict(type="dict", required=True),
+        dest=dict(type="path", required=True),
+        require_all=dict(type="bool", default=True),
+    )
 
 
 def host_entry(host, answer):

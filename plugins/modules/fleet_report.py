@@ -93,14 +93,7 @@ hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def argument_spec():
-    return dict(
-        results=dict(type="dict", required=True),
-        dest=dict(type="path", required=True),
-        require_all=dict(type="bool", default=True),
-    )
+from ansible_collections.aisb.sandbox.plugins.module_utils._fleet_report import argument_spec
 
 
 def main():
