@@ -7,7 +7,8 @@ the session part (port, session id, pid file, log) is rendered per session and
 includes the policy part, so one rendered policy serves many sessions. Both are
 pure text renderers over already validated input (see _policy.parse_policy).
 Only directives that squid 5.7 and 6 both accept: squid 6 refuses obsolete ones
-(dns_v4_first, max_mem_obj_size) and a redeclared built-in `manager` ACL.
+(dns_v4_first, max_mem_obj_size) and a redeclared built-in `manager` ACL. The session
+part needs squid built with OpenSSL (Debian's squid-openssl) for its peeking port.
 parse_gate_log reads back the access log the session part asks for.
 """
 
@@ -17,17 +18,32 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import HTTP_P
 
 # Descriptors one gate may use. squid sizes its tables by this limit, not by use (about
 # 150 bytes a descriptor), and rootless podman hands a container the user's hard limit
-# (524288 under systemd: about 80 MB). 4096 relays about 2000 connections at once.
+# (524288 under systemd: about 80 MB). 4096 relays about 2000 plain HTTP connections at
+# once, or 1000 CONNECT tunnels (each crosses the peeking port: four descriptors).
 MAX_FILEDESCRIPTORS = 4096
+# The peeking port listens on this loopback address, on the session port's number. It is
+# not the sandbox's: pasta maps the gate address to 127.0.0.1 only, and the sandbox's
+# table lets nothing else out. The sandbox-facing port relays every allowed CONNECT to it.
+PEEK_ADDRESS = "127.0.0.2"
+# Inside the gate image (roles/gate/templates/Containerfile.j2 makes both): squid needs a
+# certificate on an ssl-bump port even when it only peeks and splices; and the helper that
+# compares the ClientHello's SNI with the CONNECT name.
+PEEK_CERTIFICATE = "/etc/squid/aisb-peek.pem"
+SNI_HELPER = "/usr/local/lib/aisb/sni-is-connect-host"
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 # The policy part's file name in a rendered policy directory.
 SQUID_POLICY_CONF = "squid-policy.conf"
 # One access log line as the session part's logformat aisb writes it.
+# hier: squid's hierarchy code (a *_PARENT one for a tunnel relayed to the peeking port);
+# gate: the local address that took the request (PEEK_ADDRESS for the peeking port); tls:
+# squid's SslBump decision, "-" where none applies, "splice" for a ClientHello that
+# passed, anything else for one refused at the peeking port; sni: URL-encoded.
 GATE_LOG_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
-    r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+)$")
+    r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+) "
+    r"hier=(?P<hier>\S+) gate=(?P<gate>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)$")
 
 
 def render_policy_conf(policy):
@@ -96,6 +112,7 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "# aisb gate session %s: generated, do not edit." % session_id,
         # Loopback only: the sandbox reaches it through pasta's host-loopback mapping.
         "http_port 127.0.0.1:%d" % port,
+    ] + _peeking(port) + [
         # The gate runs as the unprivileged proxy user from the start: /tmp is writable.
         "pid_filename /tmp/aisb-gate-%s.pid" % session_id,
         # The sandbox's entrypoint knows its gate by this name in squid's error page.
@@ -109,7 +126,9 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         # The ICMP pinger needs a raw socket, which the unprivileged gate cannot open.
         "pinger_enable off",
         "max_filedescriptors %d" % MAX_FILEDESCRIPTORS,
-        "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a" % session_id,
+        # hier and gate let parse_gate_log keep one line per decision (see there).
+        "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a"
+        " hier=%%Sh gate=%%>la tls=%%ssl::bump_mode sni=%%#ssl::>sni" % session_id,
         # Unbuffered (no buffer-size): the session reads this log while the gate still
         # runs and then kills it; a buffered decision would be missing from the record.
         "access_log %s logformat=aisb" % access_log,
@@ -119,16 +138,71 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
     ])
 
 
+def _peeking(port):
+    """TLS consistency without interception: every allowed CONNECT goes on to the peeking
+    port, which reads the ClientHello and splices the tunnel only when its SNI names the
+    CONNECT host; anything else (another name, no SNI, bytes that are not TLS, a client
+    that waits for the server to speak) is refused before any server is contacted. Never
+    bumped: the certificate is never presented, and nobody trusts it.
+
+    Why a second port: on an ssl-bump port squid bumps the client to serve any error
+    (client_side_request.cc, "Force bump action on error"), so a CONNECT the policy
+    refuses would be answered 200 and a TLS handshake with the gate's certificate instead
+    of 403. The sandbox-facing port has no ssl-bump: its refusals stay plain 403s.
+    """
+    return [
+        "http_port %s:%d ssl-bump generate-host-certificates=off tls-cert=%s name=aisb_peek_port"
+        % (PEEK_ADDRESS, port, PEEK_CERTIFICATE),
+        "acl aisb_at_peek_port myportname aisb_peek_port",
+        "acl aisb_tunnel method CONNECT",
+        "cache_peer %s parent %d 0 no-query no-digest no-netdb-exchange name=aisb_peek" % (PEEK_ADDRESS, port),
+        "cache_peer_access aisb_peek allow aisb_tunnel !aisb_at_peek_port",
+        "never_direct allow aisb_tunnel !aisb_at_peek_port",
+        # squid probes the peer once when it reads its configuration, before its ports
+        # listen: refused, that probe would mark the peer dead until a request revives it.
+        # Two tries, 50 ms apart, find it listening.
+        "connect_retries 2",
+        # The hop to the peeking port is squid to itself: without its own Via on that
+        # CONNECT it sees no forwarding loop.
+        "request_header_access Via deny aisb_tunnel !aisb_at_peek_port",
+        # One helper answers every check (concurrency, not more processes); the answer
+        # for a name and SNI pair is kept for the default hour.
+        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 %%DST %%ssl::>sni %s"
+        % SNI_HELPER,
+        "acl aisb_sni_is_connect_host external aisb_sni",
+        "acl aisb_client_hello at_step SslBump1",
+        "ssl_bump peek aisb_client_hello",
+        "ssl_bump splice aisb_sni_is_connect_host",
+        "ssl_bump terminate all",
+        # squid's default, said here because it is the refusal: bytes that are not a TLS
+        # ClientHello get an HTTP error, never a tunnel.
+        "on_unsupported_protocol respond all",
+    ]
+
+
 def parse_gate_log(text):
-    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]}."""
+    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]}.
+
+    One per request of the sandbox: a CONNECT the sandbox-facing port relayed to the
+    peeking port counts once, as the peeking port's verdict on its ClientHello (logged
+    before any server is contacted); the relaying port's line and the spliced tunnel's
+    own end are the same request again.
+    """
     decisions = {"allowed": [], "denied": []}
     for line in text.splitlines():
         match = GATE_LOG_LINE.match(line.strip())
         # The readiness probe connects and leaves before sending a request.
         if not match or match.group("url").startswith("error:"):
             continue
+        if match.group("gate") == PEEK_ADDRESS:
+            same_request_again = match.group("hier") != "HIER_NONE"
+        else:
+            same_request_again = match.group("hier").endswith("_PARENT")
+        if same_request_again:
+            continue
         entry = {"time": float(match.group("time")), "method": match.group("method"),
                  "url": match.group("url"), "status": "%s/%s" % (match.group("status"), match.group("code"))}
-        denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403"
+        refused_at_peek = match.group("tls") not in ("-", "splice")
+        denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_at_peek
         decisions["denied" if denied else "allowed"].append(entry)
     return decisions

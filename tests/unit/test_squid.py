@@ -1,13 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The gate's squid configuration: ACL order, the session part, refused session inputs."""
+"""The gate's squid configuration: ACL order, the session part, refused session inputs,
+the peeking port's SNI helper, the access log read back."""
 
 import ipaddress
+import subprocess
+from pathlib import Path
 
 import pytest
 from test_policy import PASSING, REFUSED
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log, render_policy_conf, render_session_conf
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import (
+    PEEK_ADDRESS, parse_gate_log, render_policy_conf, render_session_conf)
+
+SNI_HELPER = Path(__file__).resolve().parents[2] / "roles" / "gate" / "files" / "sni-is-connect-host"
 
 
 def access_rules(text):
@@ -111,6 +117,42 @@ def test_session_part():
     assert lines[-1] == "include /etc/aisb/gate-policy/squid-policy.conf"
 
 
+def test_tls_is_peeked_and_spliced_never_bumped():
+    lines = render_session_conf(41234, "s1", "/etc/aisb/gate-policy/squid-policy.conf").splitlines()
+    bumping = [line for line in lines if "ssl-bump" in line]
+    # Only the peeking port bumps at all; the sandbox's port answers refusals with 403.
+    assert bumping == ["http_port %s:41234 ssl-bump generate-host-certificates=off "
+                       "tls-cert=/etc/squid/aisb-peek.pem name=aisb_peek_port" % PEEK_ADDRESS]
+    assert [line for line in lines if line.startswith("ssl_bump ")] == [
+        "ssl_bump peek aisb_client_hello", "ssl_bump splice aisb_sni_is_connect_host", "ssl_bump terminate all"]
+    assert "acl aisb_client_hello at_step SslBump1" in lines
+    assert "on_unsupported_protocol respond all" in lines
+    # Every CONNECT from the sandbox's port goes through the peeking port, never direct.
+    assert "never_direct allow aisb_tunnel !aisb_at_peek_port" in lines
+    assert "cache_peer_access aisb_peek allow aisb_tunnel !aisb_at_peek_port" in lines
+    assert not [line for line in lines if line.startswith(("always_direct", "sslcrtd", "sslproxy_cert"))]
+
+
+@pytest.mark.parametrize("host,sni,answer", [
+    ("b-tls.test", "b-tls.test", "OK"),
+    ("b-tls.test", "B-TLS.Test", "OK"),
+    ("b-tls.test", "b-tls.test.", "OK"),
+    ("b-tls.test.", "b-tls.test", "OK"),
+    ("b-tls.test", "-", "ERR"),
+    ("b-tls.test", "b-unlisted.test", "ERR"),
+    ("a.example.com", "b.example.com", "ERR"),
+    ("example.com", "a.example.com", "ERR"),
+    ("b-tls.test", "b-tls.test..", "ERR"),
+    ("b-tls.test", "b-tls.test%00.evil", "ERR"),
+])
+def test_sni_helper_accepts_only_the_connect_name(host, sni, answer):
+    """The squid helper itself (bash), in squid's concurrency protocol; squid appends its
+    %DATA ("-") to each line."""
+    done = subprocess.run(["bash", str(SNI_HELPER)], input="7 %s %s -\n3 %s %s -\n" % (host, sni, host, sni),
+                          capture_output=True, text=True, check=True, timeout=10)
+    assert done.stdout == "7 %s\n3 %s\n" % (answer, answer)
+
+
 @pytest.mark.parametrize("port,session_id,path", [
     (80, "s1", "/p"), (65536, "s1", "/p"), ("3128", "s1", "/p"), (True, "s1", "/p"),
     (3128, "s1\nhttp_access allow all", "/p"), (3128, "", "/p"), (3128, "a b", "/p"), (3128, "x" * 65, "/p"),
@@ -122,16 +164,42 @@ def test_session_part_refuses_bad_input(port, session_id, path):
 
 
 def test_gate_log_is_split_into_allowed_and_denied():
+    tail = " hier=HIER_NONE gate=127.0.0.1 tls=- sni=-"
     log = "\n".join([
-        "1764490000.123 session=sid client=127.0.0.1 TCP_TUNNEL/200 CONNECT example.com:443 dst=198.18.0.10",
-        "1764490001.456 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://evil.test/ dst=-",
+        "1764490000.100 session=sid client=127.0.0.1 TCP_MISS/200 GET http://example.com/ dst=198.18.0.10"
+        " hier=HIER_DIRECT gate=127.0.0.1 tls=- sni=-",
+        "1764490001.456 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://evil.test/ dst=-" + tail,
+        "1764490001.500 session=sid client=127.0.0.1 TCP_DENIED/403 CONNECT evil.test:443 dst=-" + tail,
         "squid noise that is not an access line",
     ])
     decisions = parse_gate_log(log)
-    assert [d["url"] for d in decisions["allowed"]] == ["example.com:443"]
-    assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/"]
+    assert [d["url"] for d in decisions["allowed"]] == ["http://example.com/"]
+    assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/", "evil.test:443"]
+
+
+def test_a_tunnel_counts_once_as_the_peeking_ports_verdict():
+    """A CONNECT the sandbox's port relayed shows three times in squid's log (the
+    verdict on the ClientHello, the spliced tunnel's end, the relaying port's line): one
+    decision. A refused ClientHello (another name, no SNI, not TLS) is a denial."""
+    def line(t, status, url, hier, gate, tls, sni):
+        return ("%s session=sid client=127.0.0.1 %s CONNECT %s dst=- hier=%s gate=%s tls=%s sni=%s"
+                % (t, status, url, hier, gate, tls, sni))
+    log = "\n".join([
+        line("1.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", PEEK_ADDRESS, "splice", "b-tls.test"),
+        line("1.002", "TCP_TUNNEL/200", "b-tls.test:443", "HIER_DIRECT", PEEK_ADDRESS, "splice", "b-tls.test"),
+        line("1.003", "TCP_TUNNEL/200", "b-tls.test:443", "FIRSTUP_PARENT", "127.0.0.1", "-", "-"),
+        line("2.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", PEEK_ADDRESS, "terminate", "b-unlisted.test"),
+        line("2.002", "TCP_TUNNEL/200", "b-tls.test:443", "FIRSTUP_PARENT", "127.0.0.1", "-", "-"),
+        line("3.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", PEEK_ADDRESS, "terminate", "-"),
+        line("4.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", PEEK_ADDRESS, "peek", "-"),
+        line("4.002", "TCP_TUNNEL/200", "b-tls.test:443", "ANY_OLD_PARENT", "127.0.0.1", "-", "-"),
+    ])
+    decisions = parse_gate_log(log)
+    assert [d["time"] for d in decisions["allowed"]] == [1.001]
+    assert [d["time"] for d in decisions["denied"]] == [2.001, 3.001, 4.001]
 
 
 def test_gate_log_skips_connections_that_sent_no_request():
-    log = "1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers dst=-"
+    log = "\n".join("1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers"
+                    " dst=- hier=HIER_NONE gate=%s tls=- sni=-" % gate for gate in ("127.0.0.1", PEEK_ADDRESS))
     assert parse_gate_log(log) == {"allowed": [], "denied": []}
