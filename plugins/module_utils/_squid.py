@@ -83,6 +83,14 @@ def render_policy_conf(policy):
         "http_access deny aisb_denied_dst",
         "http_access allow aisb_domains",
         "http_access deny all",
+        # A CONNECT to a CONNECT port goes on to the session part's peeking port, never
+        # straight to a server. A host:port entry's own port is the operator's choice of
+        # one host and protocol (SSH to a git host): relayed as it comes.
+        "cache_peer_access aisb_peek allow aisb_connect aisb_connect_ports !aisb_at_peek_port",
+        "never_direct allow aisb_connect aisb_connect_ports !aisb_at_peek_port",
+        # The hop to the peeking port is squid to itself: without its own Via on that
+        # CONNECT it sees no forwarding loop.
+        "request_header_access Via deny aisb_connect !aisb_at_peek_port",
     ]
     return from_policy + "\n".join(lines) + "\n"
 
@@ -139,8 +147,8 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
 
 
 def _peeking(port):
-    """TLS consistency without interception: every allowed CONNECT goes on to the peeking
-    port, which reads the ClientHello and splices the tunnel only when its SNI names the
+    """TLS consistency without interception: every allowed CONNECT to a CONNECT port goes
+    on to the peeking port, which reads the ClientHello and splices the tunnel only when its SNI names the
     CONNECT host; anything else (another name, no SNI, bytes that are not TLS, a client
     that waits for the server to speak) is refused before any server is contacted. Never
     bumped: the certificate is never presented, and nobody trusts it.
@@ -154,17 +162,12 @@ def _peeking(port):
         "http_port %s:%d ssl-bump generate-host-certificates=off tls-cert=%s name=aisb_peek_port"
         % (PEEK_ADDRESS, port, PEEK_CERTIFICATE),
         "acl aisb_at_peek_port myportname aisb_peek_port",
-        "acl aisb_tunnel method CONNECT",
+        # The policy part says which CONNECTs it takes (none, for an empty allowlist).
         "cache_peer %s parent %d 0 no-query no-digest no-netdb-exchange name=aisb_peek" % (PEEK_ADDRESS, port),
-        "cache_peer_access aisb_peek allow aisb_tunnel !aisb_at_peek_port",
-        "never_direct allow aisb_tunnel !aisb_at_peek_port",
         # squid probes the peer once when it reads its configuration, before its ports
         # listen: refused, that probe would mark the peer dead until a request revives it.
         # Two tries, 50 ms apart, find it listening.
         "connect_retries 2",
-        # The hop to the peeking port is squid to itself: without its own Via on that
-        # CONNECT it sees no forwarding loop.
-        "request_header_access Via deny aisb_tunnel !aisb_at_peek_port",
         # One helper answers every check (concurrency, not more processes); the answer
         # for a name and SNI pair is kept for the default hour.
         "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 %%DST %%ssl::>sni %s"

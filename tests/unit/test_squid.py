@@ -127,10 +127,14 @@ def test_tls_is_peeked_and_spliced_never_bumped():
         "ssl_bump peek aisb_client_hello", "ssl_bump splice aisb_sni_is_connect_host", "ssl_bump terminate all"]
     assert "acl aisb_client_hello at_step SslBump1" in lines
     assert "on_unsupported_protocol respond all" in lines
-    # Every CONNECT from the sandbox's port goes through the peeking port, never direct.
-    assert "never_direct allow aisb_tunnel !aisb_at_peek_port" in lines
-    assert "cache_peer_access aisb_peek allow aisb_tunnel !aisb_at_peek_port" in lines
     assert not [line for line in lines if line.startswith(("always_direct", "sslcrtd", "sslproxy_cert"))]
+
+
+def test_every_connect_to_a_connect_port_goes_through_the_peeking_port():
+    lines = render_policy_conf(parse_policy(["example.com", "git.example.org:2222"], [443])).splitlines()
+    assert "never_direct allow aisb_connect aisb_connect_ports !aisb_at_peek_port" in lines
+    assert "cache_peer_access aisb_peek allow aisb_connect aisb_connect_ports !aisb_at_peek_port" in lines
+    assert not [line for line in lines if line.startswith("always_direct")]
 
 
 @pytest.mark.parametrize("host,sni,answer", [
