@@ -39,8 +39,7 @@ SCRIPT = r"""
 probe() { local label=$1 name=$1@WILDCARD@ code connect
   read -r code _ < <(curl -s -m 15 -o /dev/null -w '%{http_code} %{http_connect}\n' "http://$name/c-$label")
   echo "RESULT $label http=$code"
-  read -r _ connect < <(curl -s -m 15 -o /dev/null -w '%{http_code} %{http_connect}\n' --proxytunnel \
-    "http://$name:443/c-$label")
+  read -r _ connect < <(curl -sk -m 15 -o /dev/null -w '%{http_code} %{http_connect}\n' "https://$name/c-$label")
   echo "RESULT $label connect=$connect"; }
 """
 
