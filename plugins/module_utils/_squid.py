@@ -30,6 +30,9 @@ PEEK_ADDRESS = "127.0.0.2"
 # compares the ClientHello's SNI with the CONNECT name.
 PEEK_CERTIFICATE = "/etc/squid/aisb-peek.pem"
 SNI_HELPER = "/usr/local/lib/aisb/sni-is-connect-host"
+# Seconds a client has after connecting (and after a CONNECT's 200) to send its first
+# byte. Every HTTP and TLS client speaks first, at once.
+FIRST_BYTE_TIMEOUT = 10
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
@@ -180,6 +183,10 @@ def _peeking(port):
         # squid's default, said here because it is the refusal: bytes that are not a TLS
         # ClientHello get an HTTP error, never a tunnel.
         "on_unsupported_protocol respond all",
+        # How long the peeking port waits for a ClientHello (and either port for a first
+        # request byte): a protocol whose server speaks first (SSH) sends nothing and is
+        # refused after this, not after squid's default 5 minutes.
+        "request_start_timeout %d seconds" % FIRST_BYTE_TIMEOUT,
     ]
 
 
