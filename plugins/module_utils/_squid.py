@@ -151,10 +151,10 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
 
 def _peeking(port):
     """TLS consistency without interception: every allowed CONNECT to a CONNECT port goes
-    on to the peeking port, which reads the ClientHello and splices the tunnel only when its SNI names the
-    CONNECT host; anything else (another name, no SNI, bytes that are not TLS, a client
-    that waits for the server to speak) is refused before any server is contacted. Never
-    bumped: the certificate is never presented, and nobody trusts it.
+    on to the peeking port, which reads the ClientHello and splices the tunnel only when
+    its SNI names the CONNECT host; anything else (another name, no SNI, bytes that are
+    not TLS, a client that waits for the server to speak) is refused before any server is
+    contacted. Never bumped: the certificate is never presented, and nobody trusts it.
 
     Why a second port: on an ssl-bump port squid bumps the client to serve any error
     (client_side_request.cc, "Force bump action on error"), so a CONNECT the policy
