@@ -187,6 +187,9 @@ def _peeking(port):
         # request byte): a protocol whose server speaks first (SSH) sends nothing and is
         # refused after this, not after squid's default 5 minutes.
         "request_start_timeout %d seconds" % FIRST_BYTE_TIMEOUT,
+        # The cache of TLS sessions squid would resume as a server: the gate is never one.
+        # Measured: 2.1 MB less resident at start.
+        "sslproxy_session_cache_size 0",
     ]
 
 
