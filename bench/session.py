@@ -51,19 +51,25 @@ print(json.dumps({"floor": floor, "session": session}))
 """
 
 
-def measure(ws, runs):
-    """Figure rows for a provisioned workstation WS."""
-    ws.sh(f"mkdir -p {PROJECT}")
+def session_params(ws, project):
+    """The session module's parameters for PROJECT with the workstation's facts, images
+    and newest policy, as run_agent.yml would pass them."""
     facts = json.loads(ws.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
     tags = ws.run(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}"]).stdout.split()
     sandbox = next(t for t in tags if t.startswith("localhost/aisb-sandbox:"))
     gate = next(t for t in tags if t.startswith("localhost/aisb-gate:"))
     policies = sorted(ws.path("/home/dev/.local/state/aisb/policies").iterdir(), key=lambda p: p.stat().st_mtime)
-    params = {"project": PROJECT, "image": sandbox, "gate_image": gate,
-              "policy_dir": "/" + str(policies[-1].relative_to(ws.root)),
-              "network": "allow", "command": FIRST_INSTRUCTION, "environment": {}, "host_facts": facts,
-              "max_facts_age": 604800, "limits": {}, "require_limits": False, "allow_unenforced": False,
-              "executable": "podman"}
+    return {"project": project, "image": sandbox, "gate_image": gate,
+            "policy_dir": "/" + str(policies[-1].relative_to(ws.root)),
+            "network": "allow", "command": FIRST_INSTRUCTION, "environment": {}, "host_facts": facts,
+            "max_facts_age": 604800, "limits": {}, "require_limits": False, "allow_unenforced": False,
+            "executable": "podman"}
+
+
+def measure(ws, runs):
+    """Figure rows for a provisioned workstation WS."""
+    ws.sh(f"mkdir -p {PROJECT}")
+    params = session_params(ws, PROJECT)
     script = "/home/dev/bench_session.py"
     ws.path(script).write_text(IN_PROCESS)
     pairs = json.loads(ws.run(["/opt/ansible/bin/python3", script, json.dumps(params), str(runs)],

@@ -5,8 +5,9 @@ usage: bench/run [--runs N] [--slow-runs N] [--out PREFIX] [--no-fleet] [--updat
 
 Provisions three disposable workstations at once (tests/workstation/fleet.py: Debian 13,
 Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session start
-(bench/session.py), the spike (bench/spike.py), the gate (bench/gate.py), re-provisioning
-(bench/reprovision.py); then verify.yml over 1 to 3 of them (bench/verify.py).
+(bench/session.py), review mode (bench/review.py), the spike (bench/spike.py), the gate
+(bench/gate.py), re-provisioning (bench/reprovision.py); then verify.yml over 1 to 3 of
+them (bench/verify.py).
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
 PREFIX.md (default bench/results/latest); --update-docs also puts the table into
 docs/performance.md. Medians of N runs (default 5); full spikes,
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import gate
 import reprovision
+import review
 import session
 import spike
 import verify
@@ -129,6 +131,7 @@ def main():
         results["host"] = "%(distro)s, podman %(podman)s, %(runtime)s, kernel %(kernel)s" % fingerprint["fingerprint"]
         rows = []
         for name, section in (("session", lambda: session.measure(ws, args.runs)),
+                              ("review", lambda: review.measure(ws, args.runs)),
                               ("spike", lambda: spike.measure(ws, args.runs, args.slow_runs)),
                               ("gate", lambda: gate.measure(ws, args.runs)),
                               ("provision", lambda: reprovision.measure(ws, args.slow_runs))):

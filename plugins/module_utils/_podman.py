@@ -91,7 +91,8 @@ def ruleset_check(podman, image, policy_file):
 
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
-                interactive, preserve_fds, command, hosts=(), pidfile=None):
+                interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None,
+                project_mounts=()):
     """The sandbox: only the project at /project, the policy read-only, and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
     those reach the harness after the privilege drop, through a preserved descriptor).
@@ -101,12 +102,18 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     names resolved on the host, since no resolver is reachable inside).
     PIDFILE: where podman writes the host PID of the sandbox's first process (the
     enforcement watch enters its namespaces); a host path the sandbox cannot reach.
+    PROJECT_OVERLAY: (upper, work) for review mode: the project is the overlay's lower
+    layer and every write goes to UPPER (podman's O option takes no other option, so no
+    label: podman labels an overlay's content itself).
+    PROJECT_MOUNTS: options for mounts inside /project (project_mounts()), direct mode only.
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
+    if project_overlay:
+        mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((project,) + tuple(project_overlay))
     argv = [podman, "run", "--rm", "--name", name, "--init", "--network=%s" % network]
     argv += SANDBOX_SECURITY
-    argv += ["--volume", mount, "--workdir", "/project",
-             "--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY)]
+    argv += ["--volume", mount] + list(project_mounts) + ["--workdir", "/project",
+                                                          "--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY)]
     argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
     argv += ["--pidfile", pidfile] if pidfile else []
     argv += ["--interactive", "--tty"] if interactive else []
@@ -117,6 +124,17 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     for host, address in hosts:
         argv += ["--add-host", "%s:%s" % (host, address)]
     return argv + list(limits) + [image] + list(command)
+
+
+def project_mounts(project, read_only, pinned, label=""):
+    """--volume options for paths inside the project (_project_guard.plan): each PINNED
+    directory bound over itself, writable, so that it cannot be renamed away from the
+    read-only mounts below it; each of READ_ONLY bound over itself read-only. Paths are
+    relative to PROJECT; podman mounts a parent before what lies below it."""
+    options = []
+    for path, mode in sorted([(p, "rw") for p in pinned] + [(p, "ro") for p in read_only]):
+        options += ["--volume", "%s/%s:/project/%s:%s" % (project, path, path, mode + ("," + label if label else ""))]
+    return options
 
 
 def logs(podman, name):

@@ -2,18 +2,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The egress policy: strict validation of the operator's allow entries.
 
-Pure functions, no AnsibleModule, but for read_policy_dir (one file read). The
-gate_policy module parses the operator's entries and writes policy_record() as
-policy.json beside the gate's squid part; a session reads its policy back from there
-(read_policy_dir), parsed again. Nothing reaches a squid or nft file unless it came
-through here, because a newline or a quote in an entry would otherwise become a
-directive of its own.
+Pure functions, no AnsibleModule: gate_policy parses the operator's entries here, and
+a session parses them again from the rendered directory (_policy_dir). Nothing reaches a
+squid or nft file unless it came through here, because a newline or a quote in an entry
+would otherwise become a directive of its own.
 """
 
 import collections
 import ipaddress
-import json
-import os
 import re
 
 ALLOWED_FORMS = (
@@ -59,9 +55,6 @@ MIN_PREFIX = {4: 8, 6: 16}
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _PORT = re.compile(r"^[1-9][0-9]{0,4}$")
 _ENTRY_CHARS = re.compile(r"^[a-z0-9.:/\[\]-]+$")
-
-# The record of a rendered policy, in its directory beside the gate's squid part.
-POLICY_RECORD = "policy.json"
 
 Policy = collections.namedtuple("Policy", ["domains", "host_ports", "pins", "connect_ports"])
 Policy.__doc__ = """A validated policy.
@@ -208,33 +201,6 @@ def parse_policy(allow_entries, connect_ports=(443,)):
                 host_ports.add((value, port))
     return Policy(domains=tuple(sorted(domains)), host_ports=tuple(sorted(host_ports)),
                   pins=tuple(sorted(pins)), connect_ports=ports)
-
-
-def policy_record(allow_entries, policy):
-    """What policy.json keeps of POLICY, parsed from ALLOW_ENTRIES: the entries as given
-    (read_policy_dir parses them again) and what they became."""
-    return {"allow": sorted(allow_entries), "connect_ports": list(policy.connect_ports),
-            "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
-            "pins": [list(p) for p in policy.pins]}
-
-
-def read_policy_dir(directory):
-    """The Policy rendered into DIRECTORY (gate_policy's output), from its policy.json:
-    parsed again, and refused (PolicyError) when the record is unreadable or does not
-    say what its own entries parse to."""
-    path = os.path.join(directory, POLICY_RECORD)
-    try:
-        with open(path) as handle:
-            record = json.load(handle)
-        policy = parse_policy(record["allow"], record["connect_ports"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise PolicyError("policy_dir %r: %s is not a policy record the gate role wrote (%s); run the gate role "
-                          "(provision.yml or run_agent.yml) to render the policy again"
-                          % (directory, POLICY_RECORD, getattr(error, "strerror", None) or error))
-    if record != policy_record(record["allow"], policy):
-        raise PolicyError("policy_dir %r: %s does not match its own allow entries; run the gate role to render "
-                          "the policy again" % (directory, POLICY_RECORD))
-    return policy
 
 
 def no_gate_names(policy):

@@ -13,10 +13,11 @@ import json
 import os
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _podman, _project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
@@ -66,13 +67,19 @@ def image_labels(run, podman, image):
 
 
 def start(inputs, facts, environ):
-    """Plan the session and make its directory; returns (plan, runner)."""
+    """Plan the session and make its directory; returns (plan, runner, review), REVIEW
+    a _review_session.Review in review mode, else None."""
     session_id = new_session_id()
     port = free_loopback_port() if inputs.network == "allow" else None
     plan = plan_session(session_id, inputs, facts, port)
     session_dir = os.path.join(state_dir(environ), "sessions", session_id)
     os.makedirs(session_dir, mode=SESSION_DIR_MODE)
-    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ)
+    review = None
+    if inputs.project_mode == "review":
+        # The agent writes to an upper directory in the session's, never to the project.
+        review = Review(inputs.project, session_dir)
+        plan["sandbox_options"]["project_overlay"] = review.overlay
+    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review
 
 
 def execute(inputs, facts, environ, run, terminal=None, parent=None):
@@ -84,7 +91,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     The session ends with status controller-lost when this process's stdout loses its
     reader (the module's: ansible-playbook's worker or the SSH connection went away) or,
     given PARENT, when this process's parent is no longer PARENT (see _controller)."""
-    plan, runner = start(inputs, facts, environ)
+    plan, runner, review = start(inputs, facts, environ)
     transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
     # Everything known before anything runs: the watchdog completes it if this process dies.
     record = {
@@ -95,6 +102,9 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "network": inputs.network,
         # network no-gate: each allowed name and the addresses pinned for it.
         "pinned_names": inputs.hosts,
+        "project_mode": inputs.project_mode,
+        # review mode: where the agent's writes go, and the project's manifest.
+        "review": review.section() if review else None,
         "image": {"tag": inputs.image},
         "gate_image": inputs.gate_image,
         "policy_dir": inputs.policy_dir,
@@ -147,6 +157,12 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "gate": parse_gate_log(runner.gate_log),
         "commands": runner.commands,
     })
+    if review is not None:
+        # Every change the agent made, with its flags.
+        record["review"] = review.end()
+    if inputs.project_git is not None:
+        # What the agent created that the host's git would run.
+        record["project_git"] = _project_git.report(inputs.project_git, environ)
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as error:
@@ -188,6 +204,8 @@ def task_result(record):
             "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else ""))
     if record.get("record_error"):
         problems.append(record["record_error"])
+    if _project_git.problem(record):
+        problems.append(_project_git.problem(record))
     if problems:
         result["failed"] = True
         result["msg"] = "; ".join(problems)

@@ -3,8 +3,8 @@
 """A session's admission: its inputs and the host checked before anything starts.
 
 admit() resolves the project, reads the policy from its rendered directory, checks the
-environment and the command, the host facts against the host as it is now, and the
-tools the enforcement watch needs; it returns the typed inputs (SessionInputs) or the
+environment and the command, the host facts against the host as it is now, the tools
+the enforcement watch needs, and (direct mode) the project's git (_project_git); it returns the typed inputs (SessionInputs) or the
 reasons the session must not start.
 """
 
@@ -18,10 +18,11 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch im
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
-    POLICY_RECORD, PolicyError, no_gate_names, parse_policy, pin_resolved, read_policy_dir)
+    PolicyError, no_gate_names, parse_policy, pin_resolved)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, SessionInputs, build_environment, check_command, resolve_project)
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF, render_policy_conf
 
 
 def resolve_names(names, getaddrinfo=socket.getaddrinfo):
@@ -96,27 +97,21 @@ def admit(params, environ, run, interactive=False, now=None):
         policy = pin_resolved(policy, hosts)
     except (SessionInputError, PolicyError) as error:
         return None, None, [str(error)], warnings
+    project_mode = params.get("project_mode") or "direct"
+    label = (facts.get("verdict") or {}).get("bind_mount_label", "")
+    project_git = None
+    if project_mode == "direct":
+        # Read-only mounts for what the host's git runs, or a refusal. Not in review mode:
+        # the overlay keeps the host's tree unchanged, and the guard's writable binds of the
+        # project's own directories would reach around it.
+        project_git, refusals = protect_project_git(project, environ, label)
+        if refusals:
+            return None, None, refusals, warnings
     inputs = SessionInputs(
-        project=project, project_label=(facts.get("verdict") or {}).get("bind_mount_label", ""),
-        image=params["image"], gate_image=params.get("gate_image"), policy_dir=params.get("policy_dir"),
-        policy=policy, network=network, environment=environment, command=command, interactive=interactive,
+        project=project, project_label=label, image=params["image"], gate_image=params.get("gate_image"),
+        policy_dir=params.get("policy_dir"), policy=policy, network=network, project_mode=project_mode,
+        project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"])
     return inputs, facts, problems, warnings
-
-
-def read_policy(policy_dir):
-    """The session's policy: the one in POLICY_DIR, whose squid part must be its
-    rendering, so the gate's names and the sandbox's pins come from one policy."""
-    policy = read_policy_dir(policy_dir)
-    path = os.path.join(policy_dir, SQUID_POLICY_CONF)
-    try:
-        with open(path) as handle:
-            rendered = handle.read()
-    except OSError as error:
-        raise PolicyError("policy_dir %r: %s cannot be read (%s)" % (policy_dir, SQUID_POLICY_CONF, error.strerror))
-    if rendered != render_policy_conf(policy):
-        raise PolicyError("policy_dir %r: %s is not the rendering of its %s; run the gate role to render the "
-                          "policy again" % (policy_dir, SQUID_POLICY_CONF, POLICY_RECORD))
-    return policy

@@ -48,6 +48,10 @@ class SessionInputs(typing.NamedTuple):
     command: typing.List[str]
     policy: typing.Any  # _policy.Policy, pinned for network no-gate
     network: str = "allow"
+    # "review": the project is an overlay's lower layer (_review_session); "direct" mounts it.
+    project_mode: str = "direct"
+    # Direct mode: _project_git.protect's mounts and what to compare after the session.
+    project_git: typing.Optional[typing.Dict[str, typing.Any]] = None
     project_label: str = ""  # "z" where the host's verdict asks for SELinux relabelling
     gate_image: typing.Optional[str] = None
     policy_dir: typing.Optional[str] = None

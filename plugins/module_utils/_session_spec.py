@@ -36,6 +36,7 @@ def argument_spec():
             memory=dict(type="str"), pids=dict(type="int"), cpus=dict(type="str"))),
         require_limits=dict(type="bool", default=False),
         allow_unenforced=dict(type="bool", default=False),
+        project_mode=dict(type="str", choices=["direct", "review"], default="direct"),
         executable=dict(type="str", default="podman"),
     )
 

@@ -102,16 +102,14 @@ commands:
   elements: list
 """
 
-import json
 import os
 import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman, _policy, _squid
+from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman, _policy, _policy_dir, _squid
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
-POLICY_SCHEME = "aisb-policy-1"
 # Only for the nft -c check: the real address and port come with each session.
 SAMPLE_GATE = ("100.64.0.1", 3128)
 
@@ -127,33 +125,12 @@ def argspec():
     )
 
 
-def render(allow, connect_ports):
-    """(Policy, policy.json record, {file name: bytes}) for a policy; raises PolicyError."""
-    policy = _policy.parse_policy(allow, connect_ports)
-    record = _policy.policy_record(allow, policy)
-    files = {
-        _squid.SQUID_POLICY_CONF: _squid.render_policy_conf(policy).encode("ascii"),
-        _policy.POLICY_RECORD: (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("ascii"),
-    }
-    return policy, record, files
-
-
-def write_files(directory, files):
-    """Write FILES into DIRECTORY, readable by the gate's unprivileged user."""
-    os.chmod(directory, 0o755)
-    for name, data in files.items():
-        path = os.path.join(directory, name)
-        with open(path, "wb") as handle:
-            handle.write(data)
-        os.chmod(path, 0o644)
-
-
 def check(module, run, podman, staging, policy):
     """Run the real parsers over the staged policy (RUN: a _runner.Runner)."""
     params = module.params
     scratch = tempfile.mkdtemp(prefix=".check-", dir=os.path.dirname(staging))
     try:
-        write_files(scratch, {
+        _policy_dir.write_files(scratch, {
             "session.conf": _squid.render_session_conf(SAMPLE_GATE[1], "parse-check", _podman.GATE_POLICY_CONF).encode(),
             "sandbox-policy": _policy.render_sandbox_policy(policy, SAMPLE_GATE).encode(),
         })
@@ -174,10 +151,9 @@ def check(module, run, podman, staging, policy):
 def execute_module(module):
     params = module.params
     try:
-        policy, record, files = render(params["allow"], params["connect_ports"])
+        policy, record, files, digest = _policy_dir.render(params["allow"], params["connect_ports"])
     except _policy.PolicyError as error:
         module.fail_json(msg=str(error))
-    digest = _content_hash.content_hash({"scheme": POLICY_SCHEME, "files": _content_hash.file_digests(files)})
     policies = os.path.join(params["state_dir"], "policies")
     final = os.path.join(policies, digest[:_content_hash.TAG_LENGTH])
     result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[],
@@ -191,7 +167,7 @@ def execute_module(module):
         os.makedirs(policies, 0o755)
     staging = tempfile.mkdtemp(prefix=".staging-", dir=policies)
     try:
-        write_files(staging, files)
+        _policy_dir.write_files(staging, files)
         run = module_runner(module)
         check(module, run, podman, staging, policy)
         result["commands"] = run.commands

@@ -148,6 +148,18 @@ options:
     description: Refuse to start when O(limits) cannot be enforced on this host.
     type: bool
     default: false
+  project_mode:
+    description:
+      - C(direct) mounts the project read-write at /project.
+      - C(review) mounts it as an overlay whose upper directory is in the session
+        directory, so the host's tree does not change during the session. The project's
+        manifest is taken at start; the record's C(review) lists every added, changed and
+        deleted path with the flagged ones (the host may run them, or they change how its
+        tools behave). Apply or discard them with the C(aisb.sandbox.review) playbook
+        (module M(aisb.sandbox.project_review)).
+    type: str
+    choices: [direct, review]
+    default: direct
   allow_unenforced:
     description:
       - Start even when the host facts say enforcement does not hold, and let the

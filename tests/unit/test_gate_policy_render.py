@@ -6,11 +6,11 @@ import json
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError
-from ansible_collections.aisb.sandbox.plugins.modules.gate_policy import render
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import render
 
 
 def test_files_and_record():
-    _policy, record, files = render(["198.18.0.0/24", "Example.com", "git.example.org:2222"], [443])
+    _policy, record, files, _digest = render(["198.18.0.0/24", "Example.com", "git.example.org:2222"], [443])
     assert sorted(files) == ["policy.json", "squid-policy.conf"]
     assert json.loads(files["policy.json"]) == record
     assert record["pins"] == [["198.18.0.0/24", 443]]

@@ -10,9 +10,9 @@ from fake_podman import fake_podman
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _session_admission
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import render, write_files
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import argument_spec
-from ansible_collections.aisb.sandbox.plugins.modules.gate_policy import render, write_files
 
 NOW = _host_facts.parse_time("2026-11-30T10:00:00Z")
 TOOLS = {"nsenter": "/usr/bin/nsenter", "setpriv": "/usr/bin/setpriv", "nft": "/usr/sbin/nft"}
@@ -63,7 +63,7 @@ def test_admitted_inputs_carry_the_policy_of_the_directory(host):
 
 @pytest.mark.parametrize("tamper, needle", [
     (lambda d: open(os.path.join(d, "squid-policy.conf"), "a").write("http_access allow all\n"),
-     "squid-policy.conf is not the rendering of its policy.json"),
+     "squid-policy.conf is not what policy.json's allow entries render to"),
     (lambda d: os.remove(os.path.join(d, "squid-policy.conf")), "squid-policy.conf cannot be read"),
     (lambda d: os.remove(os.path.join(d, "policy.json")), "policy.json is not a policy record"),
     (lambda d: open(os.path.join(d, "policy.json"), "w").write("{"), "policy.json is not a policy record"),
@@ -82,7 +82,7 @@ def test_a_record_whose_pins_were_edited_is_refused(host):
     record["pins"].append(["0.0.0.0/0", 443])
     json.dump(record, open(path, "w"))
     (inputs, _facts, problems, _warnings), _commands = admit(host)
-    assert inputs is None and "does not match its own allow entries" in problems[0]
+    assert inputs is None and "policy.json is not what policy.json's allow entries render to" in problems[0]
 
 
 def test_a_record_with_a_hostile_entry_is_refused_as_the_gate_role_refuses_it(host):

@@ -1,0 +1,81 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A rendered policy directory (policies/<hash>/): what gate_policy writes, and what a
+session reads back.
+
+Two files: squid-policy.conf, the gate's policy part, and policy.json, the entries as
+the operator gave them and what they parsed to. A session takes its one policy from
+the directory: policy.json's entries parsed again, and refused unless the record and
+squid's part both are what those entries render to, so the gate's names and the
+sandbox's pins cannot disagree.
+"""
+
+import json
+import os
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF, render_policy_conf
+
+POLICY_RECORD = "policy.json"
+# In the directory's hash: a change to what is rendered makes a new directory.
+POLICY_SCHEME = "aisb-policy-1"
+
+
+def policy_record(allow_entries, policy):
+    """What policy.json keeps of POLICY, parsed from ALLOW_ENTRIES: the entries as given
+    (read_policy parses them again) and what they became."""
+    return {"allow": sorted(allow_entries), "connect_ports": list(policy.connect_ports),
+            "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
+            "pins": [list(p) for p in policy.pins]}
+
+
+def _files(policy, record):
+    return {
+        SQUID_POLICY_CONF: render_policy_conf(policy).encode("ascii"),
+        POLICY_RECORD: (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("ascii"),
+    }
+
+
+def render(allow, connect_ports):
+    """(Policy, policy.json record, {file name: bytes}, hash) for a policy; PolicyError
+    naming the entry when one is refused."""
+    policy = parse_policy(allow, connect_ports)
+    record = policy_record(allow, policy)
+    files = _files(policy, record)
+    digest = _content_hash.content_hash({"scheme": POLICY_SCHEME, "files": _content_hash.file_digests(files)})
+    return policy, record, files, digest
+
+
+def write_files(directory, files):
+    """Write FILES into DIRECTORY, readable by the gate's unprivileged user."""
+    os.chmod(directory, 0o755)
+    for name, data in files.items():
+        path = os.path.join(directory, name)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        os.chmod(path, 0o644)
+
+
+def read_policy(directory):
+    """The Policy rendered into DIRECTORY, or PolicyError saying which file is not what
+    policy.json's entries render to."""
+    fix = "run the gate role (provision.yml or run_agent.yml) to render the policy again"
+    try:
+        with open(os.path.join(directory, POLICY_RECORD)) as handle:
+            record = json.load(handle)
+        policy = parse_policy(record["allow"], record["connect_ports"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise PolicyError("policy_dir %r: %s is not a policy record the gate role wrote (%s); %s"
+                          % (directory, POLICY_RECORD, getattr(error, "strerror", None) or error, fix))
+    wanted = _files(policy, policy_record(record["allow"], policy))
+    for name in (POLICY_RECORD, SQUID_POLICY_CONF):
+        try:
+            with open(os.path.join(directory, name), "rb") as handle:
+                found = handle.read()
+        except OSError as error:
+            raise PolicyError("policy_dir %r: %s cannot be read (%s); %s" % (directory, name, error.strerror, fix))
+        if found != wanted[name]:
+            raise PolicyError("policy_dir %r: %s is not what %s's allow entries render to; %s"
+                              % (directory, name, POLICY_RECORD, fix))
+    return policy

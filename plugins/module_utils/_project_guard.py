@@ -1,0 +1,287 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Keeps what the host's git runs out of the agent's reach: from the project's git
+layout (_project_layout.read), the paths the sandbox must see read-only and the ones
+that cannot be protected (a refusal); after the session, the git directories and
+entries the agent created, which the host's git would take commands from.
+
+Pure: the filesystem is seen only through the layout and KIND(path) ("file", "dir",
+"link", "other" or None). docs/security.md ("The project's git") says why each vector
+is protected, refused or reported.
+"""
+
+import os
+import shlex
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _git_config
+
+# What git reads from a git directory to decide what to run: its configuration, the
+# per-worktree configuration (extensions.worktreeConfig), where the configuration is
+# (commondir), the hooks, and info/ (attributes naming filter and diff drivers).
+READ_ONLY_IN_GITDIR = ("config", "config.worktree", "commondir", "hooks", "info")
+# Keys whose value is a command git runs by itself during everyday use (status, diff,
+# log, add, commit, checkout, fetch, pull, push), from git-config(1); "*" is any
+# subsection or name. A path inside the project in such a value is protected too.
+# Not here: commands run only when the developer names them (alias.*, difftool,
+# mergetool, sendemail, imap, web.browser, man, guitool): like a Makefile, on purpose.
+COMMAND_KEYS = frozenset([
+    ("core", None, "fsmonitor"), ("core", None, "pager"), ("core", None, "editor"),
+    ("core", None, "sshcommand"), ("core", None, "askpass"), ("core", None, "gitproxy"),
+    ("sequence", None, "editor"), ("pager", None, "*"), ("interactive", None, "difffilter"),
+    ("diff", None, "external"), ("diff", "*", "command"), ("diff", "*", "textconv"),
+    ("merge", "*", "driver"), ("filter", "*", "clean"), ("filter", "*", "smudge"), ("filter", "*", "process"),
+    ("credential", None, "helper"), ("credential", "*", "helper"),
+    ("gpg", None, "program"), ("gpg", "*", "program"), ("gpg", "ssh", "defaultkeycommand"),
+    ("remote", "*", "uploadpack"), ("remote", "*", "receivepack"), ("submodule", "*", "update"),
+    ("trailer", "*", "command"), ("trailer", "*", "cmd"),
+    # git-lfs: custom transfer agents and extensions (lfs.customtransfer.<name>.path).
+    ("lfs", "*", "path"), ("lfs", "*", "clean"), ("lfs", "*", "smudge"),
+])
+# Keys whose value is a directory git runs files from or copies them from.
+HOOKS_PATH = ("core", None, "hookspath")
+DIRECTORY_KEYS = frozenset([HOOKS_PATH, ("init", None, "templatedir")])
+# Entries of a git directory that hold state, never commands or configuration: new
+# ones after a session are expected. Any other new entry is reported.
+STATE_ENTRIES = frozenset([
+    "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "MERGE_RR", "AUTO_MERGE",
+    "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "COMMIT_EDITMSG", "TAG_EDITMSG", "NOTES_EDITMSG",
+    "SQUASH_MSG", "BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_NAMES", "BISECT_EXPECTED_REV",
+    "BISECT_ANCESTORS_OK", "BISECT_FIRST_PARENT", "BISECT_HEAD", "index", "packed-refs", "shallow",
+    "description", "objects", "refs", "logs", "lost-found", "rr-cache", "gc.log", "gc.pid", "gitk.cache",
+])
+# podman's --volume splits at these; a path holding one cannot be mounted on its own.
+UNMOUNTABLE = (":", ",", "\n")
+
+
+def plan(layout, kind):
+    """{"read_only": [...], "pinned": [...], "refusals": [...]}: paths relative to the
+    project. READ_ONLY are mounted read-only over themselves; PINNED are directories on
+    the way to them, each bound over itself (writable) so that it cannot be renamed or
+    removed: renaming a directory that holds a mount point is allowed, renaming a mount
+    point is not (EBUSY). REFUSALS: one sentence each; the session must not start."""
+    root = layout["root"]
+    protect, refusals = set(), []
+    for link in layout["links"]:
+        refusals.append("%s is a symbolic link: the agent could replace it with a git directory of its own, "
+                        "which the host's git would use; make it a directory or a .git file" % link)
+    for path, text in sorted(layout["gitfiles"].items()):
+        protect.add(path)
+        refusals += _gitfile_refusals(layout, path, text)
+    global_entries, global_refusals = _entries(layout, layout["global_configs"])
+    refusals += global_refusals
+    for gitdir, info in sorted(layout["gitdirs"].items()):
+        protect.update(os.path.normpath(os.path.join(gitdir, name)) for name in READ_ONLY_IN_GITDIR
+                       if name in info["entries"])
+        refusals += _gitdir_refusals(layout, gitdir, info)
+        entries, entry_refusals = _repository_entries(layout, gitdir, info)
+        refusals += entry_refusals
+        named, named_refusals = _named_in_project(layout, global_entries + entries,
+                                                  _worktree(root, gitdir, entries), kind)
+        protect.update(named)
+        refusals += named_refusals
+    read_only, pinned = _mount_points(protect)
+    for path in read_only + pinned:
+        refusals += _mount_refusals(root, path, kind)
+    return {"read_only": read_only, "pinned": pinned, "refusals": _unique(refusals)}
+
+
+def _repository_entries(layout, gitdir, info):
+    """([(key, value, file)], refusals) of GITDIR's own configuration: config, its
+    includes and, with extensions.worktreeConfig, config.worktree (which must exist)."""
+    files = [os.path.normpath(os.path.join(layout["root"], gitdir, "config"))]
+    entries, refusals = _entries(layout, files)
+    if not _worktree_config(entries):
+        return entries, refusals
+    if "config.worktree" not in info["entries"]:
+        return entries, refusals + [
+            "%s/config sets extensions.worktreeConfig but %s/config.worktree does not exist: the agent could "
+            "create it and the host's git would read it; create it (empty will do) so that it is protected"
+            % (gitdir, gitdir)]
+    return _entries(layout, files + [os.path.normpath(os.path.join(layout["root"], gitdir, "config.worktree"))])
+
+
+def _named_in_project(layout, entries, base, kind):
+    """(paths, refusals): what ENTRIES make git read or run inside the project (BASE:
+    where git runs for this repository); a named path that does not exist is refused."""
+    paths, refusals = set(), []
+    for key, value, source in entries:
+        for path in _named_paths(key, value, source, base, layout["home"]):
+            inside = _inside(layout["root"], path)
+            if inside is None:
+                continue
+            if kind(path) is None:
+                refusals.append("%s (in %s) names %s inside the project, which does not exist: the agent could "
+                                "create it and the host's git would run it; create it or point %s outside the "
+                                "project" % (key, source, inside, key))
+                continue
+            paths.add(inside)
+            if _is_key(key, [HOOKS_PATH]) and os.path.basename(inside) == "_":
+                # husky's layout: the hooks in .husky/_ run the scripts in .husky/.
+                paths.add(os.path.dirname(inside))
+    return paths, refusals
+
+
+def _gitfile_refusals(layout, path, text):
+    """A .git file points at the git directory (gitdir: DIR). One inside the project that
+    is not a git directory could be created by the agent."""
+    if not (text or "").startswith("gitdir: "):
+        return ["%s is a .git file that does not start with 'gitdir: ': git would refuse it" % path]
+    target = os.path.join(layout["root"], os.path.dirname(path), text[len("gitdir: "):].strip())
+    inside = _inside(layout["root"], os.path.normpath(target))
+    if inside is not None and inside not in layout["gitdirs"]:
+        return ["%s points at %s inside the project, which is not a git directory: the agent could make one "
+                "there and the host's git would use it" % (path, inside)]
+    return []
+
+
+def _gitdir_refusals(layout, gitdir, info):
+    refusals = []
+    if info["commondir"] is not None and not _is_worktree_gitdir(layout, gitdir):
+        refusals.append("%s/commondir exists: git would take this repository's configuration from %r, and git "
+                        "writes a commondir only for a linked worktree (under .git/worktrees/); remove it"
+                        % (gitdir, info["commondir"].strip()))
+    return refusals
+
+
+def _is_worktree_gitdir(layout, gitdir):
+    parent = os.path.dirname(gitdir)
+    return os.path.basename(parent) == "worktrees" and os.path.dirname(parent) in layout["gitdirs"]
+
+
+def _worktree_config(entries):
+    values = [value for key, value, _source in entries if key == "extensions.worktreeconfig"]
+    return bool(values) and (values[-1] is None or values[-1].lower() in ("true", "yes", "on", "1"))
+
+
+def _entries(layout, files):
+    """([(key, value, file)], refusals) of FILES and the files they include, in git's
+    order; a missing file has no entries."""
+    entries, refusals = [], []
+
+    def read(path, depth):
+        if path not in layout["configs"] or depth > _git_config.MAX_INCLUDE_DEPTH:
+            return
+        try:
+            parsed = _git_config.parse(layout["configs"][path] or "")
+        except _git_config.ConfigSyntaxError as error:
+            refusals.append("%s cannot be read as a git configuration (%s), so what it makes git run is not "
+                            "known" % (path, error))
+            return
+        for key, value in parsed:
+            entries.append((key, value, path))
+            if _git_config.is_include(key) and value:
+                read(_git_config.include_target(value, path, layout["home"]), depth + 1)
+
+    for path in files:
+        read(path, 0)
+    return entries, refusals
+
+
+def _worktree(root, gitdir, entries):
+    """Where git runs for the repository in GITDIR: the directory holding .git, the
+    configured core.worktree, or (bare) the git directory itself."""
+    if os.path.basename(gitdir) == ".git":
+        return os.path.normpath(os.path.join(root, os.path.dirname(gitdir)))
+    worktrees = [value for key, value, _source in entries if key == "core.worktree" and value]
+    return os.path.normpath(os.path.join(root, gitdir, worktrees[-1] if worktrees else ""))
+
+
+def _section_name(key):
+    """(section, subsection or None, name) of a parsed KEY."""
+    section, _dot, rest = key.partition(".")
+    subsection, _dot, name = rest.rpartition(".")
+    return section, subsection or None, name
+
+
+def _is_key(key, patterns):
+    section, subsection, name = _section_name(key)
+    return any(section == p_section and (subsection is None) == (p_subsection is None)
+               and p_subsection in ("*", subsection) and p_name in ("*", name)
+               for p_section, p_subsection, p_name in patterns)
+
+
+def _named_paths(key, value, source, base, home):
+    """The absolute paths an entry makes git read or run: an include's file, a hooks or
+    template directory, and every word of a command that looks like a path (a
+    relative one taken from BASE, where git runs the command)."""
+    if value is None:
+        return []
+    if _git_config.is_include(key):
+        return [_git_config.include_target(value, source, home)]
+    if _is_key(key, DIRECTORY_KEYS):
+        return [_resolve(value, base, home)]
+    if not _is_key(key, COMMAND_KEYS):
+        return []
+    try:
+        words = shlex.split(value.lstrip("!"))
+    except ValueError:
+        words = value.lstrip("!").split()
+    # An option's value (--file=PATH) is the path in such a word.
+    parts = [word.split("=", 1)[-1] for word in words]
+    return [_resolve(part, base, home) for part in parts if "/" in part or part.startswith((".", "~"))]
+
+
+def _resolve(value, base, home):
+    if value == "~" or value.startswith("~/"):
+        return os.path.normpath(os.path.join(home, value[2:]))
+    return os.path.normpath(os.path.join(base, value))
+
+
+def _inside(root, path):
+    """PATH relative to ROOT when it is strictly inside it, else None."""
+    relative = os.path.relpath(path, root)
+    if relative == "." or relative == ".." or relative.startswith("../"):
+        return None
+    return relative
+
+
+def _mount_points(protect):
+    """(read_only, pinned): PROTECT without paths already under a protected directory,
+    and every directory on the way to them that is not protected itself."""
+    read_only = sorted(p for p in protect if not any(p.startswith(other + "/") for other in protect))
+    pinned = set()
+    for path in read_only:
+        parent = os.path.dirname(path)
+        while parent and parent not in protect:
+            pinned.add(parent)
+            parent = os.path.dirname(parent)
+    return read_only, sorted(pinned)
+
+
+def _mount_refusals(root, path, kind):
+    if any(char in path for char in UNMOUNTABLE):
+        return ["%r holds ':', ',' or a newline, so podman cannot mount it read-only; rename it" % path]
+    if kind(os.path.join(root, path)) == "link":
+        return ["%s is a symbolic link: a mount would protect where it points, and the agent could point it "
+                "elsewhere; replace it with what it points at" % path]
+    return []
+
+
+def _unique(items):
+    return sorted(set(items), key=items.index)
+
+
+def snapshot(layout):
+    """What findings() compares: the git directories with their entries, .git files and links."""
+    return {"gitdirs": dict((path, list(info["entries"])) for path, info in layout["gitdirs"].items()),
+            "gitfiles": sorted(layout["gitfiles"]), "links": sorted(layout["links"])}
+
+
+def findings(before, after):
+    """What the agent created that the host's git would take commands or configuration
+    from: [{"path", "what"}], sorted by path. BEFORE and AFTER are snapshot()s."""
+    found = []
+    for path in sorted(set(after["gitdirs"]) - set(before["gitdirs"])):
+        found.append({"path": path, "what": "a git directory: git run in or below its worktree takes its "
+                                            "configuration and hooks from it"})
+    for path in sorted(set(after["gitfiles"]) - set(before["gitfiles"])):
+        found.append({"path": path, "what": "a .git file: git run below it uses the git directory it names"})
+    for path in sorted(set(after["links"]) - set(before["links"])):
+        found.append({"path": path, "what": "a .git link: git run below it uses the directory it points at"})
+    for gitdir in sorted(set(after["gitdirs"]) & set(before["gitdirs"])):
+        for name in sorted(set(after["gitdirs"][gitdir]) - set(before["gitdirs"][gitdir])):
+            if name not in STATE_ENTRIES and not name.endswith(".lock"):
+                found.append({"path": os.path.normpath(os.path.join(gitdir, name)),
+                              "what": "new in a git directory: git reads it (configuration, hooks, a todo list "
+                                      "with exec lines, another git directory)"})
+    return sorted(found, key=lambda finding: finding["path"])

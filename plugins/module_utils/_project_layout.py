@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The project's git layout as read from the host's filesystem: every git directory,
+every .git file or link in the project, and the text of every configuration file git
+would read for them. Nothing from the project is run (git itself would run what the
+configuration names); _project_guard decides from what this returns.
+"""
+
+import os
+import stat
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _git_config
+
+# At most this much of a .git file or a config file is read: a pointer is one line, and
+# a configuration git reads is small; a huge one is refused by the guard as unreadable.
+MAX_READ = 1 << 20
+
+
+def read(project, home, environ):
+    """The layout of PROJECT (an absolute, resolved directory) for _project_guard:
+
+    root, home; gitdirs {relative path: {"entries": [names], "commondir": text or None}};
+    gitfiles {relative path of a .git file: its text}; links [relative paths of .git
+    symbolic links]; global_configs [the system and global files git reads first, in
+    its order]; configs {absolute path: text or None if unreadable} for every
+    configuration file those name or include, each repository's own included.
+    """
+    layout = {"root": project, "home": home, "gitdirs": {}, "gitfiles": {}, "links": [],
+              "global_configs": global_configs(home, environ), "configs": {}}
+    _walk(project, "", layout, inside_gitdir=False)
+    for relative in layout["gitdirs"]:
+        for name in ("config", "config.worktree"):
+            _read_config(os.path.normpath(os.path.join(project, relative, name)), home, layout["configs"], 0)
+    for path in layout["global_configs"]:
+        _read_config(path, home, layout["configs"], 0)
+    return layout
+
+
+def global_configs(home, environ):
+    """The files git reads before a repository's own (git-config(1), FILES)."""
+    xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return ["/etc/gitconfig", os.path.join(xdg, "git", "config"), os.path.join(home, ".gitconfig")]
+
+
+def kind(path):
+    """"file", "dir", "link", "other" or None (absent) for PATH, without following a link."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
+def _walk(top, relative, layout, inside_gitdir):
+    """Record git directories and .git entries under TOP/RELATIVE. In a git directory
+    only modules/ and worktrees/ can hold others: its objects are not walked."""
+    path = os.path.join(top, relative)
+    try:
+        with os.scandir(path) as listing:
+            entries = list(listing)
+    except OSError:
+        return
+    names = dict((entry.name, entry) for entry in entries)
+    if _looks_like_gitdir(names):
+        layout["gitdirs"][relative or "."] = {
+            "entries": sorted(names), "commondir": _read_text(os.path.join(path, "commondir"))
+            if "commondir" in names else None}
+        for name in ("modules", "worktrees"):
+            if name in names and names[name].is_dir(follow_symlinks=False):
+                _walk(top, os.path.join(relative, name), layout, inside_gitdir=True)
+        return
+    dot_git = names.get(".git")
+    if dot_git is not None and not inside_gitdir:
+        if dot_git.is_symlink():
+            layout["links"].append(os.path.join(relative, ".git"))
+        elif dot_git.is_file(follow_symlinks=False):
+            layout["gitfiles"][os.path.join(relative, ".git")] = _read_text(dot_git.path)
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            _walk(top, os.path.join(relative, entry.name), layout, inside_gitdir)
+
+
+def _looks_like_gitdir(names):
+    """What git's is_git_directory() asks of a directory, without reading HEAD: a HEAD
+    file and objects and refs here, or a commondir file naming where they are."""
+    head = names.get("HEAD")
+    if head is None or not head.is_file(follow_symlinks=False):
+        return False
+    return "commondir" in names or ("objects" in names and "refs" in names)
+
+
+def _read_text(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_READ).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _read_config(path, home, configs, depth):
+    """Read PATH and, recursively, the files its includes name into CONFIGS."""
+    if path in configs or depth > _git_config.MAX_INCLUDE_DEPTH or kind(path) != "file":
+        return
+    configs[path] = text = _read_text(path)
+    try:
+        entries = _git_config.parse(text or "")
+    except _git_config.ConfigSyntaxError:
+        return
+    for key, value in entries:
+        if _git_config.is_include(key) and value:
+            _read_config(_git_config.include_target(value, path, home), home, configs, depth + 1)
