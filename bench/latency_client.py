@@ -10,7 +10,6 @@ its certificate is not checked (the cost measured is the path's, not the client'
 
 import http.client
 import json
-import socket
 import ssl
 import sys
 import time
@@ -23,11 +22,6 @@ def connect(url, proxy):
         conn = http.client.HTTPSConnection(host, int(port), timeout=10, context=ssl._create_unverified_context())
         if proxy:
             conn.set_tunnel(url.hostname, url.port or 443)
-        conn.connect()
-        # The request right behind the handshake's last flight: without this, Nagle holds
-        # it until that flight is acknowledged, and the server's delayed ACK (40 ms) would
-        # be most of every figure, direct or not.
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
     host, port = proxy.rsplit(":", 1) if proxy else (url.hostname, url.port or 80)
     return http.client.HTTPConnection(host, int(port), timeout=10)
