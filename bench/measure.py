@@ -18,11 +18,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "workstation"))
 
-from fleet import provision  # noqa: E402  pylint: disable=wrong-import-position
+from fleet import install_and_provision  # noqa: E402  pylint: disable=wrong-import-position
 from scenario import ANSIBLE_ENV, operator_vars  # noqa: E402  pylint: disable=wrong-import-position
 from workstation import Workstation  # noqa: E402  pylint: disable=wrong-import-position
 
-# Every playbook the benchmarks run uses the harness provision.yml built (fleet.provision).
+# Every playbook the benchmarks run uses the harness provision.yml built (fleet.install_and_provision).
 HARNESS = ("-e", "aisb_harness=shell")
 EMPTY_PLAY = "/home/dev/empty.yml"
 
@@ -31,7 +31,7 @@ EMPTY_PLAY = "/home/dev/empty.yml"
 def provisioned_workstation():
     """A fresh Debian 13 workstation provisioned by this checkout (harness `shell`)."""
     with Workstation("trixie") as ws:
-        provision(ws)
+        install_and_provision(ws)
         yield ws
 
 

@@ -16,7 +16,8 @@ import json
 import time
 
 from measure import median, row, run_alone, timed
-from spike_host import ENV, run_spike
+from scenario import ANSIBLE_ENV
+from spike_host import run_spike
 from workstation import BASE_IMAGE
 
 # Times the host_capabilities module's execute() in the workstation's own Python, without
@@ -55,7 +56,7 @@ def timed_in_process(ws, runs, cached):
     script = "/home/dev/bench_spike.py"
     ws.path(script).write_text(IN_PROCESS)
     done = ws.run(["/opt/ansible/bin/python3", script, BASE_IMAGE, "cached" if cached else "full", str(runs)],
-                  env=ENV, timeout=1800)
+                  env=ANSIBLE_ENV, timeout=1800)
     return json.loads(done.stdout)
 
 

@@ -7,7 +7,8 @@ Provisions three disposable workstations at once (tests/workstation/fleet.py: De
 Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session start
 (bench/session.py), review mode (bench/review.py), the spike (bench/spike.py), the gate
 (bench/gate.py), re-provisioning (bench/reprovision.py); then verify.yml over 1 to 3 of
-them (bench/verify.py).
+them (bench/verify.py). The credential injector (bench/credential_injector.py) runs on
+the build machine itself.
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
 PREFIX.md (default bench/results/latest); --update-docs also puts the table into
 docs/performance.md. Medians of N runs (default 5); full spikes,
@@ -23,6 +24,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import credential_injector
 import gate
 import reprovision
 import review
@@ -134,7 +136,8 @@ def main():
                               ("review", lambda: review.measure(ws, args.runs)),
                               ("spike", lambda: spike.measure(ws, args.runs, args.slow_runs)),
                               ("gate", lambda: gate.measure(ws, args.runs)),
-                              ("provision", lambda: reprovision.measure(ws, args.slow_runs))):
+                              ("provision", lambda: reprovision.measure(ws, args.slow_runs)),
+                              ("credentials", lambda: credential_injector.measure(args.runs)[0])):
             rows += timed_section(results, name, section)
         if fleet is not None:
             rows += timed_section(results, "verify", lambda: verify.measure(*fleet, args.slow_runs))

@@ -27,6 +27,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_session_use, resolve_credentials
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, harness_command, harness_names)
@@ -53,22 +54,29 @@ def resolve_controller_options(args, controller_env):
 
     The command: ARGS' own, or the harness recipe's with the prompt. The environment:
     the given values, the pass-through names' values and the recipe's names that are set
-    here. Interactive unless told, when no command or prompt says what to run."""
+    here, except those that provider credentials fill with a placeholder. The credentials:
+    each key read from its source here. Interactive unless told, when no command or
+    prompt says what to run."""
     harness = args["harness"] or {}
     prompt = read_prompt_file(args["prompt_file"]) if args["prompt_file"] is not None else args["prompt"]
     command = harness_command(harness, args["command"], prompt)
+    credentials = resolve_credentials(args["credentials"], controller_env)
     names = args["pass_environment"]
-    optional = [n for n in harness_names(harness)
-                if n in controller_env and n not in names and n not in args["environment"]]
+    placeholders = set(entry["variable"] for entry in credentials)
+    optional = [n for n in harness_names(harness) if n in controller_env and n not in names
+                and n not in args["environment"] and n not in placeholders]
     # Values named in variables, plus names passed through from this controller's
     # environment: nothing else reaches the sandbox.
     environment = build_environment(args["environment"], names + optional, controller_env)
+    # Here too, not only at admission: a refused key never leaves the controller.
+    check_session_use(credentials, environment, args.get("network", "allow"))
     interactive = args["interactive"]
     if interactive is None:
         interactive = args["command"] is None and prompt is None
     module_args = dict((k, v) for k, v in args.items() if k not in CONTROLLER_OPTIONS)
     # As JSON text: results then hide the values as one string (see the module's option).
-    module_args.update(command=command, environment=json.dumps(environment, sort_keys=True))
+    module_args.update(command=command, environment=json.dumps(environment, sort_keys=True),
+                       credentials=json.dumps(credentials, sort_keys=True))
     return module_args, interactive
 
 

@@ -14,6 +14,8 @@ import os
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _podman, _project_git
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import new_placeholder, parse_elsewhere
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
@@ -67,19 +69,40 @@ def image_labels(run, podman, image):
 
 
 def start(inputs, facts, environ):
-    """Plan the session and make its directory; returns (plan, runner, review), REVIEW
-    a _review_session.Review in review mode, else None."""
+    """Plan the session and make its directory; returns (plan, runner, review, injector):
+    REVIEW a _review_session.Review in review mode, else None; INJECTOR the credential
+    injector, bound but not serving, when there are provider credentials, else None."""
     session_id = new_session_id()
     port = free_loopback_port() if inputs.network == "allow" else None
-    plan = plan_session(session_id, inputs, facts, port)
-    session_dir = os.path.join(state_dir(environ), "sessions", session_id)
-    os.makedirs(session_dir, mode=SESSION_DIR_MODE)
-    review = None
-    if inputs.project_mode == "review":
-        # The agent writes to an upper directory in the session's, never to the project.
-        review = Review(inputs.project, session_dir)
-        plan["sandbox_options"]["project_overlay"] = review.overlay
-    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review
+    injector = None
+    if inputs.credentials:
+        placeholders = dict((entry["variable"], new_placeholder()) for entry in inputs.credentials)
+        injector = CredentialInjector(inputs.credentials, placeholders)
+    try:
+        plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
+        session_dir = os.path.join(state_dir(environ), "sessions", session_id)
+        os.makedirs(session_dir, mode=SESSION_DIR_MODE)
+        review = None
+        if inputs.project_mode == "review":
+            # The agent writes to an upper directory in the session's, never to the project.
+            review = Review(inputs.project, session_dir)
+            plan["sandbox_options"]["project_overlay"] = review.overlay
+    except BaseException:
+        if injector is not None:
+            injector.close()
+        raise
+    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review, injector
+
+
+def credentials_report(inputs, injector, gate_log):
+    """What the record keeps about the provider credentials: the entries without their
+    keys, each request the injector relayed or refused, and each request the gate
+    refused for carrying a placeholder elsewhere."""
+    if not inputs.credentials:
+        return None
+    entries = [dict((k, v) for k, v in entry.items() if k != "key") for entry in inputs.credentials]
+    decisions = injector.decisions if injector is not None else {"injected": [], "refused": []}
+    return dict(decisions, entries=entries, elsewhere=parse_elsewhere(gate_log))
 
 
 def execute(inputs, facts, environ, run, terminal=None, parent=None):
@@ -91,7 +114,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     The session ends with status controller-lost when this process's stdout loses its
     reader (the module's: ansible-playbook's worker or the SSH connection went away) or,
     given PARENT, when this process's parent is no longer PARENT (see _controller)."""
-    plan, runner, review = start(inputs, facts, environ)
+    plan, runner, review, injector = start(inputs, facts, environ)
     transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
     # Everything known before anything runs: the watchdog completes it if this process dies.
     record = {
@@ -112,6 +135,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan["limits"],
         "environment_names": sorted(inputs.environment),
+        # Without decisions until the end: the watchdog's record says which keys were in use.
+        "credentials": credentials_report(inputs, None, ""),
         "transcript": transcript,
         "record": os.path.join(runner.session_dir, RECORD),
     }
@@ -121,6 +146,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         with signals_raise():
             runner.start_watchdog(record)
             watch.start()
+            if injector is not None:
+                injector.start()
             if plan["gate"] is not None:
                 runner.start_gate(inputs.gate_image, inputs.policy_dir)
             if terminal is None:
@@ -136,6 +163,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
         watch.stop()
         runner.cleanup()
+        if injector is not None:
+            injector.close()
     if runner.enforcement_lost:
         rc, status, reason = 77, "enforcement-lost", enforcement_lost_reason(runner.enforcement_lost)
     elif runner.gate_error:
@@ -155,6 +184,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "ruleset": runner.ruleset,
         "enforcement_watch": runner.enforcement_report(),
         "gate": parse_gate_log(runner.gate_log),
+        "credentials": credentials_report(inputs, injector, runner.gate_log),
         "commands": runner.commands,
     })
     if review is not None:

@@ -4,8 +4,8 @@
 
 admit() resolves the project, reads the policy from its rendered directory, checks the
 environment and the command, the host facts against the host as it is now, the tools
-the enforcement watch needs, and (direct mode) the project's git (_project_git); it returns the typed inputs (SessionInputs) or the
-reasons the session must not start.
+the enforcement watch needs, and (direct mode) the project's git (_project_git); it
+returns the typed inputs (SessionInputs) or the reasons the session must not start.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import socket
 import time
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_resolved, check_session_use
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, state_dir)
@@ -75,6 +76,8 @@ def admit(params, environ, run, interactive=False, now=None):
         policy = read_policy(params.get("policy_dir")) if network != "none" else parse_policy([])
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])
+        credentials = check_resolved(params.get("credentials") or [])
+        check_session_use(credentials, environment, network)
         names = no_gate_names(policy) if network == "no-gate" else ()
     except (SessionInputError, PolicyError) as error:
         return None, None, [str(error)], warnings
@@ -113,5 +116,5 @@ def admit(params, environ, run, interactive=False, now=None):
         project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
-        executable=params["executable"])
+        executable=params["executable"], credentials=credentials)
     return inputs, facts, problems, warnings

@@ -14,6 +14,8 @@ import os
 import re
 import typing
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import PROXY_VARIABLE
+
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Set by the session itself: letting them be overridden would point tools at another
@@ -21,7 +23,7 @@ ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 RESERVED_ENV = frozenset([
     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
     "http_proxy", "https_proxy", "all_proxy", "no_proxy",
-    "npm_config_proxy", "npm_config_https_proxy", "NODE_USE_ENV_PROXY",
+    "npm_config_proxy", "npm_config_https_proxy", "NODE_USE_ENV_PROXY", PROXY_VARIABLE,
 ])
 
 # Mounting one of these (or anything above it) would hand the agent the system.
@@ -65,6 +67,8 @@ class SessionInputs(typing.NamedTuple):
     # _enforcement_watch.find_tools: the host's nsenter, setpriv and nft.
     watch_tools: typing.Dict[str, str] = {}
     executable: str = "podman"
+    # _credentials.check_resolved: the providers' entries, each with its key.
+    credentials: typing.List[typing.Dict[str, typing.Any]] = []
 
 
 class SessionInputError(ValueError):

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
@@ -35,12 +35,13 @@ def new_session_id():
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
-def proxy_environment(proxy_url):
+def proxy_environment(proxy_url, direct=()):
     """Proxy settings for the usual tools: curl, pip, git (lower and upper case), npm,
-    and node's own fetch (NODE_USE_ENV_PROXY)."""
+    and node's own fetch (NODE_USE_ENV_PROXY). DIRECT: more addresses reached without
+    the proxy (the credential injector's)."""
     if proxy_url is None:
         return {}
-    local = "localhost,127.0.0.1,::1"
+    local = ",".join(["localhost", "127.0.0.1", "::1"] + [a for a in direct if a != "127.0.0.1"])
     return {
         "HTTP_PROXY": proxy_url, "HTTPS_PROXY": proxy_url, "http_proxy": proxy_url,
         "https_proxy": proxy_url, "NO_PROXY": local, "no_proxy": local,
@@ -49,8 +50,9 @@ def proxy_environment(proxy_url):
     }
 
 
-def network_plan(mode, gate_path, port):
-    """(podman --network value, gate as the sandbox reaches it or None, proxy URL or None)."""
+def network_plan(mode, gate_path, port, also_forward=()):
+    """(podman --network value, gate as the sandbox reaches it or None, proxy URL or None).
+    ALSO_FORWARD: more host-loopback ports the sandbox reaches at the gate's address."""
     if mode == "none":
         return "none", None, None
     if mode == "no-gate":
@@ -62,7 +64,7 @@ def network_plan(mode, gate_path, port):
                 (MAPPED_LOOPBACK, port), "http://%s:%d" % (MAPPED_LOOPBACK, port))
     if gate_path == "tcp-forward":
         # -T PORT: the sandbox's own 127.0.0.1:PORT is forwarded to the host's.
-        return (_podman.pasta_network(forward_tcp=[port], no_map_gw=True), ("127.0.0.1", port),
+        return (_podman.pasta_network(forward_tcp=[port] + list(also_forward), no_map_gw=True), ("127.0.0.1", port),
                 "http://127.0.0.1:%d" % port)
     raise SessionError("gate path %r is not one of %s: the facts name no way to reach a gate"
                        % (gate_path, ", ".join(GATE_PATHS)))
@@ -92,17 +94,33 @@ def limit_options(limits, enforceable, required):
     return options
 
 
-def plan_session(session_id, inputs, facts, port):
+def plan_session(session_id, inputs, facts, port, injector=None):
     """Everything a session will run, from admitted INPUTS (SessionInputs), the host
-    FACTS and the gate's loopback PORT (None without a gate)."""
+    FACTS and the gate's loopback PORT (None without a gate). INJECTOR, with credentials:
+    (their placeholders {variable: placeholder}, the injector's loopback port)."""
     verdict = facts.get("verdict") or {}
     if not inputs.allow_unenforced and not inputs.watch_tools:
         # No session runs unwatched by omission.
         raise SessionError("no tools to watch the sandbox's table with (nsenter, setpriv, nft): "
                            "admission finds them")
-    network, gate, proxy_url = network_plan(inputs.network, verdict.get("gate_path"), port)
+    placeholders, injector_port = injector or ({}, None)
+    network, gate, proxy_url = network_plan(inputs.network, verdict.get("gate_path"), port,
+                                            [injector_port] if injector_port else [])
+    if injector_port and gate is None:
+        raise SessionError("provider credentials need network allow: the sandbox reaches their injector where "
+                           "it reaches the gate")
+    policy = inputs.policy
     environment = dict(inputs.environment)
-    environment.update(proxy_environment(proxy_url))
+    environment.update(proxy_environment(proxy_url, [gate[0]] if injector_port else []))
+    read_only_files = []
+    if injector_port:
+        # The injector is reached like the gate, at the gate's address: one more pinned port.
+        policy = policy._replace(pins=tuple(sorted(set(policy.pins) | {(gate[0], injector_port)})))
+        injector_url = "http://%s:%s" % (gate[0], injector_port)
+        environment.update(_credential_plan.harness_environment(placeholders, injector_url))
+        models = _credential_plan.pi_models(inputs.credentials, injector_url)
+        if models is not None:
+            read_only_files.append((_credential_plan.PI_MODELS_FILE, models, _credential_plan.PI_MODELS_PATH))
     environment["AISB_SESSION"] = session_id
     names = {"gate": "aisb-gate-" + session_id, "sandbox": "aisb-sandbox-" + session_id}
     labels = {SESSION_LABEL: session_id}
@@ -111,7 +129,10 @@ def plan_session(session_id, inputs, facts, port):
         "names": names,
         # The harness's, applied after the privilege drop; never podman's own.
         "environment": environment,
-        "policy_text": render_sandbox_policy(inputs.policy, gate),
+        "policy_text": render_sandbox_policy(policy, gate),
+        # Files the session writes into its directory and the sandbox reads: (name, text,
+        # path inside). Never a key: the placeholders' settings only.
+        "read_only_files": read_only_files,
         "gate": None,
         # The table is watched from outside for the whole session, unless the operator
         # asked to run unenforced (debugging only).
@@ -122,7 +143,8 @@ def plan_session(session_id, inputs, facts, port):
     if gate is not None:
         plan["gate"] = {
             "port": port,
-            "conf_text": render_session_conf(port, session_id, _podman.GATE_POLICY_CONF),
+            "conf_text": render_session_conf(port, session_id, _podman.GATE_POLICY_CONF, before_policy=(
+                _credential_plan.gate_refusal_conf(session_id, inputs.credentials, placeholders))),
         }
     plan["sandbox_options"] = {
         "name": names["sandbox"], "image": inputs.image, "project": inputs.project,
@@ -136,6 +158,7 @@ def plan_session(session_id, inputs, facts, port):
         "command": (["--allow-unenforced"] if inputs.allow_unenforced else []) + list(inputs.command),
         "hosts": [(name, address) for name, addresses in sorted(inputs.hosts.items())
                   for address in addresses],
+        "writable_dirs": sorted(set(_credential_plan.writable_dir(inside) for _n, _t, inside in read_only_files)),
     }
     return plan
 

@@ -166,7 +166,8 @@ class SessionRunner(object):
         STDOUT receives its output; STDIN, when given, is a terminal shared with stdout
         (an interactive session: podman gets a TTY and follows its size)."""
         policy = self.write("policy", self.plan["policy_text"], 0o644)
-        options = dict(self.plan["sandbox_options"], policy_file=policy, pidfile=self._pidfile)
+        files = [(self.write(name, text, 0o644), inside) for name, text, inside in self.plan["read_only_files"]]
+        options = dict(self.plan["sandbox_options"], policy_file=policy, pidfile=self._pidfile, read_only_files=files)
         argv = _podman.sandbox_run(self.podman, **options)
         self.commands.append(argv)
         self._started.append(options["name"])

@@ -29,6 +29,9 @@ def argument_spec():
         environment=dict(type="raw", default={}, no_log=True),
         # Names, not values: nothing secret.
         pass_environment=dict(type="list", elements="str", default=[], no_log=False),
+        # The operator's entries (_credentials); the action plugin sends them resolved, each
+        # with its key, as JSON text: hidden in results as one string, like environment.
+        credentials=dict(type="raw", default=[], no_log=True),
         interactive=dict(type="bool"),
         host_facts=dict(type="dict"),
         max_facts_age=dict(type="int", default=604800),

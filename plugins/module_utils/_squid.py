@@ -105,12 +105,14 @@ def _covered(domains):
             if not any(name != suffix and (name == suffix[1:] or name.endswith(suffix)) for suffix in suffixes)]
 
 
-def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/stdout"):
+def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/stdout", before_policy=""):
     """The session part: where this gate listens, how it logs, and the policy it includes.
 
     PORT is the host-loopback port; SESSION_ID appears in every access log line;
     POLICY_PATH is where the policy part is mounted inside the gate container;
-    ACCESS_LOG is a squid log destination (stdout goes to the container's log).
+    ACCESS_LOG is a squid log destination (stdout goes to the container's log);
+    BEFORE_POLICY, lines whose rules come before the policy's (_credential_plan's refusal
+    of a placeholder).
     """
     if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
         raise ValueError("gate port %r: must be an integer from 1024 to 65535" % (port,))
@@ -144,6 +146,7 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         # runs and then kills it; a buffered decision would be missing from the record.
         "access_log %s logformat=aisb" % access_log,
         "cache_log /dev/stderr",
+    ] + ([before_policy.rstrip("\n")] if before_policy else []) + [
         "include %s" % policy_path,
         "",
     ])

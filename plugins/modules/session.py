@@ -116,6 +116,23 @@ options:
     type: list
     elements: str
     default: []
+  credentials:
+    description:
+      - Provider keys that never enter the sandbox (the playbooks' C(aisb_credentials)), a
+        list of entries, each with C(host) (the provider's DNS name), C(port) (default
+        443), C(header) (the request header the key goes in, such as C(x-api-key) or
+        C(authorization)), C(prefix) (put before the key, such as C(Bearer ); default
+        empty), C(variable) (the harness variable that gets a per-session placeholder)
+        and exactly one source of the key, C(from_environment) (a variable of the
+        controller's environment), C(from_file) (a file on the controller only its owner
+        may read or write) or C(value) (an Ansible Vault variable, say).
+      - The action plugin reads each key on the controller and sends the entries with
+        their keys as JSON text. The session's own process serves them on the host's
+        loopback (the injector); the sandbox reaches a provider at
+        C($AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH), and pi through its C(models.json).
+      - Needs O(network=allow). See docs/security.md, provider keys.
+    type: raw
+    default: []
   interactive:
     description:
       - Give the harness ansible-playbook's own terminal (its TUI). Needs a local

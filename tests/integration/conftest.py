@@ -1,25 +1,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Fixtures for the integration tests: a provisioned disposable Debian 13 workstation."""
+"""Fixtures for the integration tests: a provisioned disposable Debian 13 workstation.
+Their helpers live in tests/workstation (sessions.py, scenario.py, ...), not here."""
 
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "workstation"))
-sys.path.insert(0, str(REPO / "tests"))
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS / "workstation"))
+sys.path.insert(0, str(TESTS))
 
 import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 
 import tally  # noqa: E402  pylint: disable=wrong-import-position
-from scenario import Internet, playbook  # noqa: E402  pylint: disable=wrong-import-position
+from scenario import Internet, provision  # noqa: E402  pylint: disable=wrong-import-position
+from sessions import PROJECT  # noqa: E402  pylint: disable=wrong-import-position
 from workstation import Workstation, install_checkout  # noqa: E402  pylint: disable=wrong-import-position
-
-
-def provision(ws, *extra):
-    """Run the collection's own provision.yml inside the workstation."""
-    return playbook(ws, "provision", *extra, timeout=3600)
 
 
 @pytest.fixture(scope="session")
@@ -31,11 +28,11 @@ def workstation():
         ws.podman_after_check_mode = ws.run(["sh", "-c", "command -v podman"], check=False).returncode == 0
         # Images come from an earlier run's storage when their inputs are unchanged
         # (their tags are content hashes: a stale one is never used, only rebuilt).
-        seeded = ws.seed_container_storage()
+        ws.seeded = ws.seed_container_storage()
         first = provision(ws)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
         ws.first_provision = first
-        if not seeded:
+        if not ws.seeded:
             ws.save_container_storage()
         yield ws
 
@@ -45,6 +42,13 @@ def internet(workstation):
     net = Internet(workstation).start()
     yield net
     net.stop()
+
+
+@pytest.fixture(scope="module")
+def project(workstation):
+    """The project directory the sessions run on (PROJECT)."""
+    workstation.sh(f"mkdir -p {PROJECT} && echo 'print(1)' > {PROJECT}/main.py")
+    return PROJECT
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -4,6 +4,7 @@ with real traffic from inside a real session, each case asserting both the refus
 that no listener saw the traffic. The listeners are tripwires in network namespaces the
 test creates (and on the workstation's loopback): nothing is sent off this machine."""
 
+import fcntl
 import json
 import re
 import uuid
@@ -11,11 +12,10 @@ import uuid
 import pytest
 
 import tally
-from conftest import REPO
-from scenario import TRANSFER_DIR
-from test_session import PROJECT, allow, record_of, run_agent, session_containers
+from scenario import TRANSFER_DIR, free_port, install_tripwire
+from sessions import PROJECT, allow, left_running, record_of, run_agent, session_containers
+from workstation import REPO
 
-TRIPWIRE = TRANSFER_DIR + "/tripwire.py"
 # The TLS probe (node, inside the sandbox): copied into the project with battery.sh.
 TLS_PROBE = REPO / "tests" / "workstation" / "tls_probe.js"
 GATE_ADDR = "100.64.0.1"
@@ -38,6 +38,9 @@ REACHED = ("http=200", "tunnel=200 tls=ok")
 # after an allowed CONNECT, what the tunnel carries (not a ClientHello, or one whose SNI
 # is not the CONNECT name): nothing comes back through the tunnel.
 REFUSED = ("http=403", "http=000", "tunnel=200 tls=refused")
+# The metadata address is the same for every run on the build machine, and so is its
+# route there (the workstations share its network namespace): one battery at a time.
+METADATA_ROUTE_LOCK = "/run/lock/aisb-tests-metadata-route"
 
 
 class Tripwires:
@@ -71,13 +74,13 @@ class Tripwires:
                      "b-ula.test": {"AAAA": [self.ula]}}
         self.zone.update({name: {"A": [address]} for name, address in self.private.items()})
         self.resolv = None
+        self.route_lock = None
 
     def start(self):
         ws, net = self.ws, self.internet
-        ws.path(TRIPWIRE).write_text((REPO / "tests" / "workstation" / "tripwire.py").read_text())
+        tripwire = install_tripwire(ws)
         ws.path(self.log).write_text("")
-        self.host_port = int(ws.run(["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0));"
-                                     "print(s.getsockname()[1])"]).stdout)
+        self.host_port = free_port()
         addresses = [self.v4] * 4 + list(self.private.values()) * 2 + [self.v6] * 3 + [self.ula] * 2
         ports = [22, 25, 53, 8080] + [80] * len(self.private) + [443] * len(self.private) + [80, 443, 8080, 80, 443]
         inside = {"tcp": [list(pair) for pair in zip(addresses, ports)],
@@ -88,6 +91,8 @@ class Tripwires:
         routes = "\n".join(f"ip -n {net.netns} addr replace {a}/32 dev eth0\nip route replace {a}/32 via {self.v4}"
                            for a in [*self.private.values(), self.tls])
         self.resolv = ws.path("/etc/resolv.conf").read_text()
+        self.route_lock = open(METADATA_ROUTE_LOCK, "w")
+        fcntl.flock(self.route_lock, fcntl.LOCK_EX)
         ws.sh(f"""
             openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=b-tls.test \\
               -keyout {self.log}.key -out {self.log}.crt 2>/dev/null
@@ -98,10 +103,10 @@ class Tripwires:
             ip -6 route replace {self.ula}/128 via {self.v6}
             ip -n {net.netns} route replace default via {net.host_side}
             ip -n {net.netns} -6 route replace default via {self.v6_host}
-            ip netns exec {net.netns} setsid python3 {TRIPWIRE} {self.log} '{json.dumps(inside)}' \\
+            ip netns exec {net.netns} setsid python3 {tripwire} {self.log} '{json.dumps(inside)}' \\
               >{self.log}.inside 2>&1 &
             echo $! >{self.log}.pids
-            setsid python3 {TRIPWIRE} {self.log} '{json.dumps(outside)}' >{self.log}.outside 2>&1 &
+            setsid python3 {tripwire} {self.log} '{json.dumps(outside)}' >{self.log}.outside 2>&1 &
             echo $! >>{self.log}.pids
             for _ in $(seq 50); do grep -q ready {self.log}.inside && grep -q ready {self.log}.outside && break
               sleep 0.1; done
@@ -118,6 +123,7 @@ class Tripwires:
             ip -6 route del {self.ula}/128 via {self.v6} || true
             kill $(cat {self.log}.pids) || true
         """, user="root", check=False)
+        self.route_lock.close()
 
     def events(self):
         return [json.loads(line) for line in self.ws.path(self.log).read_text().splitlines()]
@@ -309,7 +315,7 @@ def battery(workstation, internet, tripwires):
     return {"results": dict(re.findall(r"^RESULT (\S+) ?(.*)$", transcript, re.M)), "transcript": transcript,
             "record": record, "http": internet.requests()[http_before:],
             "events": tripwires.events()[events_before:], "marker": marker,
-            "left_running": sorted(set(session_containers(workstation)) - set(running))}
+            "left_running": left_running(workstation, running)}
 
 
 def seen(battery, case_id):

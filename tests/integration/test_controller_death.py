@@ -15,13 +15,12 @@ import time
 import pytest
 
 from fleet import inventory, ssh_key, start_sshd
-from scenario import ANSIBLE_ENV, operator_vars
-from test_session import PROJECT, processes, screen, wait_for_screen
-from workstation import TRANSFER_DIR, USER_UID
+from sessions import PROJECT, processes, session_containers, start_in_background
+from terminal import interactive_bash, open_terminal, screen, wait_for_screen
+from workstation import AISB_STATE, TRANSFER_DIR, USER_UID
 
 BOUND = 60  # seconds
 ANSIBLE_PLAYBOOK = "^/opt/ansible/bin/python3 /usr/local/bin/ansible-playbook"
-SESSIONS = "/home/dev/.local/state/aisb/sessions"
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +38,7 @@ def timings(request):
 
 
 def sandboxes(ws):
-    names = ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format", "{{.Names}}"]).stdout.split()
-    return {n for n in names if n.startswith("aisb-sandbox-")}
+    return {n for n in session_containers(ws) if n.startswith("aisb-sandbox-")}
 
 
 def start_headless(ws, marker, *extra):
@@ -48,10 +46,7 @@ def start_headless(ws, marker, *extra):
     returns (ansible-playbook, session id) once the harness runs."""
     before = sandboxes(ws)
     ws.sh(f"rm -f {PROJECT}/{marker}")
-    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={PROJECT}",
-            "-e", json.dumps({"command": ["sh", "-c", f"touch /project/{marker}; exec sleep 300"]}), *extra]
-    playbook = subprocess.Popen(ws.command(argv, env=ANSIBLE_ENV), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+    playbook = start_in_background(ws, ["sh", "-c", f"touch /project/{marker}; exec sleep 300"], *extra)
     return playbook, harness_running(ws, before, marker, playbook)
 
 
@@ -122,7 +117,7 @@ def kill_and_wait(ws, pids, session_id):
 
 def record(ws, session_id):
     """The session's record, once written (whoever cleans up writes it after the removal)."""
-    path = ws.path(f"{SESSIONS}/{session_id}/record.json")
+    path = ws.path(f"{AISB_STATE}/sessions/{session_id}/record.json")
     deadline = time.monotonic() + BOUND
     while time.monotonic() < deadline and not path.exists():
         time.sleep(0.2)
@@ -137,12 +132,6 @@ def clean_up(ws, session_id, *pids):
         ws.run(["kill", "-KILL", pid], check=False)
     ws.run(["podman", "rm", "--force", "--ignore", "--time", "0",
             f"aisb-sandbox-{session_id}", f"aisb-gate-{session_id}"], check=False)
-
-
-@pytest.fixture(scope="module")
-def project(workstation):
-    workstation.sh(f"mkdir -p {PROJECT}")
-    return PROJECT
 
 
 @pytest.mark.parametrize("killed", ["main", "worker", "main+worker", "worker+module"])
@@ -185,10 +174,7 @@ def test_interactive_session_ends_when_ansible_playbook_is_killed(workstation, p
     before = sandboxes(workstation)
     marker = f".ctl-interactive-{killed}"
     workstation.sh(f"rm -f {PROJECT}/{marker}")
-    command = (f"ansible-playbook aisb.sandbox.run_agent -e {operator_vars(workstation)} -e project={PROJECT} "
-               "-e '{\"command\": [\"bash\", \"--norc\", \"-i\"], \"interactive\": true}'; sleep 600")
-    workstation.run(["tmux", "new-session", "-d", "-s", tmux, "-x", "100", "-y", "30", command],
-                    env={"ANSIBLE_NOCOLOR": "1"})
+    open_terminal(workstation, tmux, f"{interactive_bash(workstation)}; sleep 600")
     session_id, main, worker = None, None, None
     try:
         wait_for_screen(workstation, tmux, "bash", timeout=300)

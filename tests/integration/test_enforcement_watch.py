@@ -11,14 +11,12 @@ watcher's helper is gone after every session, a SIGKILLed one included; a host w
 nft refuses to start a session.
 """
 
-import json
 import time
 
 import pytest
 
-from scenario import ANSIBLE_ENV
-from test_images import newest
-from test_session import PROJECT, processes, record_of, run_agent, session_containers, start_in_background
+from sessions import (PROJECT, images_and_policy, newest, processes, record_of, run_agent, session_containers,
+                      session_module, start_in_background)
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
 HELPER = "nft --json --interactive"
@@ -41,12 +39,6 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def project(workstation):
-    workstation.sh(f"mkdir -p {PROJECT}")
-    return PROJECT
-
-
-@pytest.fixture(scope="module")
 def weakened_image(workstation):
     """The sandbox image with a setpriv that leaves the harness NET_ADMIN."""
     base = newest(workstation, "localhost/aisb-sandbox")
@@ -58,17 +50,6 @@ def weakened_image(workstation):
     tag = "localhost/aisb-test-weakened:" + base.rsplit(":", 1)[1]
     workstation.run(["podman", "build", "-q", "--pull=never", "--network=none", "-t", tag, context], timeout=600)
     return tag
-
-
-def session_module(ws, image, command, timeout=300):
-    """The session module run directly (run_agent.yml always uses the provisioned image),
-    with the provisioned gate, a policy directory and the facts."""
-    facts = json.loads(ws.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
-    policy_dir = sorted(ws.path("/home/dev/.local/state/aisb/policies").iterdir())[0]
-    return ws.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
-        "project": PROJECT, "image": image, "gate_image": newest(ws, "localhost/aisb-gate"),
-        "policy_dir": "/" + str(policy_dir.relative_to(ws.root)), "command": command, "host_facts": facts})],
-        check=False, env=ANSIBLE_ENV, timeout=timeout)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -85,7 +66,9 @@ def test_a_harness_that_changes_its_table_is_stopped_and_recorded(
     script = (f"sleep 3; date +%s.%N >{changed_at}.tmp && mv {changed_at}.tmp {changed_at}; {change} || exit 9; "
               f"end=$(($(date +%s) + 30)); while [ $(date +%s) -lt $end ]; do date +%s.%N >>{beats}; "
               f"curl -s -m 1 --noproxy '*' -o /dev/null http://{internet.address}/{case}-direct; sleep 0.2; done")
-    result = session_module(workstation, weakened_image, ["sh", "-c", script])
+    # The session module itself: run_agent.yml always uses the provisioned image.
+    result = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT,
+                                            "image": weakened_image, "command": ["sh", "-c", script]})
     assert result.returncode != 0
     record = record_of(workstation, result.stdout)
     assert record["status"] == "enforcement-lost", record["reason"]

@@ -4,33 +4,14 @@ podman failing, the host changed under the facts, the disk full), nothing stays
 running, no egress opens, and the session ends with a status that says what happened.
 The gate killed mid-session is test_session.test_gate_killed_mid_session_ends_it_with_a_clear_status."""
 
-import json
 import time
 
 import pytest
 
 import tally
-from scenario import ANSIBLE_ENV
-from test_images import newest
-from test_session import PROJECT, allow, record_of, run_agent, session_containers, session_dirs, start_in_background
-
-STATE = "/home/dev/.local/state/aisb"
-
-
-def left_running(ws, before):
-    """Session containers that exist now and did not before this test: another test's
-    leftovers must not make this one pass or fail."""
-    return sorted(set(session_containers(ws)) - set(before))
-
-
-def wait_for_new_sandbox(ws, before, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        names = [n for n in left_running(ws, before) if n.startswith("aisb-sandbox-")]
-        if names:
-            return names[0]
-        time.sleep(0.2)
-    raise AssertionError("no sandbox started")
+from sessions import (PROJECT, allow, images_and_policy, left_running, new_sandbox, record_of, run_agent,
+                      session_containers, session_dirs, session_module, start_in_background)
+from workstation import AISB_STATE
 
 
 def wait_for_file(ws, path, timeout=60):
@@ -42,12 +23,6 @@ def wait_for_file(ws, path, timeout=60):
     raise AssertionError(f"{path} never appeared")
 
 
-@pytest.fixture(scope="module")
-def project(workstation):
-    workstation.sh(f"mkdir -p {PROJECT} && rm -f {PROJECT}/.fault-*")
-    return PROJECT
-
-
 def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, internet, project):
     # After the gate is frozen, the sandbox's requests through it time out and no route
     # around it exists; the session still ends and removes the stopped gate.
@@ -56,10 +31,11 @@ def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, 
               "echo after=$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://allowed.test/c-after-stop); "
               f"curl -s -m 5 --noproxy '*' http://{internet.address}/c-after-stop-direct && echo direct=open "
               "|| echo direct=blocked")
+    workstation.sh(f"rm -f {PROJECT}/.fault-*")
     before, running = len(internet.requests()), session_containers(workstation)
     playbook = start_in_background(workstation, ["bash", "-c", script], *allow("allowed.test"))
     try:
-        sandbox = wait_for_new_sandbox(workstation, running)
+        sandbox = new_sandbox(workstation, running)
         wait_for_file(workstation, f"{PROJECT}/.fault-ready")
         workstation.run(["podman", "kill", "--signal", "STOP", sandbox.replace("aisb-sandbox-", "aisb-gate-")])
         workstation.path(f"{PROJECT}/.fault-go").touch()
@@ -80,7 +56,7 @@ def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, proje
     running = session_containers(workstation)
     playbook = start_in_background(workstation, ["sleep", "300"])
     try:
-        sandbox = wait_for_new_sandbox(workstation, running)
+        sandbox = new_sandbox(workstation, running)
         workstation.run(["podman", "kill", sandbox])
         output = playbook.communicate(timeout=120)[0]
     finally:
@@ -91,24 +67,9 @@ def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, proje
     assert left_running(workstation, running) == []
 
 
-def images_and_policy(ws):
-    """Arguments the session module needs beside the inputs under test: the built images
-    and the smallest policy rendered so far (provisioning's: the harness recipe's own)."""
-    facts = json.loads(ws.path(f"{STATE}/host_capabilities.json").read_text())
-    policies = sorted((len(json.loads((p / "policy.json").read_text())["allow"]), p.name)
-                      for p in ws.path(f"{STATE}/policies").iterdir())
-    assert policies, "provisioning rendered no policy"
-    policy_dir = f"{STATE}/policies/{policies[0][1]}"
-    return {"image": newest(ws, "localhost/aisb-sandbox"), "gate_image": newest(ws, "localhost/aisb-gate"),
-            "policy_dir": policy_dir, "host_facts": facts}
-
-
-def session_module(ws, **args):
+def working_session(ws, **args):
     """The session module itself, as a task would run it, with ARGS over a working default."""
-    module_args = dict(images_and_policy(ws), project=PROJECT, command=["true"])
-    module_args.update(args)
-    return ws.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps(module_args)],
-                  check=False, env=ANSIBLE_ENV, timeout=300)
+    return session_module(ws, **{**images_and_policy(ws), "project": PROJECT, "command": ["true"], **args})
 
 
 def wrapper(ws, name, body):
@@ -125,7 +86,7 @@ def test_podman_failing_to_run_a_container_ends_with_a_clear_status(workstation,
                       f'case " $* " in *" --name aisb-{which}-"*) echo "injected: podman cannot run the {which}" >&2;'
                       " exit 125;; esac")
     running = session_containers(workstation)
-    result = session_module(workstation, executable=failing)
+    result = working_session(workstation, executable=failing)
     assert result.returncode != 0
     assert left_running(workstation, running) == []
     if which == "gate":
@@ -144,7 +105,7 @@ def test_podman_or_passt_changed_after_the_spike_is_refused(workstation, project
     changed = wrapper(workstation, f"podman-changed-{component}",
                       f'if [ "$1" = info ]; then podman "$@" | sed -e \'{pattern}\'; exit; fi')
     before, running = session_dirs(workstation), session_containers(workstation)
-    result = session_module(workstation, executable=changed)
+    result = working_session(workstation, executable=changed)
     assert result.returncode != 0
     assert "fingerprint is stale" in result.stdout and component in result.stdout, result.stdout[-2000:]
     assert session_dirs(workstation) == before
@@ -152,7 +113,7 @@ def test_podman_or_passt_changed_after_the_spike_is_refused(workstation, project
 
 
 def test_disk_full_while_writing_the_record(workstation, project):
-    sessions = f"{STATE}/sessions"
+    sessions = f"{AISB_STATE}/sessions"
     # Five pages: the gate's configuration, the policy and a two-page transcript fill
     # four; the record (image labels, commands, the ruleset) needs more than the last.
     workstation.run(["mount", "-t", "tmpfs", "-o", "size=20k,uid=1000,gid=1000,mode=0700", "tmpfs", sessions],

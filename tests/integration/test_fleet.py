@@ -11,7 +11,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from fleet import HANGING_PYTHON, free_port, inventory, prepare, run_verify, ssh_key
+from fleet import HANGING_PYTHON, inventory, prepare, run_verify, ssh_key
+from scenario import closed_port
 from workstation import Workstation
 
 TIMEOUT = 20
@@ -47,7 +48,7 @@ def fleet(tmp_path_factory):
             "debian13-tun": {"ansible_port": ports["debian13-tun"]},
             "debian12-hung": {"ansible_port": ports["debian12"], "ansible_python_interpreter": HANGING_PYTHON,
                               "verify_timeout": TIMEOUT},
-            "closed": {"ansible_port": free_port()},
+            "closed": {"ansible_port": stack.enter_context(closed_port())},
             "silent": {"ansible_port": silent.getsockname()[1]},
         })
         fresh = run_verify(directory, path)

@@ -4,8 +4,10 @@ and an nft default-drop table that an unprivileged process cannot remove."""
 
 import re
 
-from conftest import provision
-from fleet import free_port
+import pytest
+
+from scenario import provision, task_status
+from spike_host import FACTS
 from workstation import BASE_IMAGE, Workstation, install_checkout
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
@@ -17,32 +19,49 @@ RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --
  && rm -rf /var/lib/apt/lists/*
 """
 GATE_ADDR = MAPPED_LOOPBACK
-# Ports picked free at run time: the workstation shares the build machine's network
-# namespace with whatever else runs there (another test run, a benchmark).
-ALLOWED_PORT = free_port()
-OTHER_PORT = next(port for port in iter(free_port, None) if port != ALLOWED_PORT)
-
-# Two loopback listeners that log every request they serve, so a leak is seen.
-LISTENERS = f"""
-cd {{logdir}}
-for port in {ALLOWED_PORT} {OTHER_PORT}; do
-  setsid python3 -m http.server --bind 127.0.0.1 $port >/dev/null 2>log.$port &
+# Two loopback listeners that log every request they serve, so a leak is seen. The
+# kernel picks their ports as they bind: the workstation shares the build machine's
+# network namespace with whatever else runs there (another test run, a benchmark).
+LISTENERS = """
+cd {logdir}
+for name in allowed other; do
+  setsid python3 -u -m http.server --bind 127.0.0.1 0 >serving.$name 2>log.$name &
   echo $! >>pids
 done
-for port in {ALLOWED_PORT} {OTHER_PORT}; do
-  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+for name in allowed other; do
+  for _ in $(seq 50); do grep -q Serving serving.$name && break; sleep 0.1; done
 done
-: >log.{ALLOWED_PORT}; : >log.{OTHER_PORT}
 """
+# Tasks with something to do on a bare Debian 13 (no podman, no facts, no policy yet).
+BARE_HOST_CHANGES = ["Install podman, pasta and the rootless helpers (apt)",
+                     "Measure what rootless podman gives this host",
+                     "Create the local facts directory",
+                     "Keep a copy as a local fact for fleet reporting",
+                     "Validate the policy, render it and check it with squid and nft"]
+# Tasks whose work a seeded container storage already holds: task -> its status then.
+SEEDED = {"Import the base image from its root filesystem archive": "skipping",
+          "Build the sandbox image unless one with these inputs exists": "ok",
+          "Build the gate image unless one with these inputs exists": "ok"}
 
 
-def probe_container(ws, image, script, with_table):
+@pytest.fixture
+def listeners(workstation):
+    """(allowed port, other port, log directory): LISTENERS, stopped afterwards."""
+    logdir = "/home/dev/listeners"
+    workstation.sh(f"rm -rf {logdir} && mkdir -p {logdir}\n" + LISTENERS.format(logdir=logdir))
+    ports = [int(re.search(r" port (\d+) ", workstation.path(f"{logdir}/serving.{name}").read_text()).group(1))
+             for name in ("allowed", "other")]
+    yield ports[0], ports[1], logdir
+    workstation.sh(f"kill $(cat {logdir}/pids)")
+
+
+def probe_container(ws, image, script, gate_port=None):
     """Run SCRIPT in a sandbox-shaped container (the session's capabilities and user
-    namespace); with_table installs the host probes' model of the session's table for
-    GATE_ADDR:ALLOWED_PORT first, then drops every privilege as the entrypoint does."""
+    namespace); with a GATE_PORT, installs the host probes' model of the session's table
+    for GATE_ADDR:GATE_PORT first, then drops every privilege as the entrypoint does."""
     setup = ""
-    if with_table:
-        setup = (f"printf '%s' '{RULESET}' | nft -D gate_addr={GATE_ADDR} -D gate_port={ALLOWED_PORT} -f - "
+    if gate_port:
+        setup = (f"printf '%s' '{RULESET}' | nft -D gate_addr={GATE_ADDR} -D gate_port={gate_port} -f - "
                  f"&& exec {' '.join(DROP_ALL_PRIVILEGES)} ")
     return ws.run(["podman", "run", "--rm", "--network=" + pasta_network(map_host_loopback=[GATE_ADDR]),
                    *SANDBOX_SECURITY, image, "sh", "-c", setup + f"sh -c '{script}'"], check=False, timeout=120)
@@ -52,9 +71,21 @@ def curl(port):
     return f"curl -s -o /dev/null -w %{{http_code}} --max-time 3 http://{GATE_ADDR}:{port}/ ; echo"
 
 
-def test_first_provision_changed_something(workstation):
-    recap = re.search(r"changed=(\d+)", workstation.first_provision.stdout)
-    assert recap and int(recap.group(1)) > 0
+def test_first_provision_changed_what_a_bare_host_lacks(workstation):
+    """Each task with work to do on the bare workstation reported changed, the image tasks
+    exactly when the seeded storage did not hold their images (they are tagged by content
+    hash), and the packages check mode planned are the ones now installed."""
+    output = workstation.first_provision.stdout
+    assert {task: task_status(output, task) for task in BARE_HOST_CHANGES} == \
+        dict.fromkeys(BARE_HOST_CHANGES, "changed"), output[-4000:]
+    assert {task: task_status(output, task) for task in SEEDED} == \
+        (SEEDED if workstation.seeded else dict.fromkeys(SEEDED, "changed")), output[-4000:]
+    planned = re.search(r'"msg": "Would install: ([^"]+)"', workstation.check_mode_provision.stdout).group(1)
+    planned = sorted(planned.split(", "))
+    installed = workstation.run(["dpkg-query", "--show", "--showformat=${Package} ${db:Status-Status}\\n",
+                                 *planned]).stdout.splitlines()
+    assert "podman" in planned and sorted(installed) == [f"{name} installed" for name in planned]
+    assert workstation.path(FACTS).exists() and workstation.path("/etc/ansible/facts.d/aisb_host.fact").exists()
 
 
 def test_second_provision_changes_nothing(workstation):
@@ -71,32 +102,28 @@ def test_provision_installed_podman_with_pasta(workstation):
     assert workstation.run(["pasta", "--version"]).returncode == 0
 
 
-def test_pasta_reaches_host_loopback_and_drop_table_holds(workstation, tmp_path):
+def test_pasta_reaches_host_loopback_and_drop_table_holds(workstation, listeners):
     image = workstation.cached_image("probe", PROBE_IMAGE)
-    logdir = "/home/dev/listeners"
-    workstation.sh(f"mkdir -p {logdir}\n" + LISTENERS.format(logdir=logdir))
-    try:
-        # Control: without the table, both ports are reachable (so the probe can see a leak).
-        open_box = probe_container(workstation, image, f"{curl(ALLOWED_PORT)}; {curl(OTHER_PORT)}", False)
-        assert open_box.stdout.split() == ["200", "200"], open_box.stdout + open_box.stderr
-        assert "GET /" in workstation.path(f"{logdir}/log.{OTHER_PORT}").read_text()
-        workstation.sh(f": >{logdir}/log.{ALLOWED_PORT}; : >{logdir}/log.{OTHER_PORT}")
+    allowed, other, logdir = listeners
+    # Control: without the table, both ports are reachable (so the probe can see a leak).
+    open_box = probe_container(workstation, image, f"{curl(allowed)}; {curl(other)}")
+    assert open_box.stdout.split() == ["200", "200"], open_box.stdout + open_box.stderr
+    assert "GET /" in workstation.path(f"{logdir}/log.other").read_text()
+    workstation.sh(f": >{logdir}/log.allowed; : >{logdir}/log.other")
 
-        # With the table, after every capability set is dropped.
-        script = (f"{curl(ALLOWED_PORT)}; {curl(OTHER_PORT)}; "
-                  "nft flush ruleset 2>/dev/null && echo flushed || echo refused; "
-                  f"{curl(OTHER_PORT)}; grep -E \"^(Cap(Eff|Bnd|Amb)|NoNewPrivs)\" /proc/self/status")
-        boxed = probe_container(workstation, image, script, True)
-        shown = boxed.stdout + boxed.stderr
-        lines = boxed.stdout.splitlines()
-        assert lines[:4] == ["200", "000", "refused", "000"], shown
-        status = dict(line.split(":\t") for line in lines[4:])
-        assert status == {"CapEff": "0000000000000000", "CapBnd": "0000000000000000",
-                          "CapAmb": "0000000000000000", "NoNewPrivs": "1"}, shown
-        assert "GET /" in workstation.path(f"{logdir}/log.{ALLOWED_PORT}").read_text()
-        assert workstation.path(f"{logdir}/log.{OTHER_PORT}").read_text() == ""
-    finally:
-        workstation.sh(f"kill $(cat {logdir}/pids)")
+    # With the table, after every capability set is dropped.
+    script = (f"{curl(allowed)}; {curl(other)}; "
+              "nft flush ruleset 2>/dev/null && echo flushed || echo refused; "
+              f"{curl(other)}; grep -E \"^(Cap(Eff|Bnd|Amb)|NoNewPrivs)\" /proc/self/status")
+    boxed = probe_container(workstation, image, script, gate_port=allowed)
+    shown = boxed.stdout + boxed.stderr
+    lines = boxed.stdout.splitlines()
+    assert lines[:4] == ["200", "000", "refused", "000"], shown
+    status = dict(line.split(":\t") for line in lines[4:])
+    assert status == {"CapEff": "0000000000000000", "CapBnd": "0000000000000000",
+                      "CapAmb": "0000000000000000", "NoNewPrivs": "1"}, shown
+    assert "GET /" in workstation.path(f"{logdir}/log.allowed").read_text()
+    assert workstation.path(f"{logdir}/log.other").read_text() == ""
 
 
 def test_check_mode_on_bare_debian_succeeds_and_changes_nothing(workstation):

@@ -11,8 +11,7 @@ import json
 import pytest
 
 from scenario import ANSIBLE_ENV, TRANSFER_DIR
-from test_faults import images_and_policy, left_running
-from test_session import PROJECT, record_of, run_agent, session_containers, session_dirs
+from sessions import PROJECT, images_and_policy, left_running, record_of, run_agent, session_containers, session_dirs
 
 LONG = "x" * 300
 # (name, module arguments over a working default, text the refusal must contain).

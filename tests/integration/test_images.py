@@ -11,9 +11,9 @@ import pytest
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman as podman_argv
 from ansible_collections.aisb.sandbox.plugins.module_utils import _policy as policy_lib
 from ansible_collections.aisb.sandbox.plugins.module_utils import _squid as squid_lib
-from conftest import REPO
-from fleet import free_port
-from scenario import ANSIBLE_ENV, operator_vars
+from scenario import closed_port, free_port, provision, task_status
+from sessions import built_images, newest
+from workstation import REPO
 
 GATE_ADDR = "100.64.0.1"
 WORK = "/home/dev/images-test"
@@ -21,31 +21,7 @@ RULESET = "/usr/local/lib/aisb/ruleset.nft"
 
 
 def provision_with(ws, extra_vars):
-    return ws.run(["ansible-playbook", "aisb.sandbox.provision", "-e", operator_vars(ws), "-e", json.dumps(extra_vars)],
-                  check=False, env=ANSIBLE_ENV)
-
-
-def images(ws):
-    """{name:tag: (id, created)} of the collection's images."""
-    found = {}
-    for image in json.loads(ws.run(["podman", "images", "--format", "json"]).stdout):
-        for name in image.get("Names") or []:
-            if name.startswith(("localhost/aisb-sandbox:", "localhost/aisb-gate:")):
-                found[name] = (image["Id"], image["Created"])
-    return found
-
-
-def newest(ws, repository):
-    candidates = [(created, name) for name, (_id, created) in images(ws).items() if name.startswith(repository + ":")]
-    assert candidates, f"no {repository} image"
-    return max(candidates)[1]
-
-
-def task_status(output, task):
-    """'ok' or 'changed' (or whatever ansible said) for the task named TASK."""
-    match = re.search(r"TASK \[[^\]]*" + re.escape(task) + r"[^\]]*\][^\n]*\n(\w+):", output)
-    assert match, f"task {task!r} not in the output"
-    return match.group(1)
+    return provision(ws, "-e", json.dumps(extra_vars), timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -96,16 +72,16 @@ def test_images_are_tagged_by_their_content_hash(workstation, sandbox_image):
 
 
 def test_unchanged_second_provision_builds_nothing(workstation):
-    before = images(workstation)
+    before = built_images(workstation)
     second = provision_with(workstation, {})
     assert second.returncode == 0, second.stdout[-3000:]
     assert task_status(second.stdout, "Build the sandbox image unless one with these inputs exists") == "ok"
     assert task_status(second.stdout, "Build the gate image unless one with these inputs exists") == "ok"
-    assert images(workstation) == before
+    assert built_images(workstation) == before
 
 
 def test_policy_change_rebuilds_nothing_and_passes_the_real_parsers(workstation):
-    before = images(workstation)
+    before = built_images(workstation)
     policies = workstation.path("/home/dev/.local/state/aisb/policies")
     known = set(policies.iterdir())
     allow = ["allowed.test", ".example.org", "git.example.org:2222", "198.18.0.0/24", "[2001:db8::5]:22"]
@@ -114,7 +90,7 @@ def test_policy_change_rebuilds_nothing_and_passes_the_real_parsers(workstation)
     # The policy is no input of either image: nothing is built, not even the tool layer.
     assert task_status(changed.stdout, "Build the sandbox image unless one with these inputs exists") == "ok"
     assert task_status(changed.stdout, "Build the gate image unless one with these inputs exists") == "ok"
-    assert images(workstation) == before
+    assert built_images(workstation) == before
     # gate_policy ran squid -k parse and nft -c before the directory got its name.
     assert task_status(changed.stdout, "Validate the policy, render it and check it with squid and nft") == "changed"
     # Other tests share this workstation and render policies of their own: only the one
@@ -196,12 +172,13 @@ def test_enforced_harness_runs_without_privileges(workstation, sandbox_image, wo
 
 
 def test_a_gate_that_never_answers_exits_79_before_the_harness_runs(workstation, sandbox_image, work):
-    policy = write(workstation, f"{work}/policy", f"gate {GATE_ADDR} 3128\n")
-    result = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran", session="s1")
+    with closed_port() as port:
+        policy = write(workstation, f"{work}/policy-closed", f"gate {GATE_ADDR} {port}\n")
+        result = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran", session="s1")
+        unnamed = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran")
     assert result.returncode == 79, result.stderr
     assert "did not answer as aisb-gate-s1 within 15 s" in result.stderr
     assert "harness-ran" not in result.stdout
-    unnamed = sandbox(workstation, sandbox_image, policy, "echo", "harness-ran")
     assert unnamed.returncode == 79 and "AISB_SESSION does not name the session" in unnamed.stderr
     assert "harness-ran" not in unnamed.stdout
 

@@ -7,11 +7,9 @@ import json
 
 import pytest
 
-from conftest import REPO, provision
-from scenario import TRANSFER_DIR, Internet
-from spike_host import FACTS
-from test_session import PROJECT, allow, record_of, run_agent, session_containers
-from test_spike import LEAK_CONTROL
+from scenario import TRANSFER_DIR, Internet, install_tripwire, provision
+from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, session_containers
+from spike_host import FACTS, run_leak_control
 from workstation import Workstation, install_checkout
 
 WRAPPER_DIR = "/home/dev/.local/libexec/no-loopback-pasta"
@@ -32,7 +30,6 @@ exec /usr/bin/pasta "$@"
 """
 CONTAINERS_CONF = "/home/dev/.config/containers/containers.conf"
 HELPERS = f'[engine]\nhelper_binaries_dir = ["{WRAPPER_DIR}", "/usr/libexec/podman", "/usr/lib/podman", "/usr/bin"]\n'
-TRIPWIRE = TRANSFER_DIR + "/tripwire.py"
 # The shell recipe: no harness names (pi's API hosts) to resolve.
 OPERATOR = ["-e", "aisb_harness=shell"]
 NO_GATE = ["-e", "aisb_network=no-gate"]
@@ -43,6 +40,12 @@ get() { if timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /$3 HTTP/1
           _ "$1" "$2" "$3"; then echo; echo "RESULT $3 open"; else echo "RESULT $3 blocked"; fi; }
 udp() { if timeout 5 bash -c 'printf "$3" >"/dev/udp/$1/$2"' _ "$1" "$2" "$3" 2>/dev/null
         then echo "RESULT $3 sent"; else echo "RESULT $3 blocked"; fi; }
+# An IPv6 address is tentative (duplicate address detection) for a moment after the
+# sandbox starts, and a connect from it fails: wait, so that an IPv6 attempt is blocked
+# only by the table, never by the clock.
+tentative() { while read -r _ _ _ _ flags _; do (( 0x$flags & 0x40 )) && return 0; done </proc/net/if_inet6; return 1; }
+for _ in $(seq 50); do tentative || break; sleep 0.1; done
+tentative && echo "RESULT ipv6-address tentative"
 env | grep -i proxy | sed 's/^/PROXY /'
 get allowed.test 80 allowed-80
 get allowed.test 443 allowed-443
@@ -96,7 +99,7 @@ def nets(host):
     b.v6, v6_host = f"2001:db8:{third:x}:{fourth:x}::2", f"2001:db8:{third:x}:{fourth:x}::1"
     log = f"{TRANSFER_DIR}/tripwires-{b.netns}.log"
     resolv = host.path("/etc/resolv.conf").read_text()
-    host.path(TRIPWIRE).write_text((REPO / "tests" / "workstation" / "tripwire.py").read_text())
+    tripwire = install_tripwire(host)
     wires = {a.netns: {"tcp": [[a.address, 53]], "udp": [[a.address, 53]]},
              b.netns: {"tcp": [[b.address, 53], [b.v6, 80]], "udp": [[b.v6, 53]], "dns": [b.address, 53],
                        "zone": {}}}
@@ -105,7 +108,7 @@ def nets(host):
         ip -n {b.netns} addr replace {b.v6}/64 dev eth0 nodad
         : >{log}
         """ + "\n".join(f"""
-        ip netns exec {netns} setsid python3 {TRIPWIRE} {log} '{json.dumps(config)}' >{log}.{netns} 2>&1 &
+        ip netns exec {netns} setsid python3 {tripwire} {log} '{json.dumps(config)}' >{log}.{netns} 2>&1 &
         echo $! >>{log}.pids
         for _ in $(seq 50); do grep -q ready {log}.{netns} && break; sleep 0.1; done
         grep -q ready {log}.{netns}""" for netns, config in wires.items()) + f"""
@@ -121,13 +124,7 @@ def nets(host):
 
 def created_containers(ws, since):
     """Session containers (gate or sandbox) podman created since SINCE."""
-    done = ws.run(["podman", "events", "--stream=false", "--since", since, "--filter", "type=container",
-                   "--filter", "event=create", "--format", "{{.Name}}"])
-    return [name for name in done.stdout.split() if name.startswith(("aisb-sandbox-", "aisb-gate-"))]
-
-
-def now_inside(ws):
-    return ws.run(["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"]).stdout.strip()
+    return [name for name in containers_created(ws, since) if name.startswith(("aisb-sandbox-", "aisb-gate-"))]
 
 
 def test_the_spike_offers_no_gate_and_not_the_model(host):
@@ -148,10 +145,7 @@ def test_the_spike_offers_no_gate_and_not_the_model(host):
 
 
 def test_the_probes_on_plain_pasta_see_a_leak_without_the_table(host):
-    script = "/home/dev/leak_control.py"
-    host.path(script).write_text(LEAK_CONTROL)
-    probe_image = json.loads(host.path(FACTS).read_text())["probe_image"]
-    leaks = json.loads(host.run(["/opt/ansible/bin/python3", script, probe_image], timeout=300).stdout)
+    leaks = run_leak_control(host, json.loads(host.path(FACTS).read_text())["probe_image"])
     for name in ("nft_default_drop", "raw_tcp_blocked", "udp_blocked"):
         assert leaks[name]["network"] == "pasta:--no-map-gw"
         assert leaks[name]["ok"] is False and leaks[name]["detail"].startswith("leak: "), leaks[name]
@@ -218,7 +212,7 @@ def test_without_the_table_the_same_traffic_arrives(host, nets):
     ("nowhere.test", "allow entry 'nowhere.test' does not resolve on this host"),
 ])
 def test_entries_it_cannot_pin_are_refused_before_anything_starts(host, nets, entry, words):
-    since = now_inside(host)
+    since = clock(host)
     result = run_agent(host, *OPERATOR, *NO_GATE, *allow("allowed.test", entry), command=["true"])
     assert result.returncode != 0 and words in result.stdout, result.stdout[-3000:]
     assert created_containers(host, since) == []
@@ -229,7 +223,7 @@ def test_no_gate_is_refused_where_the_gate_path_exists(host):
     is refused in favour of the gate."""
     use_no_loopback_pasta(host, False)
     try:
-        since = now_inside(host)
+        since = clock(host)
         result = run_agent(host, *OPERATOR, *NO_GATE, *allow("allowed.test"), command=["true"])
         facts = json.loads(host.path(FACTS).read_text())
     finally:

@@ -20,13 +20,11 @@ from pathlib import Path
 import pytest
 
 import tally
-from scenario import ANSIBLE_ENV, operator_vars
-from test_session import session_dirs
-from workstation import TRANSFER_DIR
+from sessions import session_dirs, start_in_background
+from workstation import AISB_STATE, TRANSFER_DIR
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 PROJECTS = "/home/dev/src/hostile"
-STATE = "/home/dev/.local/state/aisb"
 # Every command the entrypoint and harness-exec run, the interpreter included (the old
 # entrypoint found bash through PATH); and what the session runs on the host.
 ENTRYPOINT_COMMANDS = ["bash", "cat", "nft", "jq", "sort", "diff", "sed", "timeout", "grep", "sleep", "setpriv",
@@ -126,7 +124,7 @@ def records_by_project(ws, before):
     project. Found on disk: output can be masked, and the sessions ran side by side."""
     found = {}
     for name in sorted(set(session_dirs(ws)) - set(before)):
-        path = ws.path(f"{STATE}/sessions/{name}/record.json")
+        path = ws.path(f"{AISB_STATE}/sessions/{name}/record.json")
         if path.exists():
             record = json.loads(path.read_text())
             found[record["project"]] = record
@@ -164,10 +162,8 @@ def outcomes(workstation, internet):
 
 
 def start_session(ws, project, environment, script):
-    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={project}",
-            "-e", json.dumps({"command": ["/bin/sh", "-c", script], "aisb_environment": environment})]
-    return subprocess.Popen(ws.command(argv, env=ANSIBLE_ENV), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    return start_in_background(ws, ["/bin/sh", "-c", script], "-e", json.dumps({"aisb_environment": environment}),
+                               project=project)
 
 
 def privileged(marker):

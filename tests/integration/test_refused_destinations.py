@@ -13,7 +13,7 @@ import re
 import pytest
 
 import tally
-from test_session import PROJECT, allow, record_of, run_agent
+from sessions import PROJECT, allow, record_of, run_agent
 
 WILDCARD = ".wild.test"
 # (label, address, form). Each address embeds 127.0.0.1 or 169.254.169.254.

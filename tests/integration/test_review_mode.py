@@ -17,7 +17,7 @@ import time
 import pytest
 
 from scenario import ANSIBLE_ENV, operator_vars
-from test_session import record_of, start_in_background
+from sessions import record_of, start_in_background
 
 PROJECT = "/home/dev/src/review-app"
 SESSIONS = "/home/dev/.local/state/aisb/sessions"

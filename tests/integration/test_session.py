@@ -3,51 +3,14 @@
 
 import json
 import re
-import subprocess
 import time
 
 import pytest
 
-from scenario import ANSIBLE_ENV, operator_vars
-
-PROJECT = "/home/dev/src/app"
-
-
-def run_agent(ws, *extra, command=None, env=None, project=PROJECT, timeout=300):
-    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={project}"]
-    if command is not None:
-        argv += ["-e", json.dumps({"command": command})]
-    return ws.run(argv + list(extra), check=False, env=dict(ANSIBLE_ENV, **(env or {})), timeout=timeout)
-
-
-def allow(*entries):
-    return ["-e", json.dumps({"aisb_allow": list(entries)})]
-
-
-def session_containers(ws):
-    return ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format", "{{.Names}}"]).stdout.split()
-
-
-def processes(ws, pattern):
-    """PIDs of the workstation's processes whose command line matches PATTERN."""
-    return ws.run(["pgrep", "-f", pattern], check=False).stdout.split()
-
-
-def record_of(ws, output):
-    path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
-    assert path, output[-3000:]
-    return json.loads(ws.path(path.group(1)).read_text())
-
-
-def session_dirs(ws):
-    sessions = ws.path("/home/dev/.local/state/aisb/sessions")
-    return sorted(p.name for p in sessions.iterdir()) if sessions.exists() else []
-
-
-@pytest.fixture(scope="module")
-def project(workstation):
-    workstation.sh(f"mkdir -p {PROJECT} && echo 'print(1)' > {PROJECT}/main.py")
-    return PROJECT
+from scenario import playbook
+from sessions import (FACTS, PROJECT, allow, images_and_policy, new_sandbox, processes, record_of, run_agent,
+                      session_containers, session_dirs, session_module, start_in_background)
+from terminal import interactive_bash, open_terminal, wait_for_screen
 
 
 def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(workstation, internet, project):
@@ -145,16 +108,15 @@ def test_bad_environment_names_are_refused(workstation, project, name):
 
 
 def test_stale_facts_are_refused(workstation, project):
-    facts_file = workstation.path("/home/dev/.local/state/aisb/host_capabilities.json")
+    facts_file = workstation.path(FACTS)
     original = facts_file.read_text()
     facts = json.loads(original)
     try:
         # What podman reports now differs from what was measured: the cached spike
         # measures again, so a stale file given to the session directly must be refused.
         facts["fingerprint"]["podman"] = "0.0.1"
-        result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
-            "project": PROJECT, "image": "x", "network": "none", "command": ["true"], "host_facts": facts})],
-            check=False, env=ANSIBLE_ENV)
+        result = session_module(workstation, project=PROJECT, image="x", network="none", command=["true"],
+                                host_facts=facts)
         assert result.returncode != 0
         assert "fingerprint is stale" in result.stdout and "podman" in result.stdout, result.stdout[-2000:]
     finally:
@@ -162,45 +124,27 @@ def test_stale_facts_are_refused(workstation, project):
 
 
 def test_model_not_holding_is_refused(workstation, project):
-    facts = json.loads(workstation.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
+    facts = json.loads(workstation.path(FACTS).read_text())
     facts["verdict"]["model_holds"] = False
     facts["verdict"]["reasons"] = ["tun: /dev/net/tun is not usable."]
-    result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
-        "project": PROJECT, "image": "x", "network": "none", "command": ["true"], "host_facts": facts})],
-        check=False, env=ANSIBLE_ENV)
+    result = session_module(workstation, project=PROJECT, image="x", network="none", command=["true"],
+                            host_facts=facts)
     assert result.returncode != 0
     assert "model_holds is false" in result.stdout and "tun" in result.stdout, result.stdout[-2000:]
 
 
 def test_missing_facts_are_refused(workstation, project):
-    result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
-        "project": PROJECT, "image": "x", "network": "none", "command": ["true"]})], check=False, env=ANSIBLE_ENV)
+    result = session_module(workstation, project=PROJECT, image="x", network="none", command=["true"])
     assert result.returncode != 0
     assert "aisb_host is missing" in result.stdout, result.stdout[-2000:]
 
 
-def start_in_background(ws, command, *extra):
-    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={PROJECT}",
-            "-e", json.dumps({"command": command}), *extra]
-    return subprocess.Popen(ws.command(argv, env=ANSIBLE_ENV), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def wait_for_sandbox(ws, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        names = [n for n in session_containers(ws) if n.startswith("aisb-sandbox-")]
-        if names:
-            return names[0]
-        time.sleep(0.2)
-    raise AssertionError("no sandbox started")
-
-
 @pytest.mark.parametrize("signame", ["TERM", "INT"])
 def test_signal_to_ansible_playbook_leaves_nothing_running(workstation, project, signame):
+    running = session_containers(workstation)
     playbook = start_in_background(workstation, ["sleep", "300"])
     try:
-        wait_for_sandbox(workstation)
+        new_sandbox(workstation, running)
         workstation.run(["pkill", f"-{signame}", "-f", "^/opt/ansible/bin/python3 /usr/local/bin/ansible-playbook"])
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and session_containers(workstation):
@@ -212,9 +156,10 @@ def test_signal_to_ansible_playbook_leaves_nothing_running(workstation, project,
 
 
 def test_sigkill_of_the_session_module_leaves_nothing_running(workstation, project):
+    running = session_containers(workstation)
     playbook = start_in_background(workstation, ["sleep", "300"])
     try:
-        sandbox = wait_for_sandbox(workstation)
+        sandbox = new_sandbox(workstation, running)
         # The sandbox's podman is the module's child: its parent is the module process.
         podman_run = processes(workstation, f"podman run --rm --name {sandbox}")
         assert len(podman_run) == 1, podman_run
@@ -239,9 +184,10 @@ def test_gate_killed_mid_session_ends_it_with_a_clear_status(workstation, intern
     script = ("curl -s http://allowed.test/; touch /project/.first-done; sleep 2; "
               "curl -s -m 5 -o /dev/null -w 'after=%{http_code}\\n' http://allowed.test/; sleep 300")
     workstation.sh(f"rm -f {PROJECT}/.first-done")
+    running = session_containers(workstation)
     playbook = start_in_background(workstation, ["sh", "-c", script], *allow("allowed.test"))
     try:
-        sandbox = wait_for_sandbox(workstation)
+        sandbox = new_sandbox(workstation, running)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not workstation.path(f"{PROJECT}/.first-done").exists():
             time.sleep(0.2)
@@ -257,14 +203,9 @@ def test_gate_killed_mid_session_ends_it_with_a_clear_status(workstation, intern
 
 def test_a_gate_that_cannot_start_fails_closed(workstation, project):
     """The gate starts beside the sandbox: when it cannot start, the harness never runs."""
-    facts = json.loads(workstation.path("/home/dev/.local/state/aisb/host_capabilities.json").read_text())
-    image = workstation.run(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}",
-                             "localhost/aisb-sandbox"]).stdout.split()[0]
-    policy_dir = sorted(workstation.path("/home/dev/.local/state/aisb/policies").iterdir())[0]
-    result = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps({
-        "project": PROJECT, "image": image, "gate_image": "localhost/aisb-no-such-gate:0",
-        "policy_dir": "/" + str(policy_dir.relative_to(workstation.root)), "command": ["sh", "-c", "echo harness-ran"],
-        "host_facts": facts})], check=False, env=ANSIBLE_ENV)
+    result = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT,
+                                            "gate_image": "localhost/aisb-no-such-gate:0",
+                                            "command": ["sh", "-c", "echo harness-ran"]})
     assert result.returncode != 0
     assert "the gate did not start" in result.stdout, result.stdout[-3000:]
     transcript = re.search(r'"transcript": "([^"]+)"', result.stdout).group(1)
@@ -285,26 +226,9 @@ def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, inte
     assert session_containers(workstation) == []
 
 
-def screen(ws, session):
-    return ws.run(["tmux", "capture-pane", "-p", "-t", session]).stdout
-
-
-def wait_for_screen(ws, session, text, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        shown = screen(ws, session)
-        if text in shown:
-            return shown
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} never appeared on the terminal:\n{screen(ws, session)}")
-
-
 def test_interactive_session_in_a_real_terminal(workstation, project):
     log = "/home/dev/interactive.log"
-    playbook = (f"ansible-playbook aisb.sandbox.run_agent -e {operator_vars(workstation)} -e project={PROJECT} "
-                "-e '{\"command\": [\"bash\", \"--norc\", \"-i\"], \"interactive\": true}' 2>&1 | tee " + log)
-    workstation.run(["tmux", "new-session", "-d", "-s", "agent", "-x", "100", "-y", "30", playbook],
-                    env={"ANSIBLE_NOCOLOR": "1"})
+    open_terminal(workstation, "agent", f"{interactive_bash(workstation)} 2>&1 | tee {log}")
     try:
         wait_for_screen(workstation, "agent", "bash", timeout=120)
         # Keys reach the harness.
@@ -335,8 +259,7 @@ def test_interactive_session_in_a_real_terminal(workstation, project):
 
 
 def gate_playbook(ws, *extra):
-    return ws.run(["ansible-playbook", "aisb.sandbox.gate", "-e", operator_vars(ws), *allow("allowed.test"), *extra],
-                  check=False, env=ANSIBLE_ENV)
+    return playbook(ws, "gate", *allow("allowed.test"), *extra)
 
 
 def test_gate_up_is_long_lived_named_by_its_policy_and_gate_down_removes_it(workstation, internet):

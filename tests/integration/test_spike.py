@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from spike_host import FACTS, provisioned, run_spike as spike
+from sessions import clock, containers_created
+from spike_host import FACTS, provisioned, run_leak_control, run_spike as spike
 from workstation import BASE_IMAGE
 
 ALIAS = "localhost/aisb-probe:current"
@@ -22,20 +23,11 @@ LOGGING_PODMAN = """#!/bin/sh
 printf '%s\\n' "$*" >>/home/dev/podman-calls.log
 exec /usr/bin/podman "$@"
 """
-# Runs the negative probes with the protection left out (the leak control), inside the
-# workstation, from the installed collection.
-LEAK_CONTROL = """
-import json, os, sys
-sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import probe_sandbox
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
-prober = _host_probes.Prober(Runner(subprocess_execute()), "podman", sys.argv[1], 60)
-found = {}
-for probe in (_host_probes.probe_internal_network, _host_probes.probe_nft_needs_net_admin, probe_sandbox):
-    found.update(probe(prober, enforce=False))
-print(json.dumps(found))
-"""
+# The limits probe's limits, and what the host's cgroup files show for a container given
+# them when they hold, in cgroup v2 and in v1: {v2 file: (v1 controller, v1 file, value)}.
+LIMITS = ["--pids-limit=64", "--memory=256m", "--cpus=0.5"]
+HOLDING = {"pids.max": ("pids", "pids.max", "64"), "memory.max": ("memory", "memory.limit_in_bytes", "268435456"),
+           "cpu.max": ("cpu", "cpu.cfs_quota_us", "50000")}
 
 
 def facts_of(answer):
@@ -46,15 +38,23 @@ def reasons_of(answer):
     return " ".join(facts_of(answer)["verdict"]["reasons"])
 
 
-def container_events(ws, since):
-    """Containers podman created since SINCE (its own event log)."""
-    done = ws.run(["podman", "events", "--stream=false", "--since", since, "--filter", "type=container",
-                   "--filter", "event=create", "--format", "{{.Name}}"])
-    return done.stdout.split()
-
-
-def now_inside(ws):
-    return ws.run(["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"]).stdout.strip()
+def limits_seen_by_the_host(ws, pid):
+    """For each limit of LIMITS, whether the host's own cgroup files show it on process
+    PID's cgroup (read from outside the container, where the probe reads them inside)."""
+    cgroup2 = ws.run(["stat", "-f", "-c", "%T", "/sys/fs/cgroup"]).stdout.strip() == "cgroup2fs"
+    # /proc/PID/cgroup: "0::PATH" for v2, "ID:CONTROLLERS:PATH" per v1 hierarchy.
+    paths = dict(line.split(":", 2)[1:] for line in ws.run(["cat", f"/proc/{pid}/cgroup"]).stdout.splitlines())
+    seen = {}
+    for v2_file, (controller, v1_file, value) in HOLDING.items():
+        if cgroup2:
+            path = f"/sys/fs/cgroup{paths['']}/{v2_file}"
+        else:
+            hierarchy = next(names for names in paths if controller in names.split(","))
+            path = f"/sys/fs/cgroup/{hierarchy}{paths[hierarchy]}/{v1_file}"
+        # The root cgroup has no limit files: no limit there.
+        shown = ws.run(["cat", path], check=False).stdout.strip()
+        seen[v2_file] = shown == value or (v2_file == "cpu.max" and shown.startswith(value + " "))
+    return seen
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +83,19 @@ def test_debian13_model_holds(workstation, measured):
     assert json.loads(workstation.path(FACTS).read_text()) == facts
 
 
-def test_limits_recorded_as_the_cgroup_version_allows(workstation, measured):
-    cgroup2 = workstation.run(["stat", "-f", "-c", "%T", "/sys/fs/cgroup"]).stdout.strip() == "cgroup2fs"
-    assert facts_of(measured)["verdict"]["limits_enforceable"] is cgroup2
+def test_limits_recorded_as_the_host_cgroups_show_them(workstation, measured, probe_image):
+    """limits_enforceable agrees with the host's cgroup files for a container given the
+    probe's limits: where they show all three, the verdict says the limits hold, and
+    where they do not (cgroup v1 here, rootless podman ignores limits), that they do not."""
+    container = workstation.run(["podman", "run", "--detach", "--rm", "--network=none", *LIMITS, probe_image,
+                                 "sleep", "300"]).stdout.strip()
+    try:
+        pid = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", container]).stdout.strip()
+        seen = limits_seen_by_the_host(workstation, pid)
+    finally:
+        workstation.run(["podman", "rm", "--force", "--time", "0", container], check=False)
+    assert facts_of(measured)["verdict"]["limits_enforceable"] is all(seen.values()), \
+        (seen, facts_of(measured)["probes"]["limits"])
 
 
 def test_every_probe_records_its_evidence(measured):
@@ -99,7 +109,7 @@ def test_cached_mode_starts_no_container(workstation, measured):
     workstation.run(["sh", "-c", "cat >/home/dev/podman-logged && chmod 0755 /home/dev/podman-logged"],
                     input=LOGGING_PODMAN)
     workstation.run(["rm", "-f", "/home/dev/podman-calls.log"])
-    since = now_inside(workstation)
+    since = clock(workstation)
     before = json.loads(workstation.path(FACTS).read_text())
     answer = spike(workstation, base_image=BASE_IMAGE, cached=True, executable="/home/dev/podman-logged")
     calls = workstation.path("/home/dev/podman-calls.log").read_text().splitlines()
@@ -107,17 +117,17 @@ def test_cached_mode_starts_no_container(workstation, measured):
     assert facts_of(answer) == before
     # The wrapper was used (the fingerprint asks podman), and nothing it ran starts a container.
     assert calls and all(call.split()[0] in ("info", "image") for call in calls), calls
-    assert container_events(workstation, since) == []
+    assert containers_created(workstation, since) == []
 
 
 def test_changed_fingerprint_forces_a_new_probe(workstation, measured):
     before = json.loads(workstation.path(FACTS).read_text())
     # The probe image the facts were measured with is replaced: the host changed.
     workstation.run(["podman", "tag", BASE_IMAGE, ALIAS])
-    since = now_inside(workstation)
+    since = clock(workstation)
     answer = spike(workstation, base_image=BASE_IMAGE, cached=True)
     assert answer["cached"] is False
-    assert container_events(workstation, since), "a new spike must start containers"
+    assert containers_created(workstation, since), "a new spike must start containers"
     assert facts_of(answer)["measured_at"] >= before["measured_at"]
     assert facts_of(answer)["fingerprint"]["probe_image"] == before["fingerprint"]["probe_image"]
     # ... and the alias names the probe image again, so the cache holds once more.
@@ -170,10 +180,7 @@ def test_missing_subids_are_named(workstation, probe_image):
 @pytest.fixture(scope="module")
 def leak_control(workstation, probe_image):
     """The negative probes against a sandbox without its protection."""
-    script = "/home/dev/leak_control.py"
-    workstation.path(script).write_text(LEAK_CONTROL)
-    done = workstation.run(["/opt/ansible/bin/python3", script, probe_image], timeout=300)
-    return json.loads(done.stdout)
+    return run_leak_control(workstation, probe_image)
 
 
 @pytest.mark.parametrize("name", NEGATIVE)

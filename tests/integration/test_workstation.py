@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The workstation harness itself: nothing started inside outlives the test process."""
+"""The workstation harness itself: nothing started inside outlives the test process, and
+the cache that runs side by side share removes nothing another run still uses."""
 
 import os
 import signal
@@ -8,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from cache import empty_trash, hold, locked, remove_unused
 from workstation import Workstation
 
 HARNESS = Path(__file__).resolve().parents[1] / "workstation"
@@ -57,3 +59,21 @@ def test_killing_the_owner_ends_every_process_inside():
     assert Path(run_dir).exists()
     with Workstation("trixie"):
         assert not Path(run_dir).exists()
+
+
+def test_the_cache_removes_only_what_nobody_holds(tmp_path):
+    """An entry that a run copies from (a shared hold) or owns stays; once let go, it goes."""
+    copied, owned, unused = (tmp_path / name for name in ("copied", "owned", "unused"))
+    for entry in (copied, owned, unused):
+        entry.mkdir()
+    holds = [hold(copied, shared=True), hold(owned)]
+    with locked(tmp_path):
+        assert [remove_unused(entry) for entry in (copied, owned, unused)] == [False, False, True]
+    empty_trash(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "copied", "owned"]
+    for descriptor in holds:
+        os.close(descriptor)
+    with locked(tmp_path):
+        assert remove_unused(copied) and remove_unused(owned)
+    empty_trash(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [".lock"]

@@ -12,16 +12,14 @@ Shared by tests/integration/test_fleet.py and bench/verify.py.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from scenario import ANSIBLE_ENV, playbook
-from workstation import BASE_IMAGE, TRANSFER_DIR, USER, USER_UID, install_checkout
+from scenario import ANSIBLE_ENV, free_port, provision
+from workstation import BASE_IMAGE, REPO, TRANSFER_DIR, USER, USER_UID, install_checkout
 
-REPO = Path(__file__).resolve().parents[2]
 # sshd as a workstation's login would set the session up: pam_systemd would give the
 # user its runtime directory, where rootless podman keeps its state.
 SSHD_CONFIG = """Port {port}
@@ -40,13 +38,6 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 HANGING_PYTHON = f"{TRANSFER_DIR}/hanging-python"
 
 
-def free_port():
-    """A loopback port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def ssh_key(directory):
     """A fresh ed25519 key pair in DIRECTORY; returns the private key's path."""
     key = Path(directory) / "fleet_ed25519"
@@ -55,11 +46,11 @@ def ssh_key(directory):
     return key
 
 
-def provision(ws, *extra):
+def install_and_provision(ws, *extra):
     """This checkout installed and provision.yml run inside WS, as its operator would
     (harness `shell`: the fleet needs the spike, not pi)."""
     install_checkout(ws)
-    done = playbook(ws, "provision", "-e", "aisb_harness=shell", *extra, timeout=1800)
+    done = provision(ws, "-e", "aisb_harness=shell", *extra, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     return done
 
@@ -96,7 +87,7 @@ def prepare(hosts, public_key):
     started it. Returns name -> sshd port."""
     def one(item):
         ws, extra, fault = item
-        provision(ws, *extra)
+        install_and_provision(ws, *extra)
         port = start_sshd(ws, public_key)
         if fault:
             ws.sh(fault, user="root")

@@ -13,8 +13,8 @@ import json
 import subprocess
 import sys
 
-from spike_host import REPO, provisioned, run_spike
-from workstation import BASE_IMAGE
+from spike_host import provisioned, run_spike
+from workstation import BASE_IMAGE, REPO
 
 HOSTS = (("debian13", "trixie", ()), ("debian12", "bookworm", ("-e", "host_require_pasta=false")))
 

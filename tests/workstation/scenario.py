@@ -1,14 +1,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the tests, the benchmarks and ./demo do with a workstation: install this
-collection, provision it as an operator would, and give it a test "internet"."""
+collection, provision it as an operator would, and give it a test "internet".
+
+Every workstation shares the build machine's network namespace with whatever else runs
+there (another test run, a benchmark): nothing here takes a fixed port or address."""
 
 import json
+import random
+import re
+import socket
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 from workstation import BASE_IMAGE, BASE_IMAGE_TAR, TRANSFER_DIR
 
 HERE = Path(__file__).resolve().parent
+TRIPWIRE = f"{TRANSFER_DIR}/tripwire.py"
 ANSIBLE_ENV = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
 # No registry is reachable: the base image comes from Debian's archive (the harness's
 # minbase tarball); images trust the same extra CA anchors as the workstation.
@@ -31,6 +39,39 @@ def playbook(ws, name, *extra, **kwargs):
                   check=False, env=dict(ANSIBLE_ENV, **kwargs.pop("env", {})), **kwargs)
 
 
+def provision(ws, *extra, timeout=3600):
+    """Run the collection's own provision.yml inside the workstation."""
+    return playbook(ws, "provision", *extra, timeout=timeout)
+
+
+def task_status(output, task):
+    """'ok' or 'changed' (or whatever ansible said) for the task named TASK in a playbook's OUTPUT."""
+    match = re.search(r"TASK \[[^\]]*" + re.escape(task) + r"[^\]]*\][^\n]*\n(\w+):", output)
+    assert match, f"task {task!r} not in the output"
+    return match.group(1)
+
+
+def free_port():
+    """A loopback port nothing listens on right now."""
+    with closed_port() as port:
+        return port
+
+
+@contextmanager
+def closed_port():
+    """A loopback port held closed for the block: bound and not listening, so a connection
+    to it is refused and nothing else can take it meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
+
+
+def install_tripwire(ws):
+    """tripwire.py (the battery's listeners) inside the workstation; its path there."""
+    ws.path(TRIPWIRE).write_text((HERE / "tripwire.py").read_text())
+    return TRIPWIRE
+
+
 class Internet:
     """A test "internet" for one workstation: a network namespace joined by a veth pair,
     with an address from 198.18.0.0/15 and a listener that logs every request. Names in
@@ -42,12 +83,23 @@ class Internet:
     def __init__(self, ws):
         self.ws = ws
         suffix = uuid.uuid4().hex[:6]
-        # A /30 of 198.18.0.0/16 of its own: concurrent workstations share the build
-        # machine's network namespace.
-        third, fourth = int(suffix[:2], 16), int(suffix[2:4], 16) & 0xFC
-        self.host_side, self.address = f"198.18.{third}.{fourth + 1}", f"198.18.{third}.{fourth + 2}"
-        self.veth, self.netns = f"aisb{suffix}", f"inet{suffix}"
+        self.netns = f"inet{suffix}"  # in the workstation's own /run/netns
         self.log = f"{TRANSFER_DIR}/internet-{suffix}.log"
+        self.host_side = self.address = self.veth = None
+
+    def claim_addresses(self):
+        """A /30 of 198.18.0.0/16 that no other internet on the build machine has: the veth
+        is named after it, and `ip link add` refuses a name that exists."""
+        for _attempt in range(50):
+            third, fourth = random.randrange(256), random.randrange(0, 256, 4)
+            veth = f"aisb{third:02x}{fourth:02x}"
+            added = self.ws.run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0",
+                                 "netns", self.netns], user="root", check=False)
+            if added.returncode == 0:
+                self.veth = veth
+                self.host_side, self.address = f"198.18.{third}.{fourth + 1}", f"198.18.{third}.{fourth + 2}"
+                return
+        raise AssertionError(f"no free /30 for a test internet: {added.stderr}")
 
     def start(self):
         listener = f"{TRANSFER_DIR}/listener.py"
@@ -56,11 +108,11 @@ class Internet:
         cert, key = f"{self.log}.crt", f"{self.log}.key"
         self.ws.path(listener).write_text((HERE / "listener.py").read_text())
         self.ws.path(self.log).write_text("")
+        self.ws.run(["ip", "netns", "add", self.netns], user="root")
+        self.claim_addresses()
         self.ws.sh(f"""
             openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \\
               -subj /CN=allowed.test -keyout {key} -out {cert} 2>/dev/null
-            ip netns add {self.netns}
-            ip link add {self.veth} type veth peer name eth0 netns {self.netns}
             ip addr add {self.host_side}/30 dev {self.veth}
             ip link set {self.veth} up
             ip -n {self.netns} addr add {self.address}/30 dev eth0

@@ -7,13 +7,25 @@ in docs/networking.md) and bench/spike.py.
 
 import json
 from contextlib import contextmanager
-from pathlib import Path
 
-from workstation import BASE_IMAGE, BASE_IMAGE_TAR, TRANSFER_DIR, Workstation, copy_checkout
+from scenario import ANSIBLE_ENV, provision
+from workstation import AISB_STATE, BASE_IMAGE, Workstation, install_checkout
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
-FACTS = "/home/dev/.local/state/aisb/host_capabilities.json"
+FACTS = f"{AISB_STATE}/host_capabilities.json"
+# Runs the negative probes with the protection left out (the leak control), inside the
+# workstation, from the installed collection.
+LEAK_CONTROL = """
+import json, os, sys
+sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import probe_sandbox
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
+prober = _host_probes.Prober(Runner(subprocess_execute()), "podman", sys.argv[1], 60)
+found = {}
+for probe in (_host_probes.probe_internal_network, _host_probes.probe_nft_needs_net_admin, probe_sandbox):
+    found.update(probe(prober, enforce=False))
+print(json.dumps(found))
+"""
 
 
 def run_spike(ws, check=False, **args):
@@ -21,23 +33,28 @@ def run_spike(ws, check=False, **args):
     argv = ["ansible", "localhost", "-m", "aisb.sandbox.host_capabilities", "-a", json.dumps(args)]
     if check:
         argv.append("--check")
-    done = ws.run(argv, check=False, env=ENV, timeout=600)
+    done = ws.run(argv, check=False, env=ANSIBLE_ENV, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     return json.loads(done.stdout[done.stdout.index("{"):])
 
 
+def run_leak_control(ws, probe_image):
+    """The negative probes against a sandbox of PROBE_IMAGE without its protection:
+    {probe name: entry}."""
+    script = "/home/dev/leak_control.py"
+    ws.path(script).write_text(LEAK_CONTROL)
+    return json.loads(ws.run(["/opt/ansible/bin/python3", script, probe_image], timeout=300).stdout)
+
+
 @contextmanager
 def provisioned(suite, *extra):
-    """A workstation of SUITE provisioned by this checkout's provision.yml, with the base
-    image present. Yields (workstation, provision result): provisioning may fail after the
-    spike ran (a Debian 12 host cannot build every image), and callers decide."""
+    """A workstation of SUITE provisioned by this checkout's provision.yml (harness
+    `shell`), with the base image present. Yields (workstation, provision result):
+    provisioning may fail after the spike ran (a Debian 12 host cannot build every
+    image), and callers decide."""
     with Workstation(suite) as ws:
-        src = copy_checkout(ws, REPO)
-        ws.sh(f"cd {src} && ansible-galaxy collection build --force --output-path {TRANSFER_DIR} . >/dev/null"
-              f" && ansible-galaxy collection install --force {TRANSFER_DIR}/aisb-sandbox-*.tar.gz >/dev/null")
-        variables = {"aisb_base_image": BASE_IMAGE, "aisb_base_image_archive": BASE_IMAGE_TAR, "aisb_harness": "shell"}
-        done = ws.run(["ansible-playbook", "aisb.sandbox.provision", "-e", json.dumps(variables), *extra],
-                      check=False, env=ENV, timeout=1800)
+        install_checkout(ws)
+        done = provision(ws, "-e", "aisb_harness=shell", *extra, timeout=1800)
         if ws.run(["podman", "image", "exists", BASE_IMAGE], check=False).returncode != 0:
             ws.load_base_image()
         yield ws, done

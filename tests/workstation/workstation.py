@@ -8,7 +8,6 @@ started inside dies with the workstation: its PID 1 is killed when the Python pr
 that started it goes away, however that happens (parent-death signal).
 """
 
-import fcntl
 import hashlib
 import json
 import os
@@ -16,11 +15,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
+from cache import cache_root, empty_trash, hold, locked, new_entry, remove_abandoned, remove_unused
+
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 RECIPE = HERE / "recipe.sh"
 ENTER = HERE / "enter.sh"
 MIRROR = os.environ.get("AISB_TEST_MIRROR", "http://deb.debian.org/debian")
@@ -28,6 +29,7 @@ CA_DIR = Path("/usr/local/share/ca-certificates")
 USER = "dev"
 USER_UID = 1000
 USER_HOME = f"/home/{USER}"
+AISB_STATE = f"{USER_HOME}/.local/state/aisb"  # the collection's state: facts, policies, sessions
 TRANSFER_DIR = "/opt/aisb-test"
 BASE_IMAGE_TAR = f"{TRANSFER_DIR}/base-image.tar"
 BASE_IMAGE = "localhost/aisb-base:trixie"
@@ -37,11 +39,9 @@ CONTAINER_STORAGE = f"{USER_HOME}/.local/share/containers"
 # these only costs a build: images are tagged by content hash, never reused stale.
 IMAGE_INPUTS = ["roles/image", "roles/gate", "plugins/modules/content_image.py",
                 "plugins/module_utils/_content_hash.py"]
-
-
-def cache_root() -> Path:
-    """Where trees and images live between runs on the same machine."""
-    return Path(os.environ.get("AISB_TEST_CACHE", "/var/cache/aisb-sandbox-tests"))
+# Saved container storages kept per suite (2.6 GB each): runs of checkouts whose image
+# inputs differ (two branches side by side) each keep theirs.
+STORAGES_KEPT = 3
 
 
 def tree_key(suite: str) -> str:
@@ -57,17 +57,16 @@ def tree_key(suite: str) -> str:
 def ensure_tree(suite: str) -> Path:
     """Return the cached bare tree for SUITE, building it once if needed."""
     trees = cache_root() / "trees"
-    trees.mkdir(parents=True, exist_ok=True)
     final = trees / f"{suite}-{tree_key(suite)}"
-    with open(trees / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # Held for the whole build: a second run waits for the tree instead of building it too.
+    with locked(trees):
         if final.is_dir():
             return final
-        building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=trees))
+        remove_abandoned(trees)
+        building, owned = new_entry(trees)
         try:
-            tree = building / "root"
             subprocess.run(
-                ["bash", str(RECIPE), str(tree), suite, MIRROR,
+                ["bash", str(RECIPE), str(building / "root"), suite, MIRROR,
                  str(building / "base-image.tar"), str(CA_DIR)],
                 check=True,
             )
@@ -75,18 +74,20 @@ def ensure_tree(suite: str) -> Path:
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
             raise
+        finally:
+            os.close(owned)
+    empty_trash(trees)
     return final
 
 
 def storage_key(suite: str) -> str:
     """Content hash of the tree and of every image input: which saved container storage
     (the provisioned images) a workstation of SUITE may start from."""
-    repo = HERE.parents[1]
     digest = hashlib.sha256(tree_key(suite).encode())
     for top in IMAGE_INPUTS:
-        paths = [repo / top] if (repo / top).is_file() else sorted((repo / top).rglob("*"))
+        paths = [REPO / top] if (REPO / top).is_file() else sorted((REPO / top).rglob("*"))
         for path in filter(Path.is_file, paths):
-            digest.update(b"\0" + str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes())
+            digest.update(b"\0" + str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -95,15 +96,23 @@ def base_image_tar(suite: str = "trixie") -> Path:
     return ensure_tree(suite) / "base-image.tar"
 
 
+def owner_alive(run_dir: Path) -> bool:
+    """Whether the run that RUN_DIR names in owner.pid lives: runs started by checkouts
+    older than the run locks say who owns them that way instead."""
+    try:
+        return Path(f"/proc/{int((run_dir / 'owner.pid').read_text())}").exists()
+    except (OSError, ValueError):
+        return False
+
+
 def prune_orphaned_runs(runs: Path):
-    """Delete copies left by owners that died without cleaning up (SIGKILL, say)."""
-    for run_dir in runs.iterdir():
-        try:
-            owner = int((run_dir / "owner.pid").read_text())
-        except (OSError, ValueError):
-            continue
-        if not Path(f"/proc/{owner}").exists():
-            shutil.rmtree(run_dir, ignore_errors=True)
+    """Delete the copies of workstations whose owners died without cleaning up (SIGKILL,
+    say): nobody holds their lock any more."""
+    with locked(runs):
+        for run_dir in runs.iterdir():
+            if run_dir.is_dir() and not run_dir.name.startswith(".") and not owner_alive(run_dir):
+                remove_unused(run_dir)
+    empty_trash(runs)
 
 
 class Workstation:
@@ -116,6 +125,7 @@ class Workstation:
         self.root = None
         self.hostname = None
         self._init = None
+        self._owned = None
 
     def __enter__(self):
         self.start()
@@ -127,11 +137,12 @@ class Workstation:
     def start(self):
         cached = ensure_tree(self.suite)
         runs = cache_root() / "runs"
-        runs.mkdir(parents=True, exist_ok=True)
         prune_orphaned_runs(runs)
-        self.run_dir = runs / f"{self.suite}-{uuid.uuid4().hex[:8]}"
-        self.run_dir.mkdir()
-        (self.run_dir / "owner.pid").write_text(str(os.getpid()))
+        with locked(runs):
+            self.run_dir = runs / f"{self.suite}-{uuid.uuid4().hex[:8]}"
+            self.run_dir.mkdir()
+            # Held until stop(), or until this process dies: then the copy is an orphan.
+            self._owned = hold(self.run_dir)
         self.root = self.run_dir / "root"
         subprocess.run(["cp", "-a", "--reflink=auto", str(cached / "root"), str(self.root)], check=True)
         self.path(TRANSFER_DIR).mkdir(parents=True)
@@ -200,7 +211,8 @@ class Workstation:
         """Tag of an image built FROM the base image, saved to the cache by content hash."""
         digest = hashlib.sha256(f"{tree_key(self.suite)}\0{containerfile}".encode()).hexdigest()[:16]
         tag = f"localhost/aisb-test-{name}:{digest}"
-        archive = cache_root() / "images" / f"{name}-{digest}.tar"
+        images = cache_root() / "images"
+        archive = images / f"{name}-{digest}.tar"
         inside = f"{TRANSFER_DIR}/{archive.name}"
         if archive.exists():
             shutil.copy(archive, self.path(inside))
@@ -211,44 +223,64 @@ class Workstation:
             self.path(f"{context}/Containerfile").write_text(containerfile)
             self.run(["podman", "build", "-q", "--pull=never", "-t", tag, context])
             self.run(["podman", "save", "-q", "-o", inside, tag])
-            archive.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(self.path(inside), archive.with_suffix(".part"))
-            archive.with_suffix(".part").rename(archive)
+            with locked(images):
+                remove_abandoned(images)
+                building, owned = new_entry(images)
+            try:
+                shutil.copy(self.path(inside), building / archive.name)
+                # Atomic: a run beside this one copies a whole archive, this one or its own.
+                os.replace(building / archive.name, archive)
+            finally:
+                shutil.rmtree(building, ignore_errors=True)
+                os.close(owned)
+            empty_trash(images)
         self.path(inside).unlink()
         return tag
 
     def seed_container_storage(self) -> bool:
         """Start the user's container storage from the one saved for these image inputs,
         if any (the base, probe, sandbox and gate images of an earlier provision)."""
-        saved = cache_root() / "storage" / f"{self.suite}-{storage_key(self.suite)}"
-        if not saved.is_dir():
-            return False
-        target = self.path(CONTAINER_STORAGE)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cp", "-a", "--reflink=auto", str(saved), str(target)], check=True)
+        stored = cache_root() / "storage"
+        saved = stored / f"{self.suite}-{storage_key(self.suite)}"
+        with locked(stored):
+            if not saved.is_dir():
+                return False
+            # Shared: no other run removes it while this one copies it.
+            reading = hold(saved, shared=True)
+            os.utime(saved)  # recently used: the last to be evicted
+        try:
+            target = self.path(CONTAINER_STORAGE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cp", "-a", "--reflink=auto", str(saved), str(target)], check=True)
+        finally:
+            os.close(reading)
         subprocess.run(["chown", f"{USER_UID}:{USER_UID}", str(target.parent), str(target.parent.parent)],
                        check=True)
         return True
 
     def save_container_storage(self) -> None:
-        """Keep this workstation's container storage for the next run with the same image
-        inputs, replacing the storage saved for other inputs. No container may be running."""
+        """Keep this workstation's container storage for the next runs with the same image
+        inputs, evicting the least recently used beyond STORAGES_KEPT that nobody is
+        copying. No container may be running."""
         stored = cache_root() / "storage"
-        stored.mkdir(parents=True, exist_ok=True)
         final = stored / f"{self.suite}-{storage_key(self.suite)}"
-        building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=stored))
-        subprocess.run(["cp", "-a", "--reflink=auto", str(self.path(CONTAINER_STORAGE)), str(building / "s")],
-                       check=True)
-        with open(stored / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if final.exists():
-                shutil.rmtree(building, ignore_errors=True)
-                return
-            (building / "s").rename(final)
+        with locked(stored):
+            remove_abandoned(stored)
+            building, owned = new_entry(stored)
+        try:
+            subprocess.run(["cp", "-a", "--reflink=auto", str(self.path(CONTAINER_STORAGE)), str(building / "s")],
+                           check=True)
+            with locked(stored):
+                if not final.exists():
+                    (building / "s").rename(final)
+                os.utime(final)
+                saved = sorted(stored.glob(f"{self.suite}-*"), key=lambda entry: entry.stat().st_mtime, reverse=True)
+                for old in saved[STORAGES_KEPT:]:
+                    remove_unused(old)
+        finally:
             shutil.rmtree(building, ignore_errors=True)
-            for old in stored.glob(f"{self.suite}-*"):
-                if old != final:
-                    shutil.rmtree(old, ignore_errors=True)
+            os.close(owned)
+        empty_trash(stored)
 
     def path(self, inside: str) -> Path:
         """The build machine's path of a file inside the workstation."""
@@ -262,6 +294,9 @@ class Workstation:
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None
+        if self._owned is not None:
+            os.close(self._owned)
+            self._owned = None
 
 
 def copy_checkout(ws, repo: Path) -> str:
@@ -282,7 +317,7 @@ def copy_checkout(ws, repo: Path) -> str:
 def install_checkout(ws) -> None:
     """Build this checkout into a collection inside the workstation and install it for
     the workstation user, as `ansible-galaxy` would from a release tarball."""
-    src = copy_checkout(ws, HERE.parents[1])
+    src = copy_checkout(ws, REPO)
     ws.sh(f"cd {src} && ansible-galaxy collection build --force --output-path {TRANSFER_DIR} . >/dev/null"
           f" && ansible-galaxy collection install --force {TRANSFER_DIR}/aisb-sandbox-*.tar.gz >/dev/null")
 
@@ -301,7 +336,7 @@ def demo(suite: str) -> int:
             return provisioned.returncode
         internet = Internet(ws).start()
         project = "/home/dev/hello"
-        shutil.copytree(HERE.parents[1] / "examples" / "hello", ws.path(project))
+        shutil.copytree(REPO / "examples" / "hello", ws.path(project))
         subprocess.run(["chown", "-R", f"{USER_UID}:{USER_UID}", str(ws.path(project))], check=True)
         print("running a sandboxed session on examples/hello...", flush=True)
         session = playbook(ws, "run_agent", "-e", f"project={project}", "-e", json.dumps({

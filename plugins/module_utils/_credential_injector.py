@@ -1,0 +1,255 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The credential injector: a plain-HTTP endpoint on the host's loopback, served by the
+session's own process, that relays a request for /HOST[:PORT]/PATH to https://HOST/PATH
+with the operator's key in the entry's header.
+
+Why here and not in squid: the keys then live in this process's memory only (no file,
+no container, no command line), the gate's configuration stays key-free, and the
+injector ends with the session on every exit path, SIGKILL included, because it is
+the session. Measured against squid as a TLS-originating reverse proxy in
+docs/security.md.
+
+A request is relayed only when the entry's header carries the session's placeholder
+(so no other local process can borrow the key: it does not know the placeholder); the
+header is then replaced by prefix + key. Upstream TLS is verified against the host's
+trust store for the entry's name, and the name must not resolve to an address the gate
+would refuse (_policy.refused_destination). Responses are passed on as they arrive
+(server-sent events included). Each decision is kept for the record, without the key.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import route
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import HOP_HEADERS
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import refused_destination
+
+# Bounds on what one client may make this process hold or wait for.
+MAX_BODY = 64 * 1024 * 1024
+UPSTREAM_TIMEOUT = 600.0
+CHUNK = 65536
+
+
+class InjectorError(Exception):
+    """A request the injector will not relay: (HTTP status, why)."""
+
+
+class VerifiedConnection(http.client.HTTPSConnection):
+    """HTTPS to a name whose addresses are checked against the refused destinations
+    before connecting (REFUSED: the address -> the refused network or None); the
+    certificate is verified for the name."""
+
+    def __init__(self, host, port, timeout, context, refused):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._refused = refused
+
+    def connect(self):
+        infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+        allowed = [info for info in infos if self._refused(info[4][0]) is None]
+        if not allowed:
+            raise InjectorError(502, "%s resolves only to refused destinations (%s)"
+                                % (self.host, ", ".join(sorted(set(i[4][0] for i in infos)))))
+        family, kind, proto, _name, address = allowed[0]
+        sock = socket.socket(family, kind, proto)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+
+
+class QuietServer(ThreadingHTTPServer):
+    """A thread per connection; a connection's failure (the harness hung up mid-stream)
+    is that connection's end, not a traceback on the session's output."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass
+
+
+class CredentialInjector(object):
+    """Serves ENTRIES (resolved: host, port, header, prefix, variable, key) with
+    PLACEHOLDERS ({variable: placeholder}) on 127.0.0.1, a free port; start() it, read
+    .port, close() it. .decisions holds {"injected": [...], "refused": [...]}.
+    CONTEXT verifies the providers (default: the host's trust store); REFUSED judges
+    their addresses (default: the gate's list)."""
+
+    def __init__(self, entries, placeholders, context=None, refused=refused_destination):
+        self.routes = dict((route(entry), dict(entry, placeholder=placeholders[entry["variable"]]))
+                           for entry in entries)
+        self.context = context or ssl.create_default_context()
+        # Strict X.509 checks on every Python, as 3.13's default has them: the same
+        # certificates pass or fail whatever the workstation's Python.
+        self.context.verify_flags |= ssl.VERIFY_X509_STRICT
+        self.refused = refused
+        self.decisions = {"injected": [], "refused": []}
+        self._lock = threading.Lock()
+        self.server = QuietServer(("127.0.0.1", 0), _handler_for(self))
+        self.port = self.server.server_address[1]
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self):
+        """Stop serving and forget the keys (this process's copy is its only one)."""
+        if self._thread is not None:
+            self.server.shutdown()
+            self._thread = None
+        self.server.server_close()
+        for entry in self.routes.values():
+            entry["key"] = None
+
+    def note(self, kind, **what):
+        with self._lock:
+            self.decisions[kind].append(dict(what, time=round(time.time(), 3)))
+
+
+def _handler_for(injector):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+        server_version = "aisb-credential-injector"
+        sys_version = ""
+
+        def handle_one_request(self):
+            self._upstream = getattr(self, "_upstream", {})
+            self._answered = False
+            super().handle_one_request()
+
+        def finish(self):
+            for connection in getattr(self, "_upstream", {}).values():
+                connection.close()
+            super().finish()
+
+        def log_message(self, *_args):
+            pass
+
+        def relay(self):
+            host_path = self.path.split("?", 1)[0]
+            segment, _slash, rest = self.path[1:].partition("/") if self.path.startswith("/") else ("", "", "")
+            entry = injector.routes.get(segment.lower())
+            try:
+                if entry is None or entry["key"] is None:
+                    raise InjectorError(404, "no credential for %r: the path starts with /HOST[:PORT]/ of an "
+                                             "aisb_credentials entry" % segment)
+                sent = self.headers.get_all(entry["header"]) or []
+                if len(sent) != 1 or entry["placeholder"] not in sent[0]:
+                    raise InjectorError(403, "header %s does not carry this session's placeholder"
+                                        % entry["header"])
+                body = self._body()
+                self._forward(entry, "/" + rest, body, host_path)
+            except InjectorError as error:
+                status, why = error.args
+                injector.note("refused", host=segment, method=self.command, path=host_path, status=status, why=why)
+                self._refuse(status, why)
+                return
+            except (OSError, http.client.HTTPException, ssl.SSLError, ValueError) as error:
+                if self._answered:
+                    # The provider's answer had begun (the harness left, or the provider
+                    # did): the request was noted as injected; this connection ends.
+                    self.close_connection = True
+                    return
+                why = "the provider could not be reached: %s" % error
+                injector.note("refused", host=segment, method=self.command, path=host_path, status=502, why=why)
+                self._refuse(502, why)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = relay
+
+        def _body(self):
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                parts, size = [], 0
+                while True:
+                    length = int(self.rfile.readline(1024).split(b";")[0].strip() or b"0", 16)
+                    if length == 0:
+                        while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                            pass
+                        return b"".join(parts)
+                    size += length
+                    if size > MAX_BODY:
+                        raise InjectorError(413, "request body over %d bytes" % MAX_BODY)
+                    parts.append(self.rfile.read(length))
+                    self.rfile.readline(1024)
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                raise InjectorError(413, "request body over %d bytes" % MAX_BODY)
+            return self.rfile.read(length) if length else None
+
+        def _forward(self, entry, path, body, logged_path):
+            key = (entry["host"], entry["port"])
+            connection = self._upstream.get(key)
+            if connection is None:
+                connection = self._upstream[key] = VerifiedConnection(
+                    entry["host"], entry["port"], UPSTREAM_TIMEOUT, injector.context, injector.refused)
+            headers = [(name, value) for name, value in self.headers.items()
+                       if name.lower() not in HOP_HEADERS and name.lower() != entry["header"].lower()]
+            headers.append((entry["header"], entry["prefix"] + entry["key"]))
+            connection.putrequest(self.command, path, skip_host=True, skip_accept_encoding=True)
+            connection.putheader("Host", route(entry))
+            for name, value in headers:
+                connection.putheader(name, value)
+            if body is not None:
+                connection.putheader("Content-Length", str(len(body)))
+            connection.endheaders(body)
+            response = connection.getresponse()
+            # Noted before the body is relayed: a stream may last as long as the session.
+            injector.note("injected", host=route(entry), method=self.command, path=logged_path,
+                          status=response.status)
+            self._relay_response(response)
+            if response.will_close:
+                connection.close()
+
+        def _relay_response(self, response):
+            self.send_response_only(response.status, response.reason)
+            for name, value in response.getheaders():
+                if name.lower() not in HOP_HEADERS:
+                    self.send_header(name, value)
+            bodiless = self.command == "HEAD" or response.status in (204, 304) or response.status < 200
+            chunked = not bodiless and response.length is None
+            if self.command == "HEAD" and response.getheader("Content-Length"):
+                self.send_header("Content-Length", response.getheader("Content-Length"))
+            elif chunked:
+                # Length unknown (a stream): pass each piece on as it comes.
+                self.send_header("Transfer-Encoding", "chunked")
+            elif not bodiless:
+                self.send_header("Content-Length", str(response.length))
+            self.end_headers()
+            self._answered = True
+            if bodiless:
+                return
+            while True:
+                # read() ends a response of known length (the connection is then free for
+                # the next request); read1() passes on whatever of a stream has come.
+                piece = response.read(CHUNK) if response.length is not None else response.read1(CHUNK)
+                if not piece:
+                    break
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+
+        def _refuse(self, status, why):
+            # Whatever of the request is unread stays unread: this connection ends here.
+            self.close_connection = True
+            body = ("aisb credential injector: %s\n" % why).encode("utf-8")
+            self.send_response_only(status)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+    return Handler

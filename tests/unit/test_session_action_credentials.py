@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The action plugin reads provider keys on the controller, and a recipe's variable that
+a credential fills with a placeholder is never passed through with its real value."""
+
+import json
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.action.session import resolve_controller_options
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+
+KEY = "sk-controller-secret"
+RECIPE = {"command": ["pi"], "prompt": ["-p"], "env": ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]}
+
+
+def args(**overrides):
+    base = {"harness": RECIPE, "prompt": "hi", "prompt_file": None, "command": None, "interactive": None,
+            "pass_environment": [], "environment": {}, "project": "/p", "credentials": [
+                {"host": "api.anthropic.com", "header": "x-api-key", "variable": "ANTHROPIC_API_KEY",
+                 "from_environment": "ANTHROPIC_API_KEY"}]}
+    base.update(overrides)
+    return base
+
+
+def test_the_key_goes_to_credentials_and_never_to_the_environment():
+    module_args, _interactive = resolve_controller_options(args(), {"ANTHROPIC_API_KEY": KEY, "OPENAI_API_KEY": "o"})
+    assert json.loads(module_args["environment"]) == {"OPENAI_API_KEY": "o"}
+    assert [entry["key"] for entry in json.loads(module_args["credentials"])] == [KEY]
+
+
+@pytest.mark.parametrize("given", [{"pass_environment": ["ANTHROPIC_API_KEY"]},
+                                   {"environment": {"ANTHROPIC_API_KEY": "x"}}, {"network": "none"}])
+def test_a_session_that_cannot_honour_a_credential_is_refused_on_the_controller(given):
+    with pytest.raises(SessionInputError, match=r"aisb_credentials(\[0\]: variable ANTHROPIC_API_KEY| need)"):
+        resolve_controller_options(args(**given), {"ANTHROPIC_API_KEY": KEY})
+
+
+def test_a_missing_source_is_refused_on_the_controller():
+    with pytest.raises(SessionInputError, match=r"aisb_credentials\[0\]: from_environment ANTHROPIC_API_KEY"):
+        resolve_controller_options(args(), {})
