@@ -1,7 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The gate's port on the host's loopback: one free to bind (for both of its ports), and
-the wait until it answers.
+"""The gate's port on the host's loopback: one free to bind, and the wait until it answers.
 
 GATE_READY_TIMEOUT is also the entrypoint's GATE_WAIT (roles/image/files/entrypoint.sh):
 tests/unit/test_enforcement_copies.py fails when the two drift.
@@ -12,24 +11,14 @@ from __future__ import annotations
 import socket
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import PEEK_ADDRESS
-
 GATE_READY_TIMEOUT = 15.0
 
 
 def free_loopback_port():
-    """A port nothing listens on right now, on 127.0.0.1 and on the peeking port's address
-    alike (the gate's binds are the real test)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe, \
-                socket.socket(socket.AF_INET, socket.SOCK_STREAM) as peek:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-            try:
-                peek.bind((PEEK_ADDRESS, port))
-            except OSError:
-                continue
-            return port
+    """A port nothing listens on right now (the gate's bind is the real test)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def gate_answers(port, still_running=lambda: True, timeout=GATE_READY_TIMEOUT):

@@ -8,7 +8,7 @@ includes the policy part, so one rendered policy serves many sessions. Both are
 pure text renderers over already validated input (see _policy.parse_policy).
 Only directives that squid 5.7 and 6 both accept: squid 6 refuses obsolete ones
 (dns_v4_first, max_mem_obj_size) and a redeclared built-in `manager` ACL. The session
-part needs squid built with OpenSSL (Debian's squid-openssl) for its peeking port.
+part needs squid built with OpenSSL (Debian's squid-openssl): its port peeks at TLS.
 parse_gate_log reads back the access log the session part asks for.
 """
 
@@ -18,13 +18,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import HTTP_P
 
 # Descriptors one gate may use. squid sizes its tables by this limit, not by use (about
 # 150 bytes a descriptor), and rootless podman hands a container the user's hard limit
-# (524288 under systemd: about 80 MB). 4096 relays about 2000 plain HTTP connections at
-# once, or 1000 CONNECT tunnels (each crosses the peeking port: four descriptors).
+# (524288 under systemd: about 80 MB). 4096 relays about 2000 connections at once.
 MAX_FILEDESCRIPTORS = 4096
-# The peeking port listens on this loopback address, on the session port's number. It is
-# not the sandbox's: pasta maps the gate address to 127.0.0.1 only, and the sandbox's
-# table lets nothing else out. The sandbox-facing port relays every allowed CONNECT to it.
-PEEK_ADDRESS = "127.0.0.2"
 # Inside the gate image (roles/gate/templates/Containerfile.j2 makes both): squid needs a
 # certificate on an ssl-bump port even when it only peeks and splices; and the helper that
 # compares the ClientHello's SNI with the CONNECT name.
@@ -39,21 +34,23 @@ CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 # The policy part's file name in a rendered policy directory.
 SQUID_POLICY_CONF = "squid-policy.conf"
 # One access log line as the session part's logformat aisb writes it.
-# hier: squid's hierarchy code (a *_PARENT one for a tunnel relayed to the peeking port);
-# gate: the local address that took the request (PEEK_ADDRESS for the peeking port); tls:
-# squid's SslBump decision, "-" where none applies, "splice" for a ClientHello that
-# passed, anything else for one refused at the peeking port; sni: URL-encoded.
+# hier: squid's hierarchy code (HIER_NONE where no server was contacted); tls: squid's
+# SslBump decision, "-" where none applies (plain HTTP), "splice" for a tunnel relayed,
+# anything else for a ClientHello refused; sni: URL-encoded, "-" where none was read.
 GATE_LOG_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
     r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+) "
-    r"hier=(?P<hier>\S+) gate=(?P<gate>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)$")
+    r"hier=(?P<hier>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)$")
 
 
 def render_policy_conf(policy):
-    """The policy part: ACLs and http_access rules, in the order the design fixes."""
+    """The policy part: ACLs, then the refusals in the order the design fixes, applied to
+    plain HTTP by http_access and to CONNECT by ssl_bump and miss_access (see _connect)."""
     from_policy = "# aisb gate policy part: generated, do not edit.\n"
     if not policy.domains:
-        return from_policy + "# The allowlist is empty: nothing is relayed.\nhttp_access deny all\n"
+        return from_policy + "\n".join(
+            ["# The allowlist is empty: nothing is relayed.", "acl aisb_connect method CONNECT",
+             "http_access allow aisb_connect", "http_access deny all"] + _connect(["all"], "")) + "\n"
     lines = [
         "acl aisb_domains dstdomain -n %s" % " ".join(_covered(policy.domains)),
         # IP literals in any spelling squid accepts: dotted, integer, hex, bracketed IPv6.
@@ -75,27 +72,50 @@ def render_policy_conf(policy):
             names.append(name)
         lines.append("acl aisb_extra any-of %s" % " ".join(names))
         extra = " !aisb_extra"
-    lines += [
-        # First, before anything can resolve a name: unlisted names are denied unresolved.
-        "http_access deny !aisb_domains",
-        "http_access deny manager",
-        "http_access deny aisb_ip_literal",
-        "http_access deny aisb_connect !aisb_connect_ports" + extra,
-        "http_access deny !aisb_connect !aisb_http_ports" + extra,
+    refusals = [
+        # First, before anything can resolve a name: unlisted names are refused unresolved.
+        "!aisb_domains",
+        "manager",
+        "aisb_ip_literal",
+        "aisb_connect !aisb_connect_ports" + extra,
+        "!aisb_connect !aisb_http_ports" + extra,
         # Only now may the name be resolved: never relay to local or private addresses.
-        "http_access deny aisb_denied_dst",
-        "http_access allow aisb_domains",
-        "http_access deny all",
-        # A CONNECT to a CONNECT port goes on to the session part's peeking port, never
-        # straight to a server. A host:port entry's own port is the operator's choice of
-        # one host and protocol (SSH to a git host): relayed as it comes.
-        "cache_peer_access aisb_peek allow aisb_connect aisb_connect_ports !aisb_at_peek_port",
-        "never_direct allow aisb_connect aisb_connect_ports !aisb_at_peek_port",
-        # The hop to the peeking port is squid to itself: without its own Via on that
-        # CONNECT it sees no forwarding loop.
-        "request_header_access Via deny aisb_connect !aisb_at_peek_port",
+        "aisb_denied_dst",
     ]
-    return from_policy + "\n".join(lines) + "\n"
+    lines += ["http_access allow aisb_connect"]
+    lines += ["http_access deny %s" % refusal for refusal in refusals]
+    lines += ["http_access allow aisb_domains", "http_access deny all"]
+    return from_policy + "\n".join(lines + _connect(refusals, extra)) + "\n"
+
+
+def _connect(refusals, extra):
+    """The CONNECT rules: the same REFUSALS, decided when squid asks how to treat the
+    tunnel (ssl_bump's first step, which may resolve a name) and answered with a plain
+    403 by miss_access; an allowed CONNECT to a CONNECT port is peeked at and spliced
+    only when its ClientHello's SNI names the CONNECT host (the session part's helper);
+    a host:port entry's own port (EXTRA: SSH to a git host) is relayed as it comes.
+
+    Why not http_access: this port peeks, and on such a port squid bumps the client to
+    serve any http_access error (client_side_request.cc, "Force bump action on error"):
+    a refused CONNECT would be answered 200 and a TLS handshake with the gate's
+    certificate instead of 403. So http_access lets every CONNECT on, ssl_bump's first
+    step splices a refused one without peeking and marks it, and miss_access, which squid
+    checks before it opens any tunnel, answers the mark with 403. A CONNECT no rule
+    decides is terminated.
+    """
+    lines = ["acl aisb_refuse annotate_transaction aisb_verdict=refused",
+             "acl aisb_refused note aisb_verdict refused"]
+    lines += ["ssl_bump splice aisb_client_hello %s aisb_refuse" % refusal for refusal in refusals]
+    if refusals != ["all"]:
+        lines += ["ssl_bump peek aisb_client_hello aisb_connect_ports"]
+        if extra:
+            lines += ["ssl_bump splice aisb_client_hello aisb_extra"]
+    return lines + [
+        "ssl_bump splice aisb_sni_is_connect_host",
+        "ssl_bump terminate all",
+        "miss_access deny aisb_refused",
+        "miss_access allow all",
+    ]
 
 
 def _covered(domains):
@@ -124,8 +144,9 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
     return "\n".join([
         "# aisb gate session %s: generated, do not edit." % session_id,
         # Loopback only: the sandbox reaches it through pasta's host-loopback mapping.
-        "http_port 127.0.0.1:%d" % port,
-    ] + _peeking(port) + [
+        "http_port 127.0.0.1:%d ssl-bump generate-host-certificates=off tls-cert=%s"
+        % (port, PEEK_CERTIFICATE),
+    ] + _peeking() + [
         # The gate runs as the unprivileged proxy user from the start: /tmp is writable.
         "pid_filename /tmp/aisb-gate-%s.pid" % session_id,
         # The sandbox's entrypoint knows its gate by this name in squid's error page.
@@ -139,9 +160,9 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         # The ICMP pinger needs a raw socket, which the unprivileged gate cannot open.
         "pinger_enable off",
         "max_filedescriptors %d" % MAX_FILEDESCRIPTORS,
-        # hier and gate let parse_gate_log keep one line per decision (see there).
+        # hier and sni let parse_gate_log keep one line per decision (see there).
         "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a"
-        " hier=%%Sh gate=%%>la tls=%%ssl::bump_mode sni=%%#ssl::>sni" % session_id,
+        " hier=%%Sh tls=%%ssl::bump_mode sni=%%#ssl::>sni" % session_id,
         # Unbuffered (no buffer-size): the session reads this log while the gate still
         # runs and then kills it; a buffered decision would be missing from the record.
         "access_log %s logformat=aisb" % access_log,
@@ -152,43 +173,26 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
     ])
 
 
-def _peeking(port):
-    """TLS consistency without interception: every allowed CONNECT to a CONNECT port goes
-    on to the peeking port, which reads the ClientHello and splices the tunnel only when
-    its SNI names the CONNECT host; anything else (another name, no SNI, bytes that are
-    not TLS, a client that waits for the server to speak) is refused before any server is
-    contacted. Never bumped: the certificate is never presented, and nobody trusts it.
-
-    Why a second port: on an ssl-bump port squid bumps the client to serve any error
-    (client_side_request.cc, "Force bump action on error"), so a CONNECT the policy
-    refuses would be answered 200 and a TLS handshake with the gate's certificate instead
-    of 403. The sandbox-facing port has no ssl-bump: its refusals stay plain 403s.
+def _peeking():
+    """TLS consistency without interception: the port reads an allowed CONNECT's
+    ClientHello and splices the tunnel only when its SNI names the CONNECT host; anything
+    else (another name, no SNI, bytes that are not TLS, a client that waits for the server
+    to speak) is refused before any server is contacted. Never bumped: the certificate is
+    never presented, and nobody trusts it. The policy part holds the ssl_bump rules.
     """
     return [
-        "http_port %s:%d ssl-bump generate-host-certificates=off tls-cert=%s name=aisb_peek_port"
-        % (PEEK_ADDRESS, port, PEEK_CERTIFICATE),
-        "acl aisb_at_peek_port myportname aisb_peek_port",
-        # The policy part says which CONNECTs it takes (none, for an empty allowlist).
-        "cache_peer %s parent %d 0 no-query no-digest no-netdb-exchange name=aisb_peek" % (PEEK_ADDRESS, port),
-        # squid probes the peer once when it reads its configuration, before its ports
-        # listen: refused, that probe would mark the peer dead until a request revives it.
-        # Two tries, 50 ms apart, find it listening.
-        "connect_retries 2",
         # One helper answers every check (concurrency, not more processes); the answer
         # for a name and SNI pair is kept for the default hour.
         "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 %%DST %%ssl::>sni %s"
         % SNI_HELPER,
         "acl aisb_sni_is_connect_host external aisb_sni",
         "acl aisb_client_hello at_step SslBump1",
-        "ssl_bump peek aisb_client_hello",
-        "ssl_bump splice aisb_sni_is_connect_host",
-        "ssl_bump terminate all",
         # squid's default, said here because it is the refusal: bytes that are not a TLS
         # ClientHello get an HTTP error, never a tunnel.
         "on_unsupported_protocol respond all",
-        # How long the peeking port waits for a ClientHello (and either port for a first
-        # request byte): a protocol whose server speaks first (SSH) sends nothing and is
-        # refused after this, not after squid's default 5 minutes.
+        # How long the port waits for a first request byte and, after a CONNECT's 200,
+        # for a ClientHello: a protocol whose server speaks first (SSH) sends nothing and
+        # is refused after this, not after squid's default 5 minutes.
         "request_start_timeout %d seconds" % FIRST_BYTE_TIMEOUT,
         # The cache of TLS sessions squid would resume as a server: the gate is never one.
         # Measured: 2.1 MB less resident at start.
@@ -199,10 +203,9 @@ def _peeking(port):
 def parse_gate_log(text):
     """The gate's decisions from its access log: {"allowed": [...], "denied": [...]}.
 
-    One per request of the sandbox: a CONNECT the sandbox-facing port relayed to the
-    peeking port counts once, as the peeking port's verdict on its ClientHello (logged
-    before any server is contacted); the relaying port's line and the spliced tunnel's
-    own end are the same request again.
+    One per request of the sandbox: a CONNECT whose ClientHello was read counts once, as
+    the verdict on it (logged before any server is contacted, sni set); the spliced
+    tunnel's end (a server contacted, the same sni) is the same request again.
     """
     decisions = {"allowed": [], "denied": []}
     for line in text.splitlines():
@@ -210,15 +213,11 @@ def parse_gate_log(text):
         # The readiness probe connects and leaves before sending a request.
         if not match or match.group("url").startswith("error:"):
             continue
-        if match.group("gate") == PEEK_ADDRESS:
-            same_request_again = match.group("hier") != "HIER_NONE"
-        else:
-            same_request_again = match.group("hier").endswith("_PARENT")
-        if same_request_again:
+        if match.group("sni") != "-" and match.group("hier") != "HIER_NONE":
             continue
         entry = {"time": float(match.group("time")), "method": match.group("method"),
                  "url": match.group("url"), "status": "%s/%s" % (match.group("status"), match.group("code"))}
-        refused_at_peek = match.group("tls") not in ("-", "splice")
-        denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_at_peek
+        refused_hello = match.group("tls") not in ("-", "splice")
+        denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
         decisions["denied" if denied else "allowed"].append(entry)
     return decisions

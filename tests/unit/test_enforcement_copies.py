@@ -9,7 +9,7 @@ equals its source, so a change to one that misses another fails here.
 - the wait for a gate: the entrypoint's GATE_WAIT and _gate_loopback.GATE_READY_TIMEOUT;
 - the default base image: _images.DEFAULT_BASE_IMAGE and the roles' defaults, argument
   specs, module documentation and docs;
-- the gate's peeking port: _squid's certificate and SNI helper paths and the gate image.
+- the gate's peeking rules: _squid's certificate and SNI helper paths and the gate image.
 """
 
 import re
@@ -104,7 +104,7 @@ def test_no_other_ubuntu_image_is_named_outside_the_tests():
     assert set(named) == {_images.DEFAULT_BASE_IMAGE}, named
 
 
-def test_the_gate_image_makes_what_the_peeking_port_names():
+def test_the_gate_image_makes_what_the_peeking_rules_name():
     """The certificate and the SNI helper: _squid names their paths, the gate's
     Containerfile puts them there."""
     containerfile = (REPO / "roles" / "gate" / "templates" / "Containerfile.j2").read_text()
