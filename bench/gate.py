@@ -15,7 +15,9 @@ business):
   - 200 MB over plain HTTP (curl -x) and over CONNECT (HTTPS through a CONNECT tunnel),
     gate and direct alternately, RUNS times each, and the CPU time squid spent on each;
   - 1000 small requests one after another, a new connection each (as curl does) and on
-    one kept-alive connection: p50 and p99, gate and direct, RUNS rounds (medians);
+    one kept-alive connection, and over HTTPS a new CONNECT tunnel and TLS handshake each
+    (what the peeking port reads a ClientHello of): p50 and p99, gate and direct, RUNS
+    rounds (medians);
   - peak memory: the gate container's cgroup memory.peak where cgroup v2 keeps one,
     else the kernel's high-water mark of resident memory (VmHWM) of its processes,
     read after all the traffic above and a burst of 32 downloads at once (5 MB each,
@@ -92,9 +94,9 @@ def download(ws, url, proxy):
     return int(size) / float(seconds)
 
 
-def request_times(ws, mode, proxy):
-    """Seconds of each of SMALL_REQUESTS small requests (MODE new or reuse)."""
-    argv = ["python3", CLIENT, f"http://{NAME}:{HTTP_PORT}/small", str(SMALL_REQUESTS), mode]
+def request_times(ws, url, mode, proxy):
+    """Seconds of each of SMALL_REQUESTS small requests to URL (MODE new or reuse)."""
+    argv = ["python3", CLIENT, url, str(SMALL_REQUESTS), mode]
     return json.loads(ws.run(argv + ([proxy] if proxy else []), timeout=600).stdout)
 
 
@@ -169,11 +171,13 @@ def measure(ws, runs):
                             [rate / 1e6 for rate in gated], [rate / 1e6 for rate in direct]))
             rows.append(row("gate", f"the gate's CPU time for that download over {how}", round(median(cpu), 2),
                             "s", None, None, None, None, runs, cpu))
-        for mode, how in (("new", "a new connection each"), ("reuse", "one kept-alive connection")):
+        plain, secure = f"http://{NAME}:{HTTP_PORT}/small", f"https://{NAME}:{HTTPS_PORT}/small"
+        for url, mode, how in ((plain, "new", "a new connection each"), (plain, "reuse", "one kept-alive connection"),
+                               (secure, "new", "HTTPS, a new CONNECT tunnel and TLS handshake each")):
             figures = {"gate": {"p50": [], "p99": []}, "direct": {"p50": [], "p99": []}}
             for _run in range(runs):
                 for path, address in (("direct", None), ("gate", proxy)):
-                    times = request_times(ws, mode, address)
+                    times = request_times(ws, url, mode, address)
                     figures[path]["p50"].append(percentile(times, 0.5))
                     figures[path]["p99"].append(percentile(times, 0.99))
             for cut in ("p50", "p99"):
