@@ -197,6 +197,9 @@ def _peeking():
         # The cache of TLS sessions squid would resume as a server: the gate is never one.
         # Measured: 2.1 MB less resident at start.
         "sslproxy_session_cache_size 0",
+        # The system's trusted CAs, which squid loads to verify servers it speaks TLS to:
+        # the gate never does (it splices). Measured: 0.7 MB less resident at start.
+        "tls_outgoing_options default-ca=off",
     ]
 
 

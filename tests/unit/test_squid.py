@@ -127,6 +127,8 @@ def test_tls_is_peeked_and_spliced_never_bumped():
         "http_port 127.0.0.1:41234 ssl-bump generate-host-certificates=off tls-cert=/etc/squid/aisb-peek.pem"]
     assert "acl aisb_client_hello at_step SslBump1" in session
     assert "on_unsupported_protocol respond all" in session
+    # It never speaks TLS to a server, so it trusts no CA for that.
+    assert "tls_outgoing_options default-ca=off" in session
     bump = [line for line in policy if line.startswith("ssl_bump ")]
     # No rule ever bumps, stares or lets a ClientHello through unread to a CONNECT port.
     assert {line.split()[1] for line in bump} == {"splice", "peek", "terminate"}
