@@ -60,6 +60,8 @@ def render_policy_conf(policy):
         "acl aisb_http_ports port %s" % " ".join(str(port) for port in sorted({HTTP_PORT} | set(policy.connect_ports))),
         # The one list of refused destinations, shared with network no-gate.
         "acl aisb_denied_dst dst %s" % " ".join(REFUSED_DESTINATIONS),
+        # A plain request for an https URL asks the gate itself to speak TLS to a server.
+        "acl aisb_gate_tls proto HTTPS",
     ]
     extra = ""
     if policy.host_ports:
@@ -76,6 +78,8 @@ def render_policy_conf(policy):
         # First, before anything can resolve a name: unlisted names are refused unresolved.
         "!aisb_domains",
         "manager",
+        # TLS goes through CONNECT, where the gate checks the ClientHello; never the gate's own.
+        "aisb_gate_tls",
         "aisb_ip_literal",
         "aisb_connect !aisb_connect_ports" + extra,
         "!aisb_connect !aisb_http_ports" + extra,
@@ -198,7 +202,8 @@ def _peeking():
         # Measured: 2.1 MB less resident at start.
         "sslproxy_session_cache_size 0",
         # The system's trusted CAs, which squid loads to verify servers it speaks TLS to:
-        # the gate never does (it splices). Measured: 0.7 MB less resident at start.
+        # the gate never does (it splices; the policy refuses https URLs in plain
+        # requests). Measured: 1.0 MB less resident at start.
         "tls_outgoing_options default-ca=off",
     ]
 

@@ -153,6 +153,11 @@ tcp() { local err
   then say "$1" open; elif [[ $err == *"refused"* ]]; then say "$1" refused; else say "$1" blocked; fi; }
 udp() { if timeout 5 bash -c 'printf "c-%s\n" "$3" >"/dev/udp/$1/$2"' _ "$2" "$3" "$1" 2>/dev/null
         then say "$1" sent; else say "$1" blocked; fi; }
+# REQUEST written as it is (printf %b escapes) to the gate: the status code it answered.
+raw() { local id=$1 request=$2 gate=${HTTP_PROXY#http://} code
+  code=$(timeout 8 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}" && printf "%b" "$2" >&3 && timeout 5 head -c 12 <&3' \
+    _ "${gate%/}" "$request" 2>/dev/null | cut -d" " -f2)
+  say "$id" "http=${code:-000}"; }
 # FIRST (a request, printf %b escapes) on a connection to the gate, then on the same
 # connection a CONNECT to TARGET and a request carrying c-ID through whatever that opened:
 # the status code of the second answer, or none when the gate closed the connection.
@@ -209,6 +214,9 @@ CASES = [
      "tls server-speaks-first b-tls.test:443 quiet", "tunnel=200 tls=refused"),
     ("h2c-prior-knowledge", "another protocol inside CONNECT:443 (cleartext HTTP/2)",
      "tls h2c-prior-knowledge b-tls.test:443 h2c", "tunnel=200 tls=refused"),
+    ("gate-speaks-tls", "SNI differs from the CONNECT name (no CONNECT: the gate asked to speak TLS itself)",
+     r"raw gate-speaks-tls 'GET https://b-tls.test/c-gate-speaks-tls HTTP/1.1\r\nHost: b-tls.test\r\n"
+     r"Connection: close\r\n\r\n'", "http=403"),
     ("tls-host-differs", "residual risk, not closed: domain fronting (the Host header inside TLS)",
      "tls tls-host-differs b-tls.test:443 sni b-tls.test b-unlisted.test", "tunnel=200 tls=ok"),
     ("unlisted-name", "proxy resolves denied names",

@@ -26,6 +26,7 @@ def test_acl_order_follows_the_design():
         "http_access allow aisb_connect",
         "http_access deny !aisb_domains",
         "http_access deny manager",
+        "http_access deny aisb_gate_tls",
         "http_access deny aisb_ip_literal",
         "http_access deny aisb_connect !aisb_connect_ports",
         "http_access deny !aisb_connect !aisb_http_ports",
