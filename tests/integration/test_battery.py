@@ -162,10 +162,11 @@ raw() { local id=$1 request=$2 gate=${HTTP_PROXY#http://} code
 # connection a CONNECT to TARGET and a request carrying c-ID through whatever that opened:
 # the status code of the second answer, or none when the gate closed the connection.
 again() { local id=$1 first=$2 target=$3 gate=${HTTP_PROXY#http://} codes
-  codes=$(timeout 8 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}" || exit
+  # The gate closes the connection after refusing a CONNECT: the wait is for a busy machine.
+  codes=$(timeout 15 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}" || exit
     printf "%b" "$2" >&3; sleep 1
     printf "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nGET /c-%s HTTP/1.1\r\nHost: %s\r\n\r\n" "$3" "$3" "$4" "$3" >&3
-    timeout 3 cat <&3' _ "${gate%/}" "$first" "$target" "$id" 2>/dev/null \
+    timeout 10 cat <&3' _ "${gate%/}" "$first" "$target" "$id" 2>/dev/null \
     | grep -a -o "^HTTP/1\.[01] [0-9]*" | cut -d" " -f2 | tr "\n" " ")
   set -- $codes; say "$id" "second=${2:-none}"; }
 # A DNS query for NAME (type A) to RESOLVER port 53.
