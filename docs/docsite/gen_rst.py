@@ -25,12 +25,25 @@ COMMENT = re.compile(r"<!--.*?-->\n?", re.DOTALL)
 GUIDE_LINK = re.compile(r"\]\(([a-z0-9-]+)\.md\b")
 
 
+def label_fences(text):
+    """Unlabelled code fences as text: Sphinx would read them as the site's default
+    language (YAML+Jinja), which shell commands are not."""
+    lines, inside = [], False
+    for line in text.split("\n"):
+        fence = line.lstrip().startswith("```")
+        if fence and not inside and line.strip() == "```":
+            line += "text"
+        inside ^= fence
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def guides():
     return sorted(DOCS.glob("*.md"))
 
 
 def rst(guide):
-    text = GUIDE_LINK.sub(r"](\1.html", COMMENT.sub("", guide.read_text(encoding="utf-8")))
+    text = label_fences(GUIDE_LINK.sub(r"](\1.html", COMMENT.sub("", guide.read_text(encoding="utf-8"))))
     # No generated section labels: antsibull-docs wants every label under LABEL, and
     # Sphinx gives each section an anchor of its own.
     body = pypandoc.convert_text(text, "rst", format="gfm-gfm_auto_identifiers", extra_args=["--wrap=preserve"])
