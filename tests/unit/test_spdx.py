@@ -29,7 +29,7 @@ def test_every_file_says_its_license():
         if name in EXEMPT or name + ".license" in files:
             continue
         with open(REPO / name, encoding="utf-8", errors="replace") as handle:
-            head = [handle.readline() for _ in range(HEAD_LINES)]
+            head = [handle.readline() for _line in range(HEAD_LINES)]
         if not any(tag in line for line in head):
             missing.append(name)
     assert missing == []
