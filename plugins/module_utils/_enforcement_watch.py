@@ -138,8 +138,11 @@ class EnforcementWatch(object):
                            time.time())
             return
         self.argv = _podman.netns_reader(self.tools["nsenter"], pid, self.tools["setpriv"], self.tools["nft"])
-        self._process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, env=HELPER_ENV, close_fds=True)
+        # A helper that lives as long as the sandbox and answers each reading on its pipes:
+        # run_command runs a command to its end.
+        self._process = subprocess.Popen(  # pylint: disable=ansible-bad-function
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=HELPER_ENV,
+            close_fds=True)
         failure = None  # the first failed reading since the last good one: the cause
         while not self._stopping.is_set():
             asked = time.monotonic()

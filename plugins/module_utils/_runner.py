@@ -85,8 +85,11 @@ def subprocess_execute(env=None):
     program cannot be started."""
     def execute(argv, timeout=None):
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=timeout, check=False, universal_newlines=True, env=env)
+            # run_command adds its own process's environment to any it is given: these
+            # commands must get exactly ENV (_host_env), and on the controller there is no module.
+            done = subprocess.run(  # pylint: disable=ansible-bad-function
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                timeout=timeout, check=False, universal_newlines=True, env=env)
         except subprocess.TimeoutExpired as exc:
             # What a killed command printed arrives as bytes whatever the text mode.
             return None, (exc.stdout or b"").decode("utf-8", "replace"), (exc.stderr or b"").decode("utf-8", "replace")

@@ -93,7 +93,8 @@ class SessionRunner(object):
         argv = _watchdog.argv(sys.executable, record["record"], _podman.remove(self.podman, names))
         read_end, write_end = os.pipe()
         try:
-            process = subprocess.Popen(argv, stdin=read_end,
+            # It must outlive this process, in a session of its own: run_command waits for it.
+            process = subprocess.Popen(argv, stdin=read_end,  # pylint: disable=ansible-bad-function
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                        env=self.environ, start_new_session=True)
         except OSError:
@@ -185,7 +186,9 @@ class SessionRunner(object):
         relay = ["bash", "-c", 'exec %d>&%d %d<&%d %d>&- %d<&-; exec "$@"' % (
             REPORT_FD, inherited[0], ENV_FD, inherited[1], inherited[0], inherited[1]), "bash"]
         try:
-            self._process = subprocess.Popen(
+            # Attached to a terminal, handed two descriptors, stopped and resized while it runs:
+            # run_command only captures a command's output to its end.
+            self._process = subprocess.Popen(  # pylint: disable=ansible-bad-function
                 DIE_WITH_SESSION + relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,
                 stderr=stdout if stdin is not None else subprocess.STDOUT, env=self.environ, pass_fds=inherited)
         finally:
