@@ -237,7 +237,10 @@ transcript:
   returned: when a session started
   type: str
 gate:
-  description: How many requests the gate allowed and denied.
+  description: >-
+    How many requests the gate allowed and denied, and C(hints), a sentence for each refused
+    CONNECT to an allowed name on a port CONNECT may not use, naming the allow entry that
+    would relay it (Node harnesses send http:// URLs as CONNECT); the hints are also warnings.
   returned: when a session started
   type: dict
 commands:
