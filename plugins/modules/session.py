@@ -67,8 +67,9 @@ options:
         is true, and is refused elsewhere. No gate and no proxy; the allowed names are
         resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
         their addresses pinned in the ruleset on port 80, the policy's CONNECT ports and
-        the names' own C(host:port) ports. Wildcard entries (C(.example.com)) and names that do
-        not resolve are refused. Anything else served on a pinned address is reachable.
+        the names' own C(host:port) ports. Wildcard entries (C(.example.com)), private
+        entries (C(host:port=address)) and names that do not resolve are refused.
+        Anything else served on a pinned address is reachable.
     type: str
     choices: [allow, none, no-gate]
     default: allow
