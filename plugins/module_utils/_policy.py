@@ -21,9 +21,9 @@ ALLOWED_FORMS = (
     "IPv4 address: a self-hosted model server)"
 )
 
-# Longer than any legal entry (a 253-character name, a colon and a port): reject early,
-# before any regex runs over attacker-sized input.
-MAX_ENTRY_LENGTH = 260
+# Longer than any legal entry (a 253-character name, a colon, a port, '=' and an IPv4
+# address): reject early, before any regex runs over attacker-sized input.
+MAX_ENTRY_LENGTH = 276
 # Inside a sandbox, pasta maps this address to the host's loopback (CGNAT space, never a
 # host's own; passt refuses a loopback address here). A pin covering it would open every
 # service on the host's loopback to the sandbox.
