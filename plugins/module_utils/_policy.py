@@ -23,7 +23,7 @@ ALLOWED_FORMS = (
 
 # Longer than any legal entry (a 253-character name, a colon, a port, '=' and an IPv4
 # address): reject early, before any regex runs over attacker-sized input.
-MAX_ENTRY_LENGTH = 276
+MAX_ENTRY_LENGTH = 275
 # Inside a sandbox, pasta maps this address to the host's loopback (CGNAT space, never a
 # host's own; passt refuses a loopback address here). A pin covering it would open every
 # service on the host's loopback to the sandbox.
@@ -234,11 +234,10 @@ def parse_policy(allow_entries, connect_ports=(443,)):
             if port is not None:
                 host_ports.add((value, port))
     for name in sorted(domains & set(private_names)):
-        _fail(private_names[name], "%r is also a plain entry: a private entry's name is reached on its own "
-                             "port only, and only at its address" % name)
+        _fail(private_names[name], "%r is also a plain entry: a private entry's name is reached on its "
+                                   "own port only, and only at its address" % name)
     return Policy(domains=tuple(sorted(domains)), host_ports=tuple(sorted(host_ports)),
-                  pins=tuple(sorted(pins)), connect_ports=ports,
-                  private=tuple(sorted(private)))
+                  pins=tuple(sorted(pins)), connect_ports=ports, private=tuple(sorted(private)))
 
 
 def no_gate_names(policy):
