@@ -225,7 +225,8 @@ def _peeking():
 
 
 def parse_gate_log(text):
-    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]}.
+    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]},
+    each a log_entry with the address squid connected to (dst).
 
     One per request of the sandbox: a CONNECT whose ClientHello was read counts once, as
     the verdict on it (logged before any server is contacted, sni set); the spliced
@@ -241,7 +242,8 @@ def parse_gate_log(text):
             continue
         refused_hello = match.group("tls") not in ("-", "splice")
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
-        decisions["denied" if denied else "allowed"].append(log_entry(match))
+        # Where squid connected ("-": nowhere yet, as for a ClientHello's verdict).
+        decisions["denied" if denied else "allowed"].append(dict(log_entry(match), dst=match.group("dst")))
     return decisions
 
 

@@ -217,9 +217,10 @@ def test_the_private_entry_reaches_its_address_on_its_port(private_session):
         private_session["transcript"][-3000:]
     assert seen["pinned"][:2] == ["/c-ok", "/c-ok"], seen
     assert any(path.startswith("/v1/messages") for path in seen["pinned"][2:]), seen
-    allowed = [(e["method"], e["url"]) for e in private_session["record"]["gate"]["allowed"]]
-    assert ("GET", f"http://{PRIVATE_NAME}:8000/c-ok") in allowed and \
-        allowed.count(("CONNECT", f"{PRIVATE_NAME}:8000")) >= 2, allowed
+    allowed = [(e["method"], e["url"], e["dst"]) for e in private_session["record"]["gate"]["allowed"]]
+    address = private_session["address"]
+    assert ("GET", f"http://{PRIVATE_NAME}:8000/c-ok", address) in allowed and \
+        allowed.count(("CONNECT", f"{PRIVATE_NAME}:8000", address)) >= 2, allowed
 
 
 @pytest.mark.parametrize("label,wanted", [

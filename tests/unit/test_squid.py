@@ -195,7 +195,8 @@ def test_gate_log_is_split_into_allowed_and_denied():
         "squid noise that is not an access line",
     ])
     decisions = parse_gate_log(log)
-    assert [d["url"] for d in decisions["allowed"]] == ["http://example.com/"]
+    assert decisions["allowed"] == [{"time": 1764490000.1, "method": "GET", "url": "http://example.com/",
+                                     "status": "TCP_MISS/200", "dst": "198.18.0.10"}]
     assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/", "evil.test:443"]
 
 
