@@ -268,11 +268,12 @@ def name_allowed(policy, name):
 
 def connect_hint(policy, target):
     """For a CONNECT to TARGET ('host:port') the gate refused: the sentence naming the
-    allow entry that would relay it when only its port was refused (the name is allowed),
-    else None. Node's proxy agents (undici's, pi's) send even http:// URLs as CONNECT."""
+    allow entry that would relay it when only its port was refused (the name is allowed,
+    and not a private entry's, whose other ports stay closed), else None. Node's proxy agents (undici's, pi's) send even http:// URLs as CONNECT."""
     host, _colon, port = target.rpartition(":")
+    private = set(name for name, _port, _address in policy.private)
     if not port.isdigit() or int(port) in policy.connect_ports or (host, int(port)) in policy.host_ports \
-            or not name_allowed(policy, host):
+            or host in private or not name_allowed(policy, host):
         return None
     return ("the gate refused CONNECT %s: CONNECT goes to ports %s only, and Node harnesses (pi) tunnel "
             "http:// URLs with CONNECT; use https://, or add '%s:%s' to aisb_allow to relay CONNECT to that "

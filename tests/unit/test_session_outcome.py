@@ -91,5 +91,7 @@ def test_a_refused_connect_to_an_allowed_name_names_its_fix_in_the_record_and_th
     assert result["failed"] is True and result["gate"]["hints"] == gate["hints"]
     assert result["msg"].startswith("session sid exited 1; the gate refused CONNECT a.wild.test:8000")
     assert "add 'a.wild.test:8000' to aisb_allow" in result["msg"]
-    assert "add 'models.test:80'" not in task_result(record(gate=gate_report(parse_policy(["models.test:80"]), log))
-                                                     ).get("msg", "")
+    assert gate_report(parse_policy(["models.test:80"]), log)["hints"] == []
+    # A private entry's name under an allowed wildcard: its other ports stay closed.
+    private = gate_report(parse_policy([".wild.test", "a.wild.test:9000=10.0.0.5"]), log)
+    assert private["hints"] == []
