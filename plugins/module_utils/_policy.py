@@ -16,12 +16,14 @@ ALLOWED_FORMS = (
     "allowed forms: 'example.com' (that name), '.example.com' (it and its subdomains), "
     "'host:port' (that host, also on that port), an IP address or CIDR such as "
     "'198.18.0.5' or '198.18.0.0/24' (pinned in the sandbox's ruleset, TCP to the "
-    "CONNECT ports), 'ip:port', 'cidr:port' or '[ipv6]:port' (that port only)"
+    "CONNECT ports), 'ip:port', 'cidr:port' or '[ipv6]:port' (that port only), "
+    "'host:port=address' (that host on that port only, relayed by the gate to that private "
+    "IPv4 address: a self-hosted model server)"
 )
 
-# Longer than any legal entry (a 253-character name, a colon and a port): reject early,
-# before any regex runs over attacker-sized input.
-MAX_ENTRY_LENGTH = 260
+# Longer than any legal entry (a 253-character name, a colon, a port, '=' and an IPv4
+# address): reject early, before any regex runs over attacker-sized input.
+MAX_ENTRY_LENGTH = 275
 # Inside a sandbox, pasta maps this address to the host's loopback (CGNAT space, never a
 # host's own; passt refuses a loopback address here). A pin covering it would open every
 # service on the host's loopback to the sandbox.
@@ -48,15 +50,21 @@ REFUSED_DESTINATIONS = (
 ) + IPV4_EMBEDDING
 _REFUSED_NETWORKS = tuple(ipaddress.ip_network(network) for network in REFUSED_DESTINATIONS)
 _IPV4_EMBEDDING_NETWORKS = tuple(ipaddress.ip_network(network) for network in IPV4_EMBEDDING)
+# The only addresses a private entry ('host:port=address') may name: the local network's
+# IPv4 ranges. Never the host's own loopback, link-local (metadata) or any other refused
+# destination, and never MAPPED_LOOPBACK. Each is in REFUSED_DESTINATIONS: nothing else
+# reaches them.
+PRIVATE_RANGES = ("10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16")
+_PRIVATE_NETWORKS = tuple(ipaddress.ip_network(network) for network in PRIVATE_RANGES)
 # IPv4 prefixes shorter than /8 and IPv6 prefixes shorter than /16 pin a large part of
 # the internet: that is an allowlist turned off, not an entry.
 MIN_PREFIX = {4: 8, 6: 16}
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _PORT = re.compile(r"^[1-9][0-9]{0,4}$")
-_ENTRY_CHARS = re.compile(r"^[a-z0-9.:/\[\]-]+$")
+_ENTRY_CHARS = re.compile(r"^[a-z0-9.:/\[\]=-]+$")
 
-Policy = collections.namedtuple("Policy", ["domains", "host_ports", "pins", "connect_ports"])
+Policy = collections.namedtuple("Policy", ["domains", "host_ports", "pins", "connect_ports", "private"])
 Policy.__doc__ = """A validated policy.
 
 domains: sorted names; a leading dot means the name and its subdomains.
@@ -64,6 +72,8 @@ host_ports: sorted (name, port) pairs: that name may also be reached on that por
 pins: sorted (network, port) pairs for the sandbox's ruleset; a single address is
     written without a prefix length (as nft prints it).
 connect_ports: sorted ports CONNECT may reach on every allowed name.
+private: sorted (name, port, address) triples: that name on that port only, relayed by
+    the gate to that private address, never to what the name resolves to.
 """
 
 
@@ -142,8 +152,26 @@ def _split_port(entry, text):
     return text, None
 
 
+def _private(entry, text):
+    """(name, port, address) of a private entry's TEXT, 'host:port=address'."""
+    target, _equals, address = text.partition("=")
+    host, port = _split_port(entry, target)
+    if port is None or host.startswith(("[", ".")) or _network(entry, host) is not None:
+        _fail(entry, "a private entry is one name and its port, then '=' and the address: "
+                     "'models.lan:8000=10.0.0.5'")
+    try:
+        parsed = ipaddress.IPv4Address(address)
+    except ValueError:
+        _fail(entry, "%r is not an IPv4 address (one address, no prefix length)" % address)
+    if not any(parsed in network for network in _PRIVATE_NETWORKS) or str(parsed) == MAPPED_LOOPBACK:
+        _fail(entry, "a private entry names an address of the local network (%s, not %s); any other "
+                     "address is reached by a plain entry" % (", ".join(PRIVATE_RANGES), MAPPED_LOOPBACK))
+    return _name(entry, host), port, str(parsed)
+
+
 def _entry(entry):
-    """('name', name, port) or ('pin', network, port) for one allow entry."""
+    """('name', name, port), ('pin', network, port) or ('private', (name, address), port)
+    for one allow entry."""
     if not isinstance(entry, str):
         raise PolicyError("allow entry %r: must be a string, not %s; %s"
                           % (entry, type(entry).__name__, ALLOWED_FORMS))
@@ -156,6 +184,9 @@ def _entry(entry):
     if bad:
         hint = " (only a single leading dot is a wildcard)" if "*" in bad else ""
         _fail(entry, "contains %s%s" % (", ".join(repr(char) for char in bad), hint))
+    if "=" in text:
+        name, port, address = _private(entry, text)
+        return "private", (name, address), port
     host, port = _split_port(entry, text)
     network = _network(entry, host)
     if text.startswith("[") and (network is None or ":" not in network):
@@ -185,30 +216,40 @@ def parse_policy(allow_entries, connect_ports=(443,)):
     if not isinstance(allow_entries, (list, tuple)):
         raise PolicyError("allow entries must be a list, not %s" % type(allow_entries).__name__)
     ports = _connect_ports(connect_ports)
-    domains, host_ports, pins = set(), set(), set()
+    domains, host_ports, pins, private, private_names = set(), set(), set(), set(), {}
     seen = {}
     for entry in allow_entries:
         kind, value, port = _entry(entry)
-        key = (kind, value, port)
+        key = (kind, value[0], port) if kind == "private" else (kind, value, port)
         if key in seen:
             _fail(entry, "same as %r earlier in the list" % seen[key])
         seen[key] = entry
-        if kind == "pin":
+        if kind == "private":
+            private.add((value[0], port, value[1]))
+            private_names[value[0]] = entry
+        elif kind == "pin":
             pins.update((value, one) for one in ([port] if port else ports))
         else:
             domains.add(value)
             if port is not None:
                 host_ports.add((value, port))
+    for name in sorted(domains & set(private_names)):
+        _fail(private_names[name], "%r is also a plain entry: a private entry's name is reached on its "
+                                   "own port only, and only at its address" % name)
     return Policy(domains=tuple(sorted(domains)), host_ports=tuple(sorted(host_ports)),
-                  pins=tuple(sorted(pins)), connect_ports=ports)
+                  pins=tuple(sorted(pins)), connect_ports=ports, private=tuple(sorted(private)))
 
 
 def no_gate_names(policy):
     """The names network no-gate resolves and pins, or PolicyError for an entry it cannot pin.
 
     A wildcard ('.example.com') covers names nobody listed, and an address can only be
-    pinned for a name known at session start.
+    pinned for a name known at session start. A private entry is relayed by the gate,
+    which logs it: without one there is nothing to relay it.
     """
+    for name, port, address in policy.private:
+        raise PolicyError("allow entry '%s:%d=%s': a private entry needs the gate; network no-gate "
+                          "never opens the local network" % (name, port, address))
     for name in policy.domains:
         if name.startswith("."):
             raise PolicyError(
@@ -216,6 +257,28 @@ def no_gate_names(policy):
                 "names listed are resolved at session start and pinned; list each host instead "
                 "(e.g. %r)" % (name, name[1:]))
     return policy.domains
+
+
+def name_allowed(policy, name):
+    """Whether POLICY's domains allow NAME (letter case and one trailing dot aside)."""
+    name = name.lower().rstrip(".")
+    return any(name == domain or (domain.startswith(".") and (name == domain[1:] or name.endswith(domain)))
+               for domain in policy.domains)
+
+
+def connect_hint(policy, target):
+    """For a CONNECT to TARGET ('host:port') the gate refused: the sentence naming the
+    allow entry that would relay it when only its port was refused (the name is allowed,
+    and not a private entry's, whose other ports stay closed), else None. Node's proxy agents (undici's, pi's) send even http:// URLs as CONNECT."""
+    host, _colon, port = target.rpartition(":")
+    private = set(name for name, _port, _address in policy.private)
+    if not port.isdigit() or int(port) in policy.connect_ports or (host, int(port)) in policy.host_ports \
+            or host in private or not name_allowed(policy, host):
+        return None
+    return ("the gate refused CONNECT %s: CONNECT goes to ports %s only, and Node harnesses (pi) tunnel "
+            "http:// URLs with CONNECT; use https://, or add '%s:%s' to aisb_allow to relay CONNECT to that "
+            "host and port unread (docs/security.md, plain-HTTP endpoints)"
+            % (target, ", ".join(str(one) for one in policy.connect_ports), host, port))
 
 
 def refused_destination(address):

@@ -27,7 +27,7 @@ def policy_record(allow_entries, policy):
     (read_policy parses them again) and what they became."""
     return {"allow": sorted(allow_entries), "connect_ports": list(policy.connect_ports),
             "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
-            "pins": [list(p) for p in policy.pins]}
+            "pins": [list(p) for p in policy.pins], "private": [list(p) for p in policy.private]}
 
 
 def _files(policy, record):

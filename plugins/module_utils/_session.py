@@ -19,6 +19,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan impo
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
@@ -104,6 +105,15 @@ def credentials_report(inputs, injector, gate_log):
     return dict(decisions, entries=entries, elsewhere=parse_elsewhere(gate_log))
 
 
+def gate_report(policy, gate_log):
+    """The gate's decisions, and a hint for each refused CONNECT whose name is allowed on
+    other ports (the allow entry that would relay it; see _policy.connect_hint)."""
+    report = parse_gate_log(gate_log)
+    hints = (connect_hint(policy, entry["url"]) for entry in report["denied"] if entry["method"] == "CONNECT")
+    report["hints"] = sorted(set(hint for hint in hints if hint))
+    return report
+
+
 def execute(inputs, facts, environ, run, terminal=None, parent=None):
     """Run an admitted session to its end; return the record (also written to disk).
 
@@ -182,7 +192,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "reason": reason,
         "ruleset": runner.ruleset,
         "enforcement_watch": runner.enforcement_report(),
-        "gate": parse_gate_log(runner.gate_log),
+        "gate": gate_report(inputs.policy, runner.gate_log),
         "credentials": credentials_report(inputs, injector, runner.gate_log),
         "commands": runner.commands,
     })
@@ -213,7 +223,8 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     else:
         result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent))
     result["commands"] = run.commands + result.get("commands", [])
-    result["warnings"] = warnings
+    # The play prints warnings whether the task failed or not.
+    result["warnings"] = warnings + result.get("gate", {}).get("hints", [])
     return result
 
 
@@ -224,7 +235,7 @@ def task_result(record):
         "changed": True, "rc": record["exit_code"], "status": record["status"], "reason": record["reason"],
         "session_id": record["session_id"], "record": record["record"],
         "transcript": record["transcript"], "commands": record["commands"],
-        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"])},
+        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
     }
     problems = []
     if record["status"] != "exited" or record["exit_code"] != 0:
@@ -238,5 +249,5 @@ def task_result(record):
         problems.append(git_problem)
     if problems:
         result["failed"] = True
-        result["msg"] = "; ".join(problems)
+        result["msg"] = "; ".join(problems + gate["hints"])
     return result

@@ -47,12 +47,13 @@ def render_policy_conf(policy):
     """The policy part: ACLs, then the refusals in the order the design fixes, applied to
     plain HTTP by http_access and to CONNECT by ssl_bump and miss_access (see _connect)."""
     from_policy = "# aisb gate policy part: generated, do not edit.\n"
-    if not policy.domains:
+    names = list(policy.domains) + sorted(set(name for name, _port, _address in policy.private))
+    if not names:
         return from_policy + "\n".join(
             ["# The allowlist is empty: nothing is relayed.", "acl aisb_connect method CONNECT",
              "http_access allow aisb_connect", "http_access deny all"] + _connect(["all"], "")) + "\n"
     lines = [
-        "acl aisb_domains dstdomain -n %s" % " ".join(_covered(policy.domains)),
+        "acl aisb_domains dstdomain -n %s" % " ".join(_covered(sorted(names))),
         # IP literals in any spelling squid accepts: dotted, integer, hex, bracketed IPv6.
         r"acl aisb_ip_literal dstdom_regex -n -i ^[0-9.]+$ ^0x[0-9a-f.x]+$ ^\[?[0-9a-f:.]*:[0-9a-f:.]*\]?$",
         "acl aisb_connect method CONNECT",
@@ -64,16 +65,20 @@ def render_policy_conf(policy):
         "acl aisb_gate_tls proto HTTPS",
     ]
     extra = ""
-    if policy.host_ports:
-        names = []
-        for index, (host, port) in enumerate(policy.host_ports):
-            name = "aisb_extra_%d" % index
-            lines += ["acl %s_host dstdomain -n %s" % (name, host),
-                      "acl %s_port port %d" % (name, port),
-                      "acl %s all-of %s_host %s_port" % (name, name, name)]
-            names.append(name)
-        lines.append("acl aisb_extra any-of %s" % " ".join(names))
+    pairs = [("aisb_extra_%d" % index, host, port) for index, (host, port) in enumerate(policy.host_ports)]
+    pairs += [("aisb_private_%d" % index, host, port) for index, (host, port, _address) in enumerate(policy.private)]
+    for name, host, port in pairs:
+        lines += ["acl %s_host dstdomain -n %s" % (name, host),
+                  "acl %s_port port %d" % (name, port),
+                  "acl %s all-of %s_host %s_port" % (name, name, name)]
+    if pairs:
+        lines.append("acl aisb_extra any-of %s" % " ".join(name for name, _host, _port in pairs))
         extra = " !aisb_extra"
+    private = []
+    if policy.private:
+        lines += _private(policy.private)
+        # A private entry's name is reached on its own port only, and never resolved.
+        private = ["aisb_private_names !aisb_private"]
     refusals = [
         # First, before anything can resolve a name: unlisted names are refused unresolved.
         "!aisb_domains",
@@ -81,15 +86,34 @@ def render_policy_conf(policy):
         # TLS goes through CONNECT, where the gate checks the ClientHello; never the gate's own.
         "aisb_gate_tls",
         "aisb_ip_literal",
+    ] + private + [
         "aisb_connect !aisb_connect_ports" + extra,
         "!aisb_connect !aisb_http_ports" + extra,
-        # Only now may the name be resolved: never relay to local or private addresses.
-        "aisb_denied_dst",
+        # Only now may the name be resolved: never relay to local or private addresses
+        # (a private entry goes to its own address, and its name is never resolved).
+        ("!aisb_private " if policy.private else "") + "aisb_denied_dst",
     ]
     lines += ["http_access allow aisb_connect"]
     lines += ["http_access deny %s" % refusal for refusal in refusals]
     lines += ["http_access allow aisb_domains", "http_access deny all"]
     return from_policy + "\n".join(lines + _connect(refusals, extra)) + "\n"
+
+
+def _private(entries):
+    """Squid's lines for the private entries ((name, port, address), their ACLs
+    aisb_private_N made by the caller): each one's requests, plain HTTP and CONNECT, go to
+    a peer that is its pinned address and port, and nowhere else (never_direct: squid
+    never resolves the name, so no DNS answer can move it); no other request uses a peer."""
+    lines = ["acl aisb_private_names dstdomain -n %s" % " ".join(sorted(set(name for name, _port, _address in entries))),
+             "acl aisb_private any-of %s" % " ".join("aisb_private_%d" % index for index in range(len(entries)))]
+    for index, (_name, port, address) in enumerate(entries):
+        name = "aisb_private_%d" % index
+        # originserver: squid sends it requests as to a server, and a CONNECT's tunnel
+        # to its address (a proxy peer would get the CONNECT); no-query, no-digest: no ICP.
+        lines += ["cache_peer %s parent %d 0 originserver no-query no-digest name=%s" % (address, port, name),
+                  "cache_peer_access %s allow %s" % (name, name),
+                  "cache_peer_access %s deny all" % name]
+    return lines + ["never_direct allow aisb_private"]
 
 
 def _connect(refusals, extra):
@@ -209,7 +233,8 @@ def _peeking():
 
 
 def parse_gate_log(text):
-    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]}.
+    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]},
+    each a log_entry with the address squid connected to (dst).
 
     One per request of the sandbox: a CONNECT whose ClientHello was read counts once, as
     the verdict on it (logged before any server is contacted, sni set); the spliced
@@ -225,7 +250,8 @@ def parse_gate_log(text):
             continue
         refused_hello = match.group("tls") not in ("-", "splice")
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
-        decisions["denied" if denied else "allowed"].append(log_entry(match))
+        # Where squid connected ("-": nowhere yet, as for a ClientHello's verdict).
+        decisions["denied" if denied else "allowed"].append(dict(log_entry(match), dst=match.group("dst")))
     return decisions
 
 

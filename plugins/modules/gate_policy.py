@@ -28,6 +28,9 @@ options:
       - An IP address or CIDR (C(198.18.0.5), C(198.18.0.0/24)) is pinned in the
         sandbox's ruleset for TCP to the CONNECT ports; C(ip:port), C(cidr:port) and
         C([ipv6]:port) pin that port only. Pinned entries never reach squid.
+      - C(host:port=address) (C(models.lan:8000=10.0.0.5)) lets that name on that port
+        only reach that private IPv4 address (10/8, 172.16/12, 192.168/16, 100.64/10),
+        through the gate, which never resolves the name; a self-hosted model server.
       - An empty list is legal; the gate then denies everything.
     type: list
     elements: raw
@@ -91,6 +94,7 @@ policy:
     domains: [.github.com]
     host_ports: []
     pins: [[198.18.0.0/24, 443]]
+    private: []
 ansible_facts:
   description: RV(policy_hash), RV(policy_dir) and RV(policy) as C(aisb_policy_hash), C(aisb_policy_dir) and C(aisb_policy).
   returned: success

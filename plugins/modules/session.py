@@ -67,8 +67,9 @@ options:
         is true, and is refused elsewhere. No gate and no proxy; the allowed names are
         resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
         their addresses pinned in the ruleset on port 80, the policy's CONNECT ports and
-        the names' own C(host:port) ports. Wildcard entries (C(.example.com)) and names that do
-        not resolve are refused. Anything else served on a pinned address is reachable.
+        the names' own C(host:port) ports. Wildcard entries (C(.example.com)), private
+        entries (C(host:port=address)) and names that do not resolve are refused.
+        Anything else served on a pinned address is reachable.
     type: str
     choices: [allow, none, no-gate]
     default: allow
@@ -237,7 +238,10 @@ transcript:
   returned: when a session started
   type: str
 gate:
-  description: How many requests the gate allowed and denied.
+  description: >-
+    How many requests the gate allowed and denied, and C(hints), a sentence for each refused
+    CONNECT to an allowed name on a port CONNECT may not use, naming the allow entry that
+    would relay it (Node harnesses send http:// URLs as CONNECT); the hints are also warnings.
   returned: when a session started
   type: dict
 commands:

@@ -5,15 +5,24 @@ metadata IPv4 address, with real traffic through a session's gate: each is refus
 the gate never tries to connect to it. The names resolve through the workstation's
 /etc/hosts, which podman copies into the gate's container (--network=host); a control
 name beside them reaches the test internet, so a refusal is not a name the gate never
-found."""
+found.
+
+And the one way to a private address, an operator's private entry
+('host:port=address'): a self-hosted model server on a private address of the test
+internet's namespace answers that name on that port (curl, and pi), and every other way
+to a private destination is still refused and never arrives."""
 
 import ipaddress
+import json
 import re
+import uuid
 
 import pytest
 
 import tally
+from providers import PlainProvider, addresses
 from sessions import PROJECT, allow, record_of, run_agent
+from workstation import REPO
 
 WILDCARD = ".wild.test"
 # (label, address, form). Each address embeds 127.0.0.1 or 169.254.169.254.
@@ -137,3 +146,100 @@ def test_an_embedded_local_address_is_refused_not_tried(wild_session, label, add
     assert [(method, method == "CONNECT" or status.startswith("TCP_DENIED"), code)
             for method, status, code in refusals] == [
         ("CONNECT", True, "403"), ("GET", True, "403")], (form, address, refusals)
+
+
+PRIVATE_NAME = "models-private.lan"
+# Another allowed name whose address is the model server's.
+SAME_ADDRESS_NAME = "same-address.lan"
+PRIVATE_ANSWER = "PRIVATE-MODEL-ANSWER-" + uuid.uuid4().hex[:8]
+PRIVATE_SCRIPT = r"""
+http() { read -r code _ < <(curl -s -m 15 -o /dev/null -w '%{http_code} %{http_connect}\n' "http://$2/c-$1")
+  echo "RESULT $1 http=$code"; }
+connect() { read -r _ code < <(curl -s -m 15 -o /dev/null -p -w '%{http_code} %{http_connect}\n' "http://$2/c-$1")
+  echo "RESULT $1 connect=$code"; }
+http ok @NAME@:8000; connect ok @NAME@:8000
+http other-port @NAME@:8001; connect other-port @NAME@:8001
+http port-80 @NAME@; connect port-80 @NAME@:80
+http same-address @SAME@:8000; connect same-address @SAME@:8000
+http literal @ADDRESS@:8000; connect literal @ADDRESS@:8000
+# The private name as the SNI inside an allowed CONNECT, and a CONNECT to its port 443.
+node /project/tls_probe.js sni-other allowed.test:443 sni @NAME@
+node /project/tls_probe.js connect-443 @NAME@:443 sni @NAME@
+mkdir -p ~/.pi/agent && printf '%s' '@MODELS@' >~/.pi/agent/models.json
+ANTHROPIC_API_KEY=sk-fake-key timeout 120 pi -p 'Say the answer.'
+echo "RESULT pi exit=$?"
+"""
+
+
+@pytest.fixture(scope="module")
+def private_session(workstation, internet):
+    """One session with a private entry for the model server at ADDRESS:8000, whose name
+    resolves (in the workstation's /etc/hosts, as the gate would see it) to OTHER: a DNS
+    answer that differs from the operator's pin, as a rebinding attacker would give."""
+    _public, address, other = addresses(internet)
+    servers = {"pinned": PlainProvider(workstation, internet, address, 8000, PRIVATE_ANSWER),
+               "other-port": PlainProvider(workstation, internet, address, 8001, "x"),
+               "port-80": PlainProvider(workstation, internet, address, 80, "x"),
+               "rebound": PlainProvider(workstation, internet, other, 8000, "x")}
+    hosts = workstation.path("/etc/hosts")
+    before = hosts.read_text()
+    hosts.write_text(before + f"{other} {PRIVATE_NAME}\n{address} {SAME_ADDRESS_NAME}\n")
+    models = json.dumps({"providers": {"anthropic": {"baseUrl": f"http://{PRIVATE_NAME}:8000"}}})
+    script = (PRIVATE_SCRIPT.replace("@NAME@", PRIVATE_NAME).replace("@SAME@", SAME_ADDRESS_NAME)
+              .replace("@ADDRESS@", address).replace("@MODELS@", models))
+    workstation.sh(f"mkdir -p {PROJECT}")
+    workstation.path(f"{PROJECT}/private-destinations.sh").write_text(script)
+    workstation.path(f"{PROJECT}/tls_probe.js").write_text((REPO / "tests" / "workstation" / "tls_probe.js").read_text())
+    try:
+        result = run_agent(workstation, *allow(f"{PRIVATE_NAME}:8000={address}", f"{SAME_ADDRESS_NAME}:8000",
+                                               "allowed.test"),
+                           command=["bash", "/project/private-destinations.sh"], timeout=600)
+        assert result.returncode == 0, result.stdout[-4000:]
+        record = record_of(workstation, result.stdout)
+        transcript = workstation.path(record["transcript"]).read_text()
+        results = {}
+        for label, what in re.findall(r"^RESULT (\S+) (.*)$", transcript, re.M):
+            results.setdefault(label, []).append(what)
+        yield {"results": results, "record": record, "transcript": transcript, "address": address,
+               "seen": {name: [r["path"] for r in server.requests()] for name, server in servers.items()}}
+    finally:
+        for server in servers.values():
+            server.stop()
+        hosts.write_text(before)
+
+
+def test_the_private_entry_reaches_its_address_on_its_port(private_session):
+    """Plain HTTP and CONNECT (as Node sends http://) reach the pinned address, not the
+    one the name resolves to; pi answers from the model server; the gate logs each."""
+    results, seen = private_session["results"], private_session["seen"]
+    assert results.get("ok") == ["http=200", "connect=200"], private_session["transcript"][-3000:]
+    assert results.get("pi") == ["exit=0"] and PRIVATE_ANSWER in private_session["transcript"], \
+        private_session["transcript"][-3000:]
+    assert seen["pinned"][:2] == ["/c-ok", "/c-ok"], seen
+    assert any(path.startswith("/v1/messages") for path in seen["pinned"][2:]), seen
+    allowed = [(e["method"], e["url"], e["dst"]) for e in private_session["record"]["gate"]["allowed"]]
+    address = private_session["address"]
+    assert ("GET", f"http://{PRIVATE_NAME}:8000/c-ok", address) in allowed and \
+        allowed.count(("CONNECT", f"{PRIVATE_NAME}:8000", address)) >= 2, allowed
+
+
+@pytest.mark.parametrize("label,wanted", [
+    ("other-port", ["http=403", "connect=403"]),
+    ("port-80", ["http=403", "connect=403"]),
+    ("same-address", ["http=403", "connect=403"]),
+    ("literal", ["http=403", "connect=403"]),
+    ("sni-other", ["tunnel=200 tls=refused"]),
+    ("connect-443", ["tunnel=403 tls=none"]),
+])
+def test_every_other_way_to_a_private_destination_is_refused(private_session, label, wanted):
+    results = private_session["results"].get(label)
+    tally.record("private-" + label, leaked=any(f"/c-{label}" in paths for paths in private_session["seen"].values()))
+    assert results == wanted, (label, results, private_session["transcript"][-3000:])
+    assert not any(f"/c-{label}" in paths for paths in private_session["seen"].values()), private_session["seen"]
+
+
+def test_the_name_is_never_resolved_so_no_dns_answer_moves_it(private_session):
+    """The name resolves to another private address (a rebinding attacker's answer):
+    nothing reached it, and nothing reached the pinned server's other ports."""
+    seen = private_session["seen"]
+    assert seen["rebound"] == [] and seen["other-port"] == [] and seen["port-80"] == [], seen

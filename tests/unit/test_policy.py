@@ -8,8 +8,8 @@ import re
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
-    REFUSED_DESTINATIONS, Policy, PolicyError, parse_policy, pin_resolved, refused_destination,
-    render_sandbox_policy)
+    PRIVATE_RANGES, REFUSED_DESTINATIONS, Policy, PolicyError, no_gate_names, parse_policy, pin_resolved,
+    refused_destination, render_sandbox_policy)
 
 # (entry, words the error must contain besides the entry itself)
 HOSTILE = [
@@ -44,7 +44,7 @@ HOSTILE = [
     ("example-.com", "inner hyphens"),
     ("a" * 64 + ".com", "longer than 63"),
     (".".join(["a" * 50] * 5) + ".com", "longer than 253"),
-    ("x" * 300, "longer than 260"),
+    ("x" * 300, "longer than 275"),
     ("", "empty"),
     ("example.123", "IP address written as a name"),
     ("0x7f.0x1", "IP address written as a name"),
@@ -85,6 +85,24 @@ HOSTILE = [
     ("[2001:db8::1]:", "1 to 65535"),
     ("[example.com]:443", "only IPv6"),
     ("[198.18.0.5]:443", "only IPv6"),
+    # Private entries: one name and port, an address of the local network.
+    ("models.lan=10.0.0.5", "one name and its port"),
+    (".lan:8000=10.0.0.5", "one name and its port"),
+    ("10.0.0.5:8000=10.0.0.5", "one name and its port"),
+    ("[fd00::5]:8000=10.0.0.5", "one name and its port"),
+    ("models.lan:8000=", "not an IPv4 address"),
+    ("models.lan:8000=10.0.0.0/24", "not an IPv4 address"),
+    ("models.lan:8000=fd00::5", "not an IPv4 address"),
+    ("models.lan:8000=10.0.0.5=10.0.0.6", "not an IPv4 address"),
+    ("models.lan:8000=models.lan", "not an IPv4 address"),
+    ("models.lan:8000=127.0.0.1", "local network"),
+    ("models.lan:8000=169.254.169.254", "local network"),
+    ("models.lan:8000=0.0.0.0", "local network"),
+    ("models.lan:8000=198.18.0.5", "plain entry"),
+    ("models.lan:8000=100.64.0.1", "100.64.0.1"),
+    ("models.lan:0=10.0.0.5", "1 to 65535"),
+    ("models..lan:8000=10.0.0.5", "empty label"),
+    ("models.lan:8000=10.0.0.5\nhttp_access allow all", "'\\n'"),
 ]
 
 
@@ -93,7 +111,7 @@ def test_hostile_entry_is_refused_and_named(entry, reason):
     with pytest.raises(PolicyError) as error:
         parse_policy([entry])
     message = str(error.value)
-    shown = repr(entry if len(entry) <= 260 else entry[:40] + "...")
+    shown = repr(entry if len(entry) <= 275 else entry[:40] + "...")
     assert shown in message
     assert reason in message
     assert "allowed forms" in message
@@ -110,7 +128,8 @@ def test_non_strings_are_refused(entry):
 
 
 @pytest.mark.parametrize("entries", [["example.com", "example.com"], ["example.com", "EXAMPLE.com"],
-                                     ["198.18.0.5", "198.18.0.5/32"], ["a.example.com:22", "a.example.com:22"]])
+                                     ["198.18.0.5", "198.18.0.5/32"], ["a.example.com:22", "a.example.com:22"],
+                                     ["m.lan:8000=10.0.0.5", "m.lan:8000=10.0.0.6"]])
 def test_duplicates_are_refused(entries):
     with pytest.raises(PolicyError, match="same as"):
         parse_policy(entries)
@@ -128,7 +147,7 @@ def test_allow_entries_must_be_a_list():
 
 
 def test_empty_allowlist_is_legal():
-    assert parse_policy([]) == Policy(domains=(), host_ports=(), pins=(), connect_ports=(443,))
+    assert parse_policy([]) == Policy(domains=(), host_ports=(), pins=(), connect_ports=(443,), private=())
 
 
 def test_every_form_parses():
@@ -142,6 +161,46 @@ def test_every_form_parses():
         ("198.18.2.7", 8080), ("198.18.3.0/24", 53), ("2001:db8::/32", 443), ("2001:db8::/32", 8443),
         ("2001:db8::5", 22))
     assert policy.connect_ports == (443, 8443)
+
+
+def test_a_private_entry_pins_one_name_and_port_to_a_local_address():
+    policy = parse_policy(["example.com", "models.lan:8000=10.0.0.5", "models.lan:9000=10.0.0.6",
+                           "Gpu.Lan:11434=192.168.1.20", "tail.lan:80=100.100.1.2", "k.lan:8080=172.16.0.9"])
+    assert policy.private == (("gpu.lan", 11434, "192.168.1.20"), ("k.lan", 8080, "172.16.0.9"),
+                              ("models.lan", 8000, "10.0.0.5"), ("models.lan", 9000, "10.0.0.6"),
+                              ("tail.lan", 80, "100.100.1.2"))
+    # Neither a name the gate resolves, nor a pin in the sandbox's table: only the gate relays it.
+    assert policy.domains == ("example.com",) and policy.host_ports == () and policy.pins == ()
+
+
+@pytest.mark.parametrize("entries", [["models.lan", "models.lan:8000=10.0.0.5"],
+                                     ["models.lan:8000=10.0.0.5", "models.lan:22"]])
+def test_a_private_name_is_not_also_a_plain_entry(entries):
+    with pytest.raises(PolicyError, match="'models.lan' is also a plain entry: a private entry's name is reached"):
+        parse_policy(entries)
+
+
+def test_a_private_entry_needs_the_gate():
+    with pytest.raises(PolicyError, match="a private entry needs the gate"):
+        no_gate_names(parse_policy(["a.test", "models.lan:8000=10.0.0.5"]))
+
+
+def test_private_ranges_are_refused_destinations_and_nothing_else_is_reachable():
+    """What a private entry may name is a subset of REFUSED_DESTINATIONS (nothing else
+    reaches it), and none of it is the host's loopback or link-local."""
+    for network in PRIVATE_RANGES:
+        assert str(refused_destination(str(ipaddress.ip_network(network).network_address))) in REFUSED_DESTINATIONS
+        assert network in REFUSED_DESTINATIONS
+    for address in ("127.0.0.1", "169.254.169.254", "224.0.0.1", "0.0.0.1", "192.0.0.8", "240.0.0.1"):
+        with pytest.raises(PolicyError, match="local network"):
+            parse_policy(["m.lan:80=" + address])
+
+
+def test_longest_legal_private_entry():
+    name = ".".join(["a" * 63, "a" * 63, "a" * 63, "a" * 57, "com"])
+    entry = name + ":65535=192.168.255.255"
+    assert len(entry) == 275
+    assert parse_policy([entry]).private == ((name, 65535, "192.168.255.255"),)
 
 
 def test_longest_legal_name_and_label():

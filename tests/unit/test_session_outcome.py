@@ -3,13 +3,14 @@
 record that could not be written."""
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import (
-    enforcement_lost_reason, exit_reason, task_result)
+    enforcement_lost_reason, exit_reason, gate_report, task_result)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import podman_directories
 
 
 def record(**overrides):
     base = {"session_id": "sid", "exit_code": 0, "status": "exited", "reason": "", "record": "/s/record.json",
-            "transcript": "/s/transcript.log", "commands": [], "gate": {"allowed": [], "denied": []}}
+            "transcript": "/s/transcript.log", "commands": [], "gate": {"allowed": [], "denied": [], "hints": []}}
     base.update(overrides)
     return base
 
@@ -69,3 +70,28 @@ def test_podmans_own_directories_follow_the_xdg_variables():
     moved = podman_directories({"XDG_DATA_HOME": "/home/dev/data", "XDG_CONFIG_HOME": "/home/dev/conf",
                                 "XDG_RUNTIME_DIR": "/run/user/1000"}, "/home/dev")
     assert moved == ["/home/dev/data/containers", "/home/dev/conf/containers", "/run/user/1000"]
+
+
+def test_a_refused_connect_to_an_allowed_name_names_its_fix_in_the_record_and_the_task():
+    """A Node harness on http://models.test/ sends CONNECT models.test:80: the record and
+    the failed task say which allow entry would relay it; a refusal of an unlisted name,
+    a CONNECT port or a host:port entry's own port gets no hint."""
+    policy = parse_policy(["models.test", ".wild.test", "git.test:2222"])
+    log = "\n".join("1796092404.336 session=s client=127.0.0.1 NONE_NONE/403 CONNECT %s dst=- hier=HIER_NONE "
+                    "tls=splice sni=-" % target
+                    for target in ("models.test:80", "a.wild.test:8000", "models.test:80", "unlisted.test:80",
+                                   "models.test:443", "git.test:2222"))
+    gate = gate_report(policy, log)
+    assert len(gate["denied"]) == 6
+    assert [hint.split(":")[0] for hint in gate["hints"]] == [
+        "the gate refused CONNECT a.wild.test", "the gate refused CONNECT models.test"]
+    assert "add 'models.test:80' to aisb_allow" in gate["hints"][1]
+    assert "Node harnesses (pi) tunnel http:// URLs with CONNECT" in gate["hints"][1]
+    result = task_result(record(exit_code=1, gate=gate))
+    assert result["failed"] is True and result["gate"]["hints"] == gate["hints"]
+    assert result["msg"].startswith("session sid exited 1; the gate refused CONNECT a.wild.test:8000")
+    assert "add 'a.wild.test:8000' to aisb_allow" in result["msg"]
+    assert gate_report(parse_policy(["models.test:80"]), log)["hints"] == []
+    # A private entry's name under an allowed wildcard: its other ports stay closed.
+    private = gate_report(parse_policy([".wild.test", "a.wild.test:9000=10.0.0.5"]), log)
+    assert private["hints"] == []

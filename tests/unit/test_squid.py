@@ -140,7 +140,8 @@ def test_tls_is_peeked_and_spliced_never_bumped():
                 if line.startswith(("always_direct", "sslcrtd", "sslproxy_cert", "cache_peer", "never_direct"))]
 
 
-@pytest.mark.parametrize("entries", [["example.com"], ["example.com", "git.example.org:2222"], []])
+@pytest.mark.parametrize("entries", [["example.com"], ["example.com", "git.example.org:2222"], [],
+                                     ["example.com", "models.lan:8000=10.1.2.3"], ["models.lan:8000=10.1.2.3"]])
 def test_a_connect_is_refused_by_the_same_rules_as_plain_http(entries):
     """http_access lets every CONNECT on (a refusal there would be served over TLS); the
     refusals it applies to plain HTTP are the ones ssl_bump marks for miss_access's 403,
@@ -197,7 +198,8 @@ def test_gate_log_is_split_into_allowed_and_denied():
         "squid noise that is not an access line",
     ])
     decisions = parse_gate_log(log)
-    assert [d["url"] for d in decisions["allowed"]] == ["http://example.com/"]
+    assert decisions["allowed"] == [{"time": 1764490000.1, "method": "GET", "url": "http://example.com/",
+                                     "status": "TCP_MISS/200", "dst": "198.18.0.10"}]
     assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/", "evil.test:443"]
 
 
@@ -227,3 +229,38 @@ def test_gate_log_skips_connections_that_sent_no_request():
     log = ("1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers"
            " dst=- hier=HIER_NONE tls=- sni=-")
     assert parse_gate_log(log) == {"allowed": [], "denied": []}
+
+
+def test_a_private_entry_goes_to_its_address_on_its_port_only_and_is_never_resolved():
+    """'models.lan:8000=10.1.2.3': squid relays that name and port to a peer at the pinned
+    address (never_direct: no lookup of the name can move it), refuses the name on any
+    other port before anything resolves it, and keeps the refused destinations for every
+    other request; no other request may use the peer."""
+    lines = render_policy_conf(parse_policy(["example.com", "models.lan:8000=10.1.2.3",
+                                             "models.lan:9000=10.1.2.4"])).splitlines()
+    assert "acl aisb_domains dstdomain -n example.com models.lan" in lines
+    assert [line for line in lines if line.startswith(("cache_peer", "never_direct"))] == [
+        "cache_peer 10.1.2.3 parent 8000 0 originserver no-query no-digest name=aisb_private_0",
+        "cache_peer_access aisb_private_0 allow aisb_private_0",
+        "cache_peer_access aisb_private_0 deny all",
+        "cache_peer 10.1.2.4 parent 9000 0 originserver no-query no-digest name=aisb_private_1",
+        "cache_peer_access aisb_private_1 allow aisb_private_1",
+        "cache_peer_access aisb_private_1 deny all",
+        "never_direct allow aisb_private"]
+    assert "acl aisb_private_0 all-of aisb_private_0_host aisb_private_0_port" in lines
+    assert "acl aisb_private_0_host dstdomain -n models.lan" in lines and "acl aisb_private_1_port port 9000" in lines
+    assert "acl aisb_private any-of aisb_private_0 aisb_private_1" in lines
+    assert "acl aisb_extra any-of aisb_private_0 aisb_private_1" in lines
+    denied = [line for line in lines if line.startswith("http_access deny ")]
+    assert denied == ["http_access deny !aisb_domains", "http_access deny manager",
+                      "http_access deny aisb_ip_literal", "http_access deny aisb_private_names !aisb_private",
+                      "http_access deny aisb_connect !aisb_connect_ports !aisb_extra",
+                      "http_access deny !aisb_connect !aisb_http_ports !aisb_extra",
+                      # squid evaluates left to right: a private request never reaches the
+                      # dst ACL, which would resolve its name.
+                      "http_access deny !aisb_private aisb_denied_dst", "http_access deny all"]
+
+
+def test_no_peer_without_a_private_entry():
+    lines = render_policy_conf(parse_policy(["example.com", "git.example.org:2222"])).splitlines()
+    assert not [line for line in lines if "private" in line or line.startswith(("cache_peer", "never_direct"))]

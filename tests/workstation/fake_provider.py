@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A fake model provider in the test internet: HTTPS with a test CA's certificate,
-Anthropic-compatible enough for pi (POST /v1/messages, streamed as server-sent events
-when asked). It logs every request's headers (one JSON line each), so what reached the
-provider is seen, not inferred.
+"""A fake model provider in the test internet: HTTPS with a test CA's certificate, or
+plain HTTP (a local or self-hosted model server) when CERT is "-", Anthropic-compatible
+enough for pi (POST /v1/messages, streamed as server-sent events when asked). It logs
+every request's headers (one JSON line each), so what reached the provider is seen, not
+inferred.
 
-usage: fake_provider.py ADDRESS PORT CERT KEY LOGFILE ANSWER
+usage: fake_provider.py ADDRESS PORT CERT|- KEY|- LOGFILE ANSWER
 """
 import json
 import ssl
@@ -83,11 +84,12 @@ def handler_for(log, lock, answer):
 
 
 def main(address, port, cert, key, logfile, answer):
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
     with open(logfile, "a") as log:
         server = ThreadingHTTPServer((address, int(port)), handler_for(log, threading.Lock(), answer))
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        if cert != "-":
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
         print("ready", flush=True)
         server.serve_forever()
 
