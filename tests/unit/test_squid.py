@@ -253,6 +253,7 @@ def test_a_private_entry_goes_to_its_address_on_its_port_only_and_is_never_resol
     assert "acl aisb_extra any-of aisb_private_0 aisb_private_1" in lines
     denied = [line for line in lines if line.startswith("http_access deny ")]
     assert denied == ["http_access deny !aisb_domains", "http_access deny manager",
+                      "http_access deny aisb_gate_tls",
                       "http_access deny aisb_ip_literal", "http_access deny aisb_private_names !aisb_private",
                       "http_access deny aisb_connect !aisb_connect_ports !aisb_extra",
                       "http_access deny !aisb_connect !aisb_http_ports !aisb_extra",
