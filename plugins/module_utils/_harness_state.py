@@ -68,10 +68,9 @@ def prepare(kept, project, run, podman):
     if kept["mode"] == "fresh" and os.path.lexists(directory):
         wipe(directory, run, podman)
         wiped = True
-    os.makedirs(directory, DIR_MODE, exist_ok=True)
+    # Only what is below each mounted directory is the agent's: these levels are the host's.
     for outside, _inside in kept["mounts"]:
-        if not os.path.isdir(outside) or os.path.islink(outside):
-            os.mkdir(outside, DIR_MODE)
+        os.makedirs(outside, DIR_MODE, exist_ok=True)
     with open(os.path.join(directory, PROJECT_FILE), "w") as handle:
         handle.write(project + "\n")
     return {"dir": directory, "mode": kept["mode"], "wiped": wiped,

@@ -147,12 +147,21 @@ def test_a_configuration_with_a_login_file_is_refused_before_anything_starts(wor
 
 
 def test_pi_starts_without_downloading_anything(workstation, provider):
-    """pi's TUI on a terminal (script's), until its header is up: it looks for fd (or
-    fdfind) and rg first, and downloads them when missing."""
-    script = (f"command -v fdfind rg; TERM=xterm script -qec 'stty cols 100 rows 30; timeout -k 5 20 pi' /dev/null; "
-              f"echo; ls -A {AGENT_DIR}/bin 2>&1 | sed 's/^/bin: /'")
+    """pi's TUI on a terminal (script's), until its header is up and a little after: it
+    looks for fd (or fdfind) and rg before the header, and downloads them when missing
+    ("fd not found. Downloading..." then, through the gate, "Failed to download fd")."""
+    terminal = "/tmp/pi-terminal"
+    script = f"""
+        command -v fdfind rg
+        TERM=xterm script -qfec 'stty cols 100 rows 30; exec pi' {terminal} >/dev/null &
+        for _ in $(seq 240); do grep -q 'startup help' {terminal} 2>/dev/null && break; sleep 0.5; done
+        sleep 3
+        kill -KILL $!
+        cat {terminal}; echo
+        ls -A {AGENT_DIR}/bin 2>&1 | sed 's/^/bin: /'
+    """
     record, transcript = finished(workstation, session(workstation, command=["bash", "-c", script]))
-    assert "to interrupt" in transcript, "pi's TUI never came up: " + transcript[-3000:]
+    assert "startup help" in transcript, "pi's TUI never came up: " + transcript[-3000:]
     assert "/usr/bin/fdfind" in transcript and "/usr/bin/rg" in transcript
     assert "Downloading" not in transcript and "Failed to download" not in transcript, transcript[-3000:]
     assert "bin: ls: cannot access" in transcript, "pi installed tools of its own"
