@@ -148,20 +148,28 @@ def test_a_configuration_with_a_login_file_is_refused_before_anything_starts(wor
 
 def test_pi_starts_without_downloading_anything(workstation, provider):
     """pi's TUI on a terminal (script's), until its header is up and a little after: it
-    looks for fd (or fdfind) and rg before the header, and downloads them when missing
-    ("fd not found. Downloading..." then, through the gate, "Failed to download fd")."""
-    terminal = "/tmp/pi-terminal"
+    looks for fd (or fdfind) and rg before the header, and downloads them when missing.
+    The control: the same start with a PATH that holds only node and pi."""
     script = f"""
+        tui() {{  # pi's terminal, as its user sees it, between two marks
+          TERM=xterm script -qfec "stty cols 100 rows 30; PATH=$1 exec pi" /tmp/$2 >/dev/null &
+          for _ in $(seq 240); do grep -q 'startup help' /tmp/$2 2>/dev/null && break; sleep 0.5; done
+          sleep 3
+          kill -KILL $!
+          echo "$2-begin"; cat /tmp/$2; echo; echo "$2-end"
+        }}
+        mkdir /tmp/only-pi && ln -s "$(command -v node)" "$(command -v pi)" /tmp/only-pi/
+        tui /tmp/only-pi control
+        rm -rf {AGENT_DIR}/bin
         command -v fdfind rg
-        TERM=xterm script -qfec 'stty cols 100 rows 30; exec pi' {terminal} >/dev/null &
-        for _ in $(seq 240); do grep -q 'startup help' {terminal} 2>/dev/null && break; sleep 0.5; done
-        sleep 3
-        kill -KILL $!
-        cat {terminal}; echo
+        tui "$PATH" image
         ls -A {AGENT_DIR}/bin 2>&1 | sed 's/^/bin: /'
     """
     record, transcript = finished(workstation, session(workstation, command=["bash", "-c", script]))
-    assert "startup help" in transcript, "pi's TUI never came up: " + transcript[-3000:]
+    control = transcript[transcript.index("control-begin"):transcript.index("control-end")]
+    assert "fd not found. Downloading" in control and "Failed to download fd" in control, control[-3000:]
+    image = transcript[transcript.index("image-begin"):transcript.index("image-end")]
+    assert "startup help" in image, "pi's TUI never came up: " + image[-3000:]
     assert "/usr/bin/fdfind" in transcript and "/usr/bin/rg" in transcript
-    assert "Downloading" not in transcript and "Failed to download" not in transcript, transcript[-3000:]
+    assert "Downloading" not in image and "Failed to download" not in image, image[-3000:]
     assert "bin: ls: cannot access" in transcript, "pi installed tools of its own"
