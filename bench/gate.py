@@ -13,9 +13,14 @@ any sandbox, so the floor is the same client fetching the same URL from the same
 server directly (no pasta in either path; a sandbox's own path is the session's
 business):
   - 200 MB over plain HTTP (curl -x) and over CONNECT (HTTPS through a CONNECT tunnel),
-    gate and direct alternately, RUNS times each, and the CPU time squid spent on each;
+    gate and direct alternately, RUNS times each, and the CPU time squid spent on each:
+    once as fast as the machine goes (on 2 cores a CPU-bound transfer: TLS at both ends,
+    and through the gate a third process sharing the cores), once over a LINK_RATE link
+    (a token bucket on the test internet's side of the veth: a fast workstation uplink);
   - 1000 small requests one after another, a new connection each (as curl does) and on
-    one kept-alive connection: p50 and p99, gate and direct, RUNS rounds (medians);
+    one kept-alive connection, and over HTTPS a new CONNECT tunnel and TLS handshake each
+    (what the peeking port reads a ClientHello of): p50 and p99, gate and direct, RUNS
+    rounds (medians);
   - peak memory: the gate container's cgroup memory.peak where cgroup v2 keeps one,
     else the kernel's high-water mark of resident memory (VmHWM) of its processes,
     read after all the traffic above and a burst of 32 downloads at once (5 MB each,
@@ -38,6 +43,8 @@ HTTP_PORT, HTTPS_PORT = 9080, 9443
 DOWNLOAD_BYTES = 200 * 1000 * 1000
 SMALL_REQUESTS = 1000
 BURST_CLIENTS, BURST_BYTES = 32, 5 * 1000 * 1000
+# The shaped link's rate, in tc's spelling.
+LINK_RATE = "1gbit"
 SERVER = f"{TRANSFER_DIR}/payload_server.py"
 CLIENT = f"{TRANSFER_DIR}/latency_client.py"
 CERT, KEY = f"{TRANSFER_DIR}/payload.crt", f"{TRANSFER_DIR}/payload.key"
@@ -92,9 +99,9 @@ def download(ws, url, proxy):
     return int(size) / float(seconds)
 
 
-def request_times(ws, mode, proxy):
-    """Seconds of each of SMALL_REQUESTS small requests (MODE new or reuse)."""
-    argv = ["python3", CLIENT, f"http://{NAME}:{HTTP_PORT}/small", str(SMALL_REQUESTS), mode]
+def request_times(ws, url, mode, proxy):
+    """Seconds of each of SMALL_REQUESTS small requests to URL (MODE new or reuse)."""
+    argv = ["python3", CLIENT, url, str(SMALL_REQUESTS), mode]
     return json.loads(ws.run(argv + ([proxy] if proxy else []), timeout=600).stdout)
 
 
@@ -144,6 +151,39 @@ def peak_memory(ws, name):
     return 1024 * resident_kib(ws, pids, "VmHWM"), "VmHWM (peak resident memory) of squid's %d process(es)" % len(pids)
 
 
+def shape_link(ws, internet, rate):
+    """Limit the test internet's sending side to RATE (tc's spelling), or lift it (None)."""
+    tc = ["ip", "netns", "exec", internet.netns, "tc", "qdisc"]
+    if rate:
+        ws.run(tc + ["replace", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "256kb", "latency", "20ms"],
+               user="root")
+    else:
+        ws.run(tc + ["del", "dev", "eth0", "root"], user="root")
+
+
+def downloads(ws, pids, proxy, runs, link, target):
+    """Figure rows of DOWNLOAD_BYTES over plain HTTP and over CONNECT, gate and direct
+    alternately, RUNS times each, on the LINK named; TARGET judges the ratio (None: a
+    figure only)."""
+    rows = []
+    for scheme, port, how in (("http", HTTP_PORT, "plain HTTP"), ("https", HTTPS_PORT, "CONNECT (HTTPS)")):
+        url = f"{scheme}://{NAME}:{port}/bytes/{DOWNLOAD_BYTES}"
+        gated, direct, cpu = [], [], []
+        for _run in range(runs):
+            direct.append(download(ws, url, None))
+            before = cpu_seconds(ws, pids)
+            gated.append(download(ws, url, proxy))
+            cpu.append(cpu_seconds(ws, pids) - before)
+        through, floor = median(gated) / 1e6, median(direct) / 1e6
+        rows.append(row("gate", f"200 MB download over {how}, through the gate, {link}", round(through, 1), "MB/s",
+                        round(floor, 1), "same download, same client, directly",
+                        target, through >= 0.9 * floor if target else None, runs,
+                        [rate / 1e6 for rate in gated], [rate / 1e6 for rate in direct]))
+        rows.append(row("gate", f"the gate's CPU time for that download over {how}, {link}", round(median(cpu), 2),
+                        "s", None, None, None, None, runs, cpu))
+    return rows
+
+
 def measure(ws, runs):
     """Figure rows for a provisioned workstation WS."""
     internet = Internet(ws).start()
@@ -153,27 +193,19 @@ def measure(ws, runs):
         name, proxy = start_gate(ws)
         pids = gate_processes(ws, name)
         idle = 1024 * resident_kib(ws, pids, "VmRSS")
-        rows = []
-        for scheme, port, how in (("http", HTTP_PORT, "plain HTTP"), ("https", HTTPS_PORT, "CONNECT (HTTPS)")):
-            url = f"{scheme}://{NAME}:{port}/bytes/{DOWNLOAD_BYTES}"
-            gated, direct, cpu = [], [], []
-            for _run in range(runs):
-                direct.append(download(ws, url, None))
-                before = cpu_seconds(ws, pids)
-                gated.append(download(ws, url, proxy))
-                cpu.append(cpu_seconds(ws, pids) - before)
-            through, floor = median(gated) / 1e6, median(direct) / 1e6
-            rows.append(row("gate", f"200 MB download over {how}, through the gate", round(through, 1), "MB/s",
-                            round(floor, 1), "same download, same client, directly",
-                            ">= 0.9x floor", through >= 0.9 * floor, runs,
-                            [rate / 1e6 for rate in gated], [rate / 1e6 for rate in direct]))
-            rows.append(row("gate", f"the gate's CPU time for that download over {how}", round(median(cpu), 2),
-                            "s", None, None, None, None, runs, cpu))
-        for mode, how in (("new", "a new connection each"), ("reuse", "one kept-alive connection")):
+        rows = downloads(ws, pids, proxy, runs, "as fast as this machine goes", None)
+        shape_link(ws, internet, LINK_RATE)
+        try:
+            rows += downloads(ws, pids, proxy, runs, f"over a {LINK_RATE}/s link", ">= 0.9x floor")
+        finally:
+            shape_link(ws, internet, None)
+        plain, secure = f"http://{NAME}:{HTTP_PORT}/small", f"https://{NAME}:{HTTPS_PORT}/small"
+        for url, mode, how in ((plain, "new", "a new connection each"), (plain, "reuse", "one kept-alive connection"),
+                               (secure, "new", "HTTPS, a new CONNECT tunnel and TLS handshake each")):
             figures = {"gate": {"p50": [], "p99": []}, "direct": {"p50": [], "p99": []}}
             for _run in range(runs):
                 for path, address in (("direct", None), ("gate", proxy)):
-                    times = request_times(ws, mode, address)
+                    times = request_times(ws, url, mode, address)
                     figures[path]["p50"].append(percentile(times, 0.5))
                     figures[path]["p99"].append(percentile(times, 0.99))
             for cut in ("p50", "p99"):

@@ -14,7 +14,10 @@ import pytest
 import tally
 from scenario import TRANSFER_DIR, free_port, install_tripwire
 from sessions import PROJECT, allow, left_running, record_of, run_agent, session_containers
+from workstation import REPO
 
+# The TLS probe (node, inside the sandbox): copied into the project with battery.sh.
+TLS_PROBE = REPO / "tests" / "workstation" / "tls_probe.js"
 GATE_ADDR = "100.64.0.1"
 # The gate and pasta resolve through the workstation's resolv.conf: the battery points
 # it at its own DNS server, so a lookup the gate should never make is logged.
@@ -26,8 +29,19 @@ PRIVATE_NAMES = ["b-private10.test", "b-private172.test", "b-private192.test", "
 # server knows.
 ALLOWED_NAMES = ["allowed.test", "b-allowed.test", "b-tls.test", "b-loop.test", "b-mapped.test",
                  "b-ula.test"] + PRIVATE_NAMES
+# A wildcard entry: its names resolve to the TLS server too.
+WILDCARD = ".b-wild.test"
+WILDCARD_NAMES = ["a.b-wild.test", "c.b-wild.test"]
 # What an allowed case may show: a listener saw it.
-REACHED = ("http=200", "tunnel=200")
+REACHED = ("http=200", "tunnel=200 tls=ok")
+# What the gate refuses and records as denied: the CONNECT or request itself (403), or,
+# after an allowed CONNECT, what the tunnel carries (not a ClientHello, or one whose SNI
+# is not the CONNECT name): nothing comes back through the tunnel.
+# On a connection that carried a refused request, a second one (a CONNECT) is refused
+# (403) or never read (the gate closed the connection: none).
+REFUSED = ("http=403", "http=000", "tunnel=200 tls=refused", "second=403", "second=none")
+# Cases that send two refused requests the gate reads: two denials in its record.
+TWO_REQUESTS = {"connect-after-refused-get"}
 # The metadata address is the same for every run on the build machine, and so is its
 # route there (the workstations share its network namespace): one battery at a time.
 METADATA_ROUTE_LOCK = "/run/lock/aisb-tests-metadata-route"
@@ -59,6 +73,7 @@ class Tripwires:
         self.log = f"{TRANSFER_DIR}/tripwires-{internet.netns}.log"
         self.zone = {"b-allowed.test": {"A": [self.v4]}, "b-unlisted.test": {"A": [self.v4]},
                      "b-tls.test": {"A": [self.tls]},
+                     **{name: {"A": [self.tls]} for name in WILDCARD_NAMES},
                      "b-loop.test": {"A": [self.loop]}, "b-mapped.test": {"AAAA": [f"::ffff:{self.loop}"]},
                      "b-ula.test": {"AAAA": [self.ula]}}
         self.zone.update({name: {"A": [address]} for name, address in self.private.items()})
@@ -121,10 +136,13 @@ class Tripwires:
 PROBE_HELPERS = r"""
 say() { printf 'RESULT %s %s\n' "$1" "$2"; }
 # Through the gate (the session's proxy variables): the status code squid answered (to
-# the CONNECT, when the tunnel was refused).
+# the CONNECT, when the tunnel was refused; 000 when a tunnel was made and nothing came
+# back through it).
 gate() { local id=$1 url=$2 code connect; shift 2
   read -r code connect < <(curl -s -m 8 -o /dev/null -w '%{http_code} %{http_connect}\n' "$@" "$url")
-  say "$id" "http=$([ "$code" = 000 ] && echo "$connect" || echo "$code")"; }
+  say "$id" "http=$([ "$code" = 000 ] && [ "$connect" != 200 ] && echo "$connect" || echo "$code")"; }
+# A CONNECT by hand, then a ClientHello (or something else) of the probe's choosing.
+tls() { node /project/tls_probe.js "$@"; }
 # Around the gate: no proxy at all.
 direct() { local id=$1 url=$2; shift 2
   if curl -s -m 5 --noproxy '*' -o /dev/null "$@" "$url"; then say "$id" open; else say "$id" blocked; fi; }
@@ -135,13 +153,16 @@ tcp() { local err
   then say "$1" open; elif [[ $err == *"refused"* ]]; then say "$1" refused; else say "$1" blocked; fi; }
 udp() { if timeout 5 bash -c 'printf "c-%s\n" "$3" >"/dev/udp/$1/$2"' _ "$2" "$3" "$1" 2>/dev/null
         then say "$1" sent; else say "$1" blocked; fi; }
-# CONNECT to HOST:PORT through the gate by hand, then speak something that is neither
-# TLS nor HTTP inside the tunnel: the CONNECT's status.
-tunnel() { local id=$1 target=$2 proxy=${HTTP_PROXY#http://} code
-  code=$(timeout 8 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}"
-    printf "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" "$2" "$2" >&3; read -r _ code _ <&3
-    printf "SSH-2.0-c-%s\r\n" "$3" >&3; sleep 1; echo "$code"' _ "$proxy" "$target" "$id" 2>/dev/null)
-  say "$id" "tunnel=${code:-none}"; }
+# FIRST (a request, printf %b escapes) on a connection to the gate, then on the same
+# connection a CONNECT to TARGET and a request carrying c-ID through whatever that opened:
+# the status code of the second answer, or none when the gate closed the connection.
+again() { local id=$1 first=$2 target=$3 gate=${HTTP_PROXY#http://} codes
+  codes=$(timeout 8 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}" || exit
+    printf "%b" "$2" >&3; sleep 1
+    printf "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nGET /c-%s HTTP/1.1\r\nHost: %s\r\n\r\n" "$3" "$3" "$4" "$3" >&3
+    timeout 3 cat <&3' _ "${gate%/}" "$first" "$target" "$id" 2>/dev/null \
+    | grep -a -o "^HTTP/1\.[01] [0-9]*" | cut -d" " -f2 | tr "\n" " ")
+  set -- $codes; say "$id" "second=${2:-none}"; }
 # A DNS query for NAME (type A) to RESOLVER port 53.
 raw_dns() { local id=$1 resolver=$2 name=$3 query='\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00' label
   for label in ${name//./ }; do query+=$(printf '\\x%02x' ${#label})$label; done
@@ -157,17 +178,39 @@ raw_dns() { local id=$1 resolver=$2 name=$3 query='\x12\x34\x01\x00\x00\x01\x00\
 # leak names its case.
 CASES = [
     ("http-allowed", "positive control", "gate http-allowed http://allowed.test/c-http-allowed", "http=200"),
-    ("connect-allowed", "positive control",
-     "gate connect-allowed http://allowed.test:443/c-connect-allowed --proxytunnel", "http=200"),
+    ("connect-allowed", "another protocol inside CONNECT:443 (plain HTTP to an allowed name)",
+     "gate connect-allowed http://allowed.test:443/c-connect-allowed --proxytunnel", "http=000"),
     ("dns-only-allowed", "positive control: the gate resolves through the battery's DNS server",
      "gate dns-only-allowed http://b-allowed.test/c-dns-only-allowed", "http=200"),
     ("tls-allowed", "positive control: TLS through CONNECT to an allowed name",
      "gate tls-allowed https://b-tls.test/c-tls-allowed -k", "http=200"),
-    ("tls-sni-differs", "residual risk, not closed: SNI and Host differ from the CONNECT name",
+    ("tls-sni-differs", "SNI differs from the CONNECT name",
      "gate tls-sni-differs https://b-unlisted.test/c-tls-sni-differs -k --connect-to b-unlisted.test:443:b-tls.test:443",
-     "http=200"),
-    ("tunnelled-protocol", "residual risk, not closed: another protocol inside CONNECT:443",
-     "tunnel tunnelled-protocol b-tls.test:443", "tunnel=200"),
+     "http=000"),
+    ("tunnelled-protocol", "another protocol inside CONNECT:443",
+     "tls tunnelled-protocol b-tls.test:443 ssh", "tunnel=200 tls=refused"),
+    ("tls-sni-matches", "positive control: a ClientHello naming the CONNECT name",
+     "tls tls-sni-matches b-tls.test:443 sni b-tls.test", "tunnel=200 tls=ok"),
+    ("tls-sni-case", "positive control: the CONNECT name in other letter case",
+     "tls tls-sni-case b-tls.test:443 sni B-TLS.Test", "tunnel=200 tls=ok"),
+    ("tls-sni-trailing-dot", "positive control: the CONNECT name with a trailing dot",
+     "tls tls-sni-trailing-dot b-tls.test:443 sni b-tls.test.", "tunnel=200 tls=ok"),
+    ("tls-sni-absent", "SNI differs from the CONNECT name (a ClientHello without SNI)",
+     "tls tls-sni-absent b-tls.test:443 sni ''", "tunnel=200 tls=refused"),
+    ("tls-split-hello", "positive control: a ClientHello in many TCP segments",
+     "tls tls-split-hello b-tls.test:443 split b-tls.test", "tunnel=200 tls=ok"),
+    ("tls-split-hello-differs", "SNI differs from the CONNECT name (a ClientHello in many TCP segments)",
+     "tls tls-split-hello-differs b-tls.test:443 split b-unlisted.test", "tunnel=200 tls=refused"),
+    ("tls-wildcard-matches", "positive control: a name of a wildcard entry, its own SNI",
+     "tls tls-wildcard-matches a.b-wild.test:443 sni a.b-wild.test", "tunnel=200 tls=ok"),
+    ("tls-wildcard-differs", "SNI differs from the CONNECT name (another name of the same wildcard entry)",
+     "tls tls-wildcard-differs a.b-wild.test:443 sni c.b-wild.test", "tunnel=200 tls=refused"),
+    ("server-speaks-first", "another protocol inside CONNECT:443 (the server speaks first)",
+     "tls server-speaks-first b-tls.test:443 quiet", "tunnel=200 tls=refused"),
+    ("h2c-prior-knowledge", "another protocol inside CONNECT:443 (cleartext HTTP/2)",
+     "tls h2c-prior-knowledge b-tls.test:443 h2c", "tunnel=200 tls=refused"),
+    ("tls-host-differs", "residual risk, not closed: domain fronting (the Host header inside TLS)",
+     "tls tls-host-differs b-tls.test:443 sni b-tls.test b-unlisted.test", "tunnel=200 tls=ok"),
     ("unlisted-name", "proxy resolves denied names",
      "gate unlisted-name http://b-unlisted.test/c-unlisted-name", "http=403"),
     ("unlisted-connect", "proxy resolves denied names",
@@ -181,6 +224,12 @@ CASES = [
      "gate connect-other-port http://allowed.test:8443/c-connect-other-port --proxytunnel", "http=403"),
     ("connect-ssh-port", "CONNECT to any port of an allowed name",
      "gate connect-ssh-port http://b-allowed.test:22/c-connect-ssh-port --proxytunnel", "http=403"),
+    ("connect-after-refused-connect", "CONNECT to any port of an allowed name (on a refused CONNECT's connection)",
+     r"again connect-after-refused-connect 'CONNECT b-unlisted.test:443 HTTP/1.1\r\nHost: b-unlisted.test:443\r\n\r\n'"
+     " b-allowed.test:80", "second=none"),
+    ("connect-after-refused-get", "CONNECT to any port of an allowed name (after a refused request, kept alive)",
+     r"again connect-after-refused-get 'GET http://b-unlisted.test/ HTTP/1.1\r\nHost: b-unlisted.test\r\n\r\n'"
+     " b-allowed.test:80", "second=403"),
     ("http-other-port", "CONNECT to any port of an allowed name",
      "gate http-other-port http://allowed.test:8443/c-http-other-port", "http=403"),
 ] + [
@@ -274,9 +323,10 @@ def battery(workstation, internet, tripwires):
     secret_name = "BATTERY_HOST_SECRET_" + uuid.uuid4().hex[:8].upper()
     workstation.sh(f"mkdir -p {PROJECT}")
     workstation.path(f"{PROJECT}/battery.sh").write_text(probe_script(tripwires))
+    workstation.path(f"{PROJECT}/tls_probe.js").write_text(TLS_PROBE.read_text())
     http_before, events_before = len(internet.requests()), len(tripwires.events())
     running = session_containers(workstation)
-    result = run_agent(workstation, *allow(*ALLOWED_NAMES), "-e", json.dumps({"aisb_environment": {
+    result = run_agent(workstation, *allow(*ALLOWED_NAMES, WILDCARD), "-e", json.dumps({"aisb_environment": {
         "MARKER": marker, "HOST_SECRET_NAME": secret_name}}), command=["bash", "/project/battery.sh"],
         env={secret_name: "must-not-cross"}, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:]
@@ -324,11 +374,12 @@ def test_no_listener_saw_anything_unexplained(battery):
     still a leak. Only the gate's lookups of allowed names and the cases meant to get
     through may appear."""
     reached = [e for case in CASES if case[3] in REACHED for e in seen(battery, case[0])]
+    # The gate resolves a CONNECT name, never an SNI it refuses (c.b-wild.test).
+    resolved = ALLOWED_NAMES + WILDCARD_NAMES[:1]
     unexplained = [e for e in battery["events"]
-                   if not (e["kind"] == "dns" and e["name"] in ALLOWED_NAMES) and e not in reached]
+                   if not (e["kind"] == "dns" and e["name"] in resolved) and e not in reached]
     assert unexplained == []
-    assert sorted(r["path"] for r in battery["http"]) == [
-        "/c-connect-allowed", "/c-dns-only-allowed", "/c-http-allowed"]
+    assert sorted(r["path"] for r in battery["http"]) == ["/c-dns-only-allowed", "/c-http-allowed"]
 
 
 def test_the_session_left_nothing_running(battery):
@@ -338,19 +389,22 @@ def test_the_session_left_nothing_running(battery):
 
 def test_gate_decisions_match_the_cases(battery):
     gate = battery["record"]["gate"]
-    refused = [c for c in CASES if c[3] == "http=403"]
+    refused = [c for c in CASES if c[3] in REFUSED]
     assert len(gate["allowed"]) == len([c for c in CASES if c[3] in REACHED]), gate
-    assert len(gate["denied"]) == len(refused), gate
+    assert len(gate["denied"]) == len(refused) + len([c for c in refused if c[0] in TWO_REQUESTS]), gate
 
 
 def test_residual_risks_are_what_the_docs_say(battery):
-    """docs/security.md states these plainly; if one ever stops getting through, the
-    docs must change with it."""
-    sni = [e for e in seen(battery, "tls-sni-differs") if e["kind"] == "tls"]
-    assert [e["sni"] for e in sni] == ["b-unlisted.test"], sni
-    assert "Host: b-unlisted.test" in sni[0]["data"]
-    tunnelled = seen(battery, "tunnelled-protocol")
-    assert [e["data"] for e in tunnelled] == ["SSH-2.0-c-tunnelled-protocol\r\n"], tunnelled
+    """docs/security.md states these plainly: a ClientHello naming the CONNECT name gets
+    through, whatever the Host header inside TLS names (domain fronting); an SNI other
+    than the CONNECT name and another protocol inside CONNECT:443 no longer do (test_case
+    shows no listener saw them). If either changes, the docs must change with it."""
+    fronted = [e for e in seen(battery, "tls-host-differs") if e["kind"] == "tls"]
+    assert [e["sni"] for e in fronted] == ["b-tls.test"], fronted
+    assert "Host: b-unlisted.test" in fronted[0]["data"]
+    spliced = [e for case in CASES if case[3] == "tunnel=200 tls=ok" for e in seen(battery, case[0])]
+    assert sorted(e["sni"].lower().rstrip(".") for e in spliced) == [
+        "a.b-wild.test"] + ["b-tls.test"] * 5, spliced
 
 
 def test_nothing_outside_the_project_and_no_privilege(battery, workstation):

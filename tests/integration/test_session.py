@@ -17,7 +17,7 @@ def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(worksta
     before = len(internet.requests())
     script = ("curl -s http://allowed.test/; "
               "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/; "
-              "curl -s --proxytunnel http://allowed.test:443/ ; exit 7")
+              "curl -sk https://allowed.test/ ; exit 7")
     result = run_agent(workstation, *allow("allowed.test"), command=["sh", "-c", script])
     assert result.returncode != 0  # the harness exited 7: the task fails with it
     record = record_of(workstation, result.stdout)
@@ -25,9 +25,9 @@ def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(worksta
     transcript = workstation.path(record["transcript"]).read_text()
     assert "hello from allowed.test port 80" in transcript
     assert "other=403" in transcript
-    assert "hello from allowed.test:443 port 443" in transcript  # CONNECT to 443 works
+    assert "hello from allowed.test port 443" in transcript  # TLS through CONNECT to 443 works
     seen = internet.requests()[before:]
-    assert {(r["host"], r["port"]) for r in seen} == {("allowed.test", 80), ("allowed.test:443", 443)}
+    assert {(r["host"], r["port"]) for r in seen} == {("allowed.test", 80), ("allowed.test", 443)}
     assert len(record["gate"]["allowed"]) == 2 and len(record["gate"]["denied"]) == 1
     assert record["ruleset"]["nftables"], "the ruleset as installed is recorded"
     assert session_containers(workstation) == []

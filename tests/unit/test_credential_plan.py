@@ -88,7 +88,8 @@ def test_the_gate_refuses_a_placeholder_before_the_policy_allows_anything():
 def test_a_refusal_is_read_back_from_the_gate_log_and_not_counted_twice():
     log = "\n".join([
         "1796069612.510 session=sid credential-elsewhere client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak",
-        "1796069612.510 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak dst=-",
+        "1796069612.510 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak dst=-"
+        " hier=HIER_NONE tls=- sni=-",
     ])
     assert _credential_plan.parse_elsewhere(log) == [
         {"time": 1796069612.51, "method": "GET", "url": "http://allowed.test/leak", "status": "TCP_DENIED/403"}]

@@ -8,7 +8,8 @@ equals its source, so a change to one that misses another fails here.
 - pasta's --network values: _podman.pasta_network and the session's network plan;
 - the wait for a gate: the entrypoint's GATE_WAIT and _gate_loopback.GATE_READY_TIMEOUT;
 - the default base image: _images.DEFAULT_BASE_IMAGE and the roles' defaults, argument
-  specs, module documentation and docs.
+  specs, module documentation and docs;
+- the gate's peeking rules: _squid's certificate and SNI helper paths and the gate image.
 """
 
 import re
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _images, _podman, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils import _images, _podman, _session_plan, _squid
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import GATE_READY_TIMEOUT
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
@@ -101,3 +102,11 @@ def test_no_other_ubuntu_image_is_named_outside_the_tests():
                 for image in re.findall(r"[\w.-]+/library/ubuntu:[\w.-]+", path.read_text(errors="replace")):
                     named.setdefault(image, []).append(str(path.relative_to(REPO)))
     assert set(named) == {_images.DEFAULT_BASE_IMAGE}, named
+
+
+def test_the_gate_image_makes_what_the_peeking_rules_name():
+    """The certificate and the SNI helper: _squid names their paths, the gate's
+    Containerfile puts them there."""
+    containerfile = (REPO / "roles" / "gate" / "templates" / "Containerfile.j2").read_text()
+    assert "-keyout %s -out %s" % (_squid.PEEK_CERTIFICATE, _squid.PEEK_CERTIFICATE) in containerfile
+    assert "COPY sni-is-connect-host %s\n" % _squid.SNI_HELPER in containerfile

@@ -1,13 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The gate's squid configuration: ACL order, the session part, refused session inputs."""
+"""The gate's squid configuration: ACL order, the session part, refused session inputs,
+the peeking rules and their SNI helper, the access log read back."""
 
 import ipaddress
+import subprocess
+from pathlib import Path
 
 import pytest
 from test_policy import PASSING, REFUSED
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log, render_policy_conf, render_session_conf
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import (
+    parse_gate_log, render_policy_conf, render_session_conf)
+
+SNI_HELPER = Path(__file__).resolve().parents[2] / "roles" / "gate" / "files" / "sni-is-connect-host"
 
 
 def access_rules(text):
@@ -17,6 +23,7 @@ def access_rules(text):
 def test_acl_order_follows_the_design():
     conf = render_policy_conf(parse_policy(["example.com", ".github.com", "198.18.0.5"]))
     assert access_rules(conf) == [
+        "http_access allow aisb_connect",
         "http_access deny !aisb_domains",
         "http_access deny manager",
         "http_access deny aisb_ip_literal",
@@ -87,8 +94,10 @@ def test_names_covered_by_a_leading_dot_are_listed_once():
 
 def test_empty_allowlist_denies_everything():
     conf = render_policy_conf(parse_policy([]))
-    assert access_rules(conf) == ["http_access deny all"]
-    assert "acl " not in conf
+    assert access_rules(conf) == ["http_access allow aisb_connect", "http_access deny all"]
+    # Every CONNECT is marked refused at once: none is peeked at or relayed.
+    assert "ssl_bump splice aisb_client_hello all aisb_refuse\n" in conf
+    assert "peek" not in conf and "dstdomain" not in conf
 
 
 def test_no_obsolete_or_builtin_redeclaring_directives():
@@ -101,7 +110,7 @@ def test_no_obsolete_or_builtin_redeclaring_directives():
 def test_session_part():
     conf = render_session_conf(41234, "20261130-abc", "/etc/aisb/gate-policy/squid-policy.conf")
     lines = conf.splitlines()
-    assert "http_port 127.0.0.1:41234" in lines
+    assert "http_port 127.0.0.1:41234 ssl-bump generate-host-certificates=off tls-cert=/etc/squid/aisb-peek.pem" in lines
     assert "pid_filename /tmp/aisb-gate-20261130-abc.pid" in lines
     assert "cache deny all" in lines
     # Bounded whatever descriptor limit the host hands the container: memory follows it.
@@ -109,6 +118,62 @@ def test_session_part():
     assert any(l.startswith("logformat aisb ") and "session=20261130-abc " in l for l in lines)
     assert "access_log stdio:/dev/stdout logformat=aisb" in lines
     assert lines[-1] == "include /etc/aisb/gate-policy/squid-policy.conf"
+
+
+def test_tls_is_peeked_and_spliced_never_bumped():
+    session = render_session_conf(41234, "s1", "/etc/aisb/gate-policy/squid-policy.conf").splitlines()
+    policy = render_policy_conf(parse_policy(["example.com", "git.example.org:2222"], [443])).splitlines()
+    assert [line for line in session if "ssl-bump" in line] == [
+        "http_port 127.0.0.1:41234 ssl-bump generate-host-certificates=off tls-cert=/etc/squid/aisb-peek.pem"]
+    assert "acl aisb_client_hello at_step SslBump1" in session
+    assert "on_unsupported_protocol respond all" in session
+    # It never speaks TLS to a server, so it trusts no CA for that.
+    assert "tls_outgoing_options default-ca=off" in session
+    bump = [line for line in policy if line.startswith("ssl_bump ")]
+    # No rule ever bumps, stares or lets a ClientHello through unread to a CONNECT port.
+    assert {line.split()[1] for line in bump} == {"splice", "peek", "terminate"}
+    assert bump[-4:] == ["ssl_bump peek aisb_client_hello aisb_connect_ports",
+                         "ssl_bump splice aisb_client_hello aisb_extra",
+                         "ssl_bump splice aisb_sni_is_connect_host", "ssl_bump terminate all"]
+    assert not [line for line in session + policy
+                if line.startswith(("always_direct", "sslcrtd", "sslproxy_cert", "cache_peer", "never_direct"))]
+
+
+@pytest.mark.parametrize("entries", [["example.com"], ["example.com", "git.example.org:2222"], []])
+def test_a_connect_is_refused_by_the_same_rules_as_plain_http(entries):
+    """http_access lets every CONNECT on (a refusal there would be served over TLS); the
+    refusals it applies to plain HTTP are the ones ssl_bump marks for miss_access's 403,
+    in the same order, and nothing CONNECT-specific is decided by http_access."""
+    lines = render_policy_conf(parse_policy(entries)).splitlines()
+    http = access_rules("\n".join(lines))
+    assert http[0] == "http_access allow aisb_connect"
+    assert http[-1] == "http_access deny all"
+    denied = [line[len("http_access deny "):] for line in http if line.startswith("http_access deny ")][:-1]
+    marked = [line[len("ssl_bump splice aisb_client_hello "):-len(" aisb_refuse")] for line in lines
+              if line.startswith("ssl_bump splice") and line.endswith(" aisb_refuse")]
+    assert marked == (denied or ["all"])
+    assert "acl aisb_refuse annotate_transaction aisb_verdict=refused" in lines
+    assert lines[-2:] == ["miss_access deny aisb_refused", "miss_access allow all"]
+
+
+@pytest.mark.parametrize("host,sni,answer", [
+    ("b-tls.test", "b-tls.test", "OK"),
+    ("b-tls.test", "B-TLS.Test", "OK"),
+    ("b-tls.test", "b-tls.test.", "OK"),
+    ("b-tls.test.", "b-tls.test", "OK"),
+    ("b-tls.test", "-", "ERR"),
+    ("b-tls.test", "b-unlisted.test", "ERR"),
+    ("a.example.com", "b.example.com", "ERR"),
+    ("example.com", "a.example.com", "ERR"),
+    ("b-tls.test", "b-tls.test..", "ERR"),
+    ("b-tls.test", "b-tls.test%00.evil", "ERR"),
+])
+def test_sni_helper_accepts_only_the_connect_name(host, sni, answer):
+    """The squid helper itself (bash), in squid's concurrency protocol; squid appends its
+    %DATA ("-") to each line."""
+    done = subprocess.run(["bash", str(SNI_HELPER)], input="7 %s %s -\n3 %s %s -\n" % (host, sni, host, sni),
+                          capture_output=True, text=True, check=True, timeout=10)
+    assert done.stdout == "7 %s\n3 %s\n" % (answer, answer)
 
 
 @pytest.mark.parametrize("port,session_id,path", [
@@ -122,16 +187,42 @@ def test_session_part_refuses_bad_input(port, session_id, path):
 
 
 def test_gate_log_is_split_into_allowed_and_denied():
+    tail = " hier=HIER_NONE tls=- sni=-"
     log = "\n".join([
-        "1764490000.123 session=sid client=127.0.0.1 TCP_TUNNEL/200 CONNECT example.com:443 dst=198.18.0.10",
-        "1764490001.456 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://evil.test/ dst=-",
+        "1764490000.100 session=sid client=127.0.0.1 TCP_MISS/200 GET http://example.com/ dst=198.18.0.10"
+        " hier=HIER_DIRECT tls=- sni=-",
+        "1764490001.456 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://evil.test/ dst=-" + tail,
+        "1764490001.500 session=sid client=127.0.0.1 TCP_DENIED/403 CONNECT evil.test:443 dst=-" + tail,
         "squid noise that is not an access line",
     ])
     decisions = parse_gate_log(log)
-    assert [d["url"] for d in decisions["allowed"]] == ["example.com:443"]
-    assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/"]
+    assert [d["url"] for d in decisions["allowed"]] == ["http://example.com/"]
+    assert [d["url"] for d in decisions["denied"]] == ["http://evil.test/", "evil.test:443"]
+
+
+def test_a_tunnel_counts_once_as_the_verdict_on_its_client_hello():
+    """A peeked CONNECT shows twice in squid's log (the verdict on the ClientHello, the
+    spliced tunnel's end): one decision. A refused ClientHello (another name, no SNI, not
+    TLS) is a denial; a CONNECT refused before peeking is its 403; a host:port entry's
+    tunnel, never peeked, is its one line."""
+    def line(t, status, url, hier, tls, sni):
+        return ("%s session=sid client=127.0.0.1 %s CONNECT %s dst=- hier=%s tls=%s sni=%s"
+                % (t, status, url, hier, tls, sni))
+    log = "\n".join([
+        line("1.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", "splice", "b-tls.test"),
+        line("1.002", "TCP_TUNNEL/200", "b-tls.test:443", "HIER_DIRECT", "splice", "b-tls.test"),
+        line("2.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", "terminate", "b-unlisted.test"),
+        line("3.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", "terminate", "-"),
+        line("4.001", "NONE_NONE/200", "b-tls.test:443", "HIER_NONE", "peek", "-"),
+        line("5.001", "NONE_NONE/403", "b-unlisted.test:443", "HIER_NONE", "splice", "-"),
+        line("6.001", "TCP_TUNNEL/200", "git.test:2222", "HIER_DIRECT", "splice", "-"),
+    ])
+    decisions = parse_gate_log(log)
+    assert [d["time"] for d in decisions["allowed"]] == [1.001, 6.001]
+    assert [d["time"] for d in decisions["denied"]] == [2.001, 3.001, 4.001, 5.001]
 
 
 def test_gate_log_skips_connections_that_sent_no_request():
-    log = "1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers dst=-"
+    log = ("1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers"
+           " dst=- hier=HIER_NONE tls=- sni=-")
     assert parse_gate_log(log) == {"allowed": [], "denied": []}

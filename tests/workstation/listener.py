@@ -1,13 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A test "internet" server: answers HTTP on every port it is given and logs every
-request it sees (one JSON line each), so a leak is seen, not inferred.
+"""A test "internet" server: answers HTTP on every port it is given, and HTTPS on the same
+ports to a client whose first byte is a TLS handshake (the gate relays only TLS through a
+CONNECT tunnel), and logs every request it sees (one JSON line each), so a leak is seen,
+not inferred.
 
-usage: listener.py ADDRESS LOGFILE PORT...
+usage: listener.py ADDRESS LOGFILE CERTFILE KEYFILE PORT...
 """
 import json
+import socket
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TLS_HANDSHAKE = b"\x16"
 
 
 def handler_for(log, lock):
@@ -29,10 +35,27 @@ def handler_for(log, lock):
     return Handler
 
 
-def main(address, logfile, *ports):
+class Server(ThreadingHTTPServer):
+    """Plain HTTP, or HTTPS when the client's first byte says so."""
+
+    tls = None
+
+    def finish_request(self, request, client_address):
+        request.settimeout(10)
+        try:
+            if request.recv(1, socket.MSG_PEEK) == TLS_HANDSHAKE:
+                request = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        super().finish_request(request, client_address)
+
+
+def main(address, logfile, certfile, keyfile, *ports):
+    Server.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    Server.tls.load_cert_chain(certfile, keyfile)
     lock = threading.Lock()
     with open(logfile, "a") as log:
-        servers = [ThreadingHTTPServer((address, int(port)), handler_for(log, lock)) for port in ports]
+        servers = [Server((address, int(port)), handler_for(log, lock)) for port in ports]
         for server in servers[1:]:
             threading.Thread(target=server.serve_forever, daemon=True).start()
         print("ready", flush=True)

@@ -104,18 +104,22 @@ class Internet:
     def start(self):
         listener = f"{TRANSFER_DIR}/listener.py"
         ready = f"{TRANSFER_DIR}/listener-{self.netns}.out"
+        # A self-signed certificate for HTTPS: nobody checks it (curl -k), the gate least.
+        cert, key = f"{self.log}.crt", f"{self.log}.key"
         self.ws.path(listener).write_text((HERE / "listener.py").read_text())
         self.ws.path(self.log).write_text("")
         self.ws.run(["ip", "netns", "add", self.netns], user="root")
         self.claim_addresses()
         self.ws.sh(f"""
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \\
+              -subj /CN=allowed.test -keyout {key} -out {cert} 2>/dev/null
             ip addr add {self.host_side}/30 dev {self.veth}
             ip link set {self.veth} up
             ip -n {self.netns} addr add {self.address}/30 dev eth0
             ip -n {self.netns} link set eth0 up
             ip -n {self.netns} link set lo up
             echo "{self.address} {' '.join(self.NAMES)}" >>/etc/hosts
-            ip netns exec {self.netns} setsid python3 {listener} {self.address} {self.log} \\
+            ip netns exec {self.netns} setsid python3 {listener} {self.address} {self.log} {cert} {key} \\
               {' '.join(map(str, self.PORTS))} >{ready} 2>&1 &
             for _ in $(seq 50); do grep -q ready {ready} && break; sleep 0.1; done
             grep -q ready {ready}
