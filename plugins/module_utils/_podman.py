@@ -93,7 +93,8 @@ def ruleset_check(podman, image, policy_file):
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
                 interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None,
                 project_mounts=(), writable_dirs=(), read_only_files=(), state_mounts=()):
-    """The sandbox: only the project at /project, the policy read-only, and ENV: the
+    """The sandbox: only the project at /project, the policy read-only (and the harness's
+    configuration and kept state, below), and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
     those reach the harness after the privilege drop, through a preserved descriptor).
 
