@@ -155,11 +155,6 @@ def api_keys(models):
                 yield "providers.%s.models[%d].apiKey" % (name, index), model["apiKey"]
 
 
-def texts(files):
-    """{path: text} of checked FILES."""
-    return dict((f["path"], f["text"]) for f in files)
-
-
 def mounts(files, harness):
     """(name in the session's SESSION_SUBDIR, path inside) for each top-level entry of
     checked FILES: a file, or a whole directory."""
