@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """An operator's first mistakes get one clear sentence each: run_agent.yml on a
-workstation provision.yml never ran on, and verify.yml with an inventory that matches
-no host."""
+workstation provision.yml never ran on or with a wrong input (both before any image
+work), and verify.yml with an inventory that matches no host."""
 
 import json
 
@@ -31,6 +31,22 @@ def test_run_agent_on_an_unprovisioned_host_says_to_provision_before_any_work(ba
     # Nothing measured, stored or built: the first task refused.
     assert "changed=0" in output and "Ensure the sandbox image" not in output, output[-3000:]
     assert not list(bare.path("/home").glob("*/.local/state/aisb/host_capabilities.json"))
+
+
+@pytest.mark.parametrize("inputs, refusal", [
+    ({"project": PROJECT + "-missing", "command": ["true"]}, "is not an existing directory"),
+    ({"project": "/home/dev/.ssh", "command": ["true"]}, "dot-directories directly in the home directory"),
+    ({"project": PROJECT, "command": ["true"], "prompt": "hello"}, "mutually exclusive: command|prompt|prompt_file"),
+    ({"project": PROJECT, "command": ["--allow-unenforced"]}, "must name a program"),
+    ({"project": PROJECT, "aisb_pass_environment": ["AISB_NOT_SET_HERE"]}, "is not set in the controller's environment"),
+])
+def test_run_agent_refuses_a_wrong_input_before_anything_else(bare, inputs, refusal):
+    """The session's own checks run first, even before the provisioning check: on this
+    bare host a wrong input is named, not the missing podman."""
+    result = playbook(bare, "run_agent", "-e", json.dumps(inputs), timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and refusal in output, output[-3000:]
+    assert "aisb.sandbox.provision" not in output and "changed=0" in output, output[-3000:]
 
 
 @pytest.mark.parametrize("inventory, extra", [("[workstations]\n", ()),
