@@ -51,9 +51,13 @@ INPUT_OPTIONS = ("project", "network", "command", "harness", "prompt", "prompt_f
 
 
 def input_spec():
-    """The session's argument spec for INPUT_OPTIONS, as the session has them."""
+    """The session's argument spec for INPUT_OPTIONS, as the session has them, and the
+    policy's entries as gate_policy takes them (the session reads them rendered)."""
     spec = argument_spec()
-    return dict((name, spec[name]) for name in INPUT_OPTIONS)
+    found = dict((name, spec[name]) for name in INPUT_OPTIONS)
+    found.update(allow=dict(type="list", elements="raw", default=[]),
+                 connect_ports=dict(type="list", elements="raw", default=[443]))
+    return found
 
 
 def input_constraints():

@@ -20,9 +20,24 @@ description:
     and the prompt, or O(command)), reads O(prompt_file), builds the environment from
     O(environment) and O(pass_environment), and reads the O(credentials)' keys. This
     module, on the workstation, resolves O(project) and refuses what a session refuses.
-  - The policy (its allow entries) is checked where it is rendered, by the gate role's
-    M(aisb.sandbox.gate_policy); the host facts at session start.
+  - O(allow) and O(connect_ports) are parsed as M(aisb.sandbox.gate_policy) parses them;
+    squid's and nft's own checks of the rendered policy, and the host facts, come later
+    (the gate role, the session).
 author: aisb developers (@aisb)
+options:
+  allow:
+    description:
+      - The policy's allow entries, parsed as M(aisb.sandbox.gate_policy) parses them
+        (the forms its documentation lists); the harness recipe's own are
+        the collection's.
+    type: list
+    elements: raw
+    default: []
+  connect_ports:
+    description: Ports that CONNECT may reach on every allowed name, as for M(aisb.sandbox.gate_policy).
+    type: list
+    elements: raw
+    default: [443]
 attributes:
   check_mode:
     description: Checks as usual; it never changes anything.

@@ -39,6 +39,7 @@ def test_run_agent_on_an_unprovisioned_host_says_to_provision_before_any_work(ba
     ({"project": PROJECT, "command": ["true"], "prompt": "hello"}, "mutually exclusive: command|prompt|prompt_file"),
     ({"project": PROJECT, "command": ["--allow-unenforced"]}, "must name a program"),
     ({"project": PROJECT, "aisb_pass_environment": ["AISB_NOT_SET_HERE"]}, "is not set in the controller's environment"),
+    ({"project": PROJECT, "command": ["true"], "aisb_allow": ["exa mple.com"]}, "exa mple.com"),
 ])
 def test_run_agent_refuses_a_wrong_input_before_anything_else(bare, inputs, refusal):
     """The session's own checks run first, even before the provisioning check: on this
