@@ -208,8 +208,8 @@ def execute_module(module):
                   hash=image.digest, inputs=image.inputs, commands=run.commands, log=image.log, seconds=image.seconds,
                   ansible_facts={fact: image.tag, fact + "_inputs": image.inputs} if fact else {})
     if image.seconds is not None:
-        result["msg"] = "built %s from %s in %d s; build log %s" % (image.tag, params["base_image"], image.seconds,
-                                                                   image.log)
+        result["msg"] = "built %s from %s in %d s; build log %s" % (
+            image.tag, params["base_image"], image.seconds, image.log)
     if image.tag is None:
         # Only in check mode: an earlier task would install podman, import or pull the
         # base image, or render the context, so the tag cannot be known yet.
