@@ -28,7 +28,9 @@ class ActionModule(ActionBase):
             parse_policy(args["allow"], args["connect_ports"])
         except (SessionInputError, PolicyError) as error:
             return dict(result, failed=True, status="refused", msg=str(error))
-        # The entries go as given, never their keys: the host checks only the project.
-        result.update(self._execute_module(module_name="aisb.sandbox.session_inputs", module_args=args,
+        # The options as given (credential entries, never their keys: the host checks only
+        # the project); unset ones left out, or mutually_exclusive would count them.
+        module_args = dict((name, value) for name, value in args.items() if value is not None)
+        result.update(self._execute_module(module_name="aisb.sandbox.session_inputs", module_args=module_args,
                                            task_vars=task_vars))
         return result
