@@ -18,7 +18,7 @@ def bare():
     """A bare Debian 13 workstation with the collection installed and nothing provisioned."""
     with Workstation("trixie") as ws:
         install_checkout(ws)
-        ws.sh(f"mkdir -p {PROJECT}")
+        ws.sh(f"mkdir -p {PROJECT} /home/dev/.ssh")
         yield ws
 
 
