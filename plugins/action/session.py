@@ -4,7 +4,7 @@
 
 Validates the options, resolves what only the controller has (the harness recipe and
 the prompt into the sandbox's command, named pass-throughs of this controller's
-environment into values), refuses without host facts, then:
+environment into values, the harness configuration's directory into its files), refuses without host facts, then:
 - headless: runs the session module on the host;
 - interactive: runs the session right here, on ansible-playbook's own terminal.
   ansible-core detaches task workers from the terminal (setsid, stdio on /dev/null),
@@ -28,6 +28,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_session_use, resolve_credentials
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, harness_command, harness_names)
@@ -55,12 +56,17 @@ def resolve_controller_options(args, controller_env):
     The command: ARGS' own, or the harness recipe's with the prompt. The environment:
     the given values, the pass-through names' values and the recipe's names that are set
     here, except those that provider credentials fill with a placeholder. The credentials:
-    each key read from its source here. Interactive unless told, when no command or
+    each key read from its source here. The harness configuration: its directory's files,
+    read and checked here. Interactive unless told, when no command or
     prompt says what to run."""
     harness = args["harness"] or {}
     prompt = read_prompt_file(args["prompt_file"]) if args["prompt_file"] is not None else args["prompt"]
     command = harness_command(harness, args["command"], prompt)
     credentials = resolve_credentials(args["credentials"], controller_env)
+    directory = args.get("harness_config")
+    if directory is not None and not isinstance(directory, str):
+        raise SessionInputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
+    harness_config = read_config(directory, harness)
     names = args["pass_environment"]
     placeholders = set(entry["variable"] for entry in credentials)
     optional = [n for n in harness_names(harness) if n in controller_env and n not in names
@@ -76,7 +82,8 @@ def resolve_controller_options(args, controller_env):
     module_args = dict((k, v) for k, v in args.items() if k not in CONTROLLER_OPTIONS)
     # As JSON text: results then hide the values as one string (see the module's option).
     module_args.update(command=command, environment=json.dumps(environment, sort_keys=True),
-                       credentials=json.dumps(credentials, sort_keys=True))
+                       credentials=json.dumps(credentials, sort_keys=True),
+                       harness_config=json.dumps(harness_config, sort_keys=True))
     return module_args, interactive
 
 

@@ -43,8 +43,33 @@ options:
         resolved by the action plugin. Its C(command) is the harness's command line, its
         C(prompt) the arguments put before a prompt (for pi, C([-p])), and its C(env) the
         names passed through from the controller's environment when set there (the
-        recipe's API key names, say). Its other keys are the image build's.
+        recipe's API key names, say). Its C(config) says where O(harness_config) goes,
+        its C(state) which directories persist per project (O(harness_state)). Its other
+        keys are the image build's.
     type: dict
+  harness_config:
+    description:
+      - The operator's configuration for the harness (the playbooks' C(aisb_harness_config)),
+        a directory on the controller holding only what the O(harness) recipe's C(config)
+        names (pi, C(~/.pi/agent)'s C(settings.json), C(models.json), C(keybindings.json),
+        C(AGENTS.md), C(SYSTEM.md), C(APPEND_SYSTEM.md), C(prompts/), C(skills/),
+        C(themes/)), as UTF-8 text, without links, 4 MiB at most. JSON files must hold an
+        object; a C(models.json) C(apiKey) must name a variable, never hold a key.
+      - The action plugin reads and checks it on the controller and sends its files as
+        JSON text; the session writes them into its directory and mounts each read-only
+        where the harness reads it. With O(credentials), pi's C(models.json) is the
+        operator's with the credentials' providers moved to the injector.
+      - See docs/harnesses.md.
+    type: raw
+  harness_state:
+    description:
+      - The O(harness) recipe's C(state) directories (pi, its sessions) persist per project
+        in C($XDG_STATE_HOME/aisb/harness-state/HASH/) (HASH from the project's resolved
+        path), mounted read-write into that project's sessions only.
+      - C(keep) uses them as they are; C(fresh) removes them first (a new start).
+    type: str
+    choices: [keep, fresh]
+    default: keep
   prompt:
     description:
       - A prompt for the O(harness), passed as one argument after the recipe's prompt

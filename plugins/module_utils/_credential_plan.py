@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from urllib.parse import urlsplit
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import log_entry
 
@@ -58,15 +59,45 @@ def harness_environment(placeholders, proxy_url):
     return environment
 
 
-def pi_models(entries, proxy_url):
-    """pi's models.json text moving each provider it knows by ENTRIES' variables to the
-    injector, or None when no entry names one."""
-    providers = {}
+def pi_models(entries, proxy_url, operator_text=None):
+    """pi's models.json text with each provider ENTRIES reach moved to the injector, or
+    None when there is nothing to write. OPERATOR_TEXT, the operator's own models.json
+    (aisb_harness_config), is the base: a provider or model whose baseUrl is on an
+    entry's host and port keeps its path behind the injector; then each built-in
+    provider named by an entry's variable gets the injector's URL for that entry, over
+    whatever the operator's file said (the key goes only where its entry says)."""
+    models = json.loads(operator_text) if operator_text else {}
+    providers = models.setdefault("providers", {})
+    by_route = dict(("%s:%d" % (entry["host"], entry["port"]), entry) for entry in entries)
+    for provider in providers.values():
+        # Shapes as _harness_config checked them: objects all the way down.
+        for holder in [provider] + list(provider.get("models") or []):
+            moved = injector_url(holder.get("baseUrl"), by_route, proxy_url)
+            if moved:
+                holder["baseUrl"] = moved
     for entry in entries:
         if entry["variable"] in PI_PROVIDERS:
             name, path = PI_PROVIDERS[entry["variable"]]
-            providers[name] = {"baseUrl": "%s/%s%s" % (proxy_url, route(entry), path)}
-    return json.dumps({"providers": providers}, indent=2, sort_keys=True) + "\n" if providers else None
+            providers.setdefault(name, {})["baseUrl"] = "%s/%s%s" % (proxy_url, route(entry), path)
+    if not providers and not operator_text:
+        return None
+    return json.dumps(models, indent=2, sort_keys=True) + "\n"
+
+
+def injector_url(url, by_route, proxy_url):
+    """URL moved behind the injector when it is HTTPS to a route in BY_ROUTE
+    ({"host:port": entry}), else None."""
+    if not isinstance(url, str):
+        return None
+    parts = urlsplit(url)
+    try:
+        port = parts.port or DEFAULT_PORT
+    except ValueError:
+        return None
+    entry = by_route.get("%s:%d" % ((parts.hostname or "").lower(), port))
+    if parts.scheme != "https" or entry is None:
+        return None
+    return "%s/%s%s" % (proxy_url, route(entry), parts.path.rstrip("/"))
 
 
 def writable_dir(inside):

@@ -96,8 +96,9 @@ def ruleset_check(podman, image, policy_file):
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
                 interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None,
-                project_mounts=(), writable_dirs=(), read_only_files=()):
-    """The sandbox: only the project at /project, the policy read-only, and ENV: the
+                project_mounts=(), writable_dirs=(), read_only_files=(), state_mounts=()):
+    """The sandbox: only the project at /project, the policy read-only (and the harness's
+    configuration and kept state, below), and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
     those reach the harness after the privilege drop, through a preserved descriptor).
 
@@ -111,8 +112,11 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     label: podman labels an overlay's content itself).
     PROJECT_MOUNTS: options for mounts inside /project (project_mounts()), direct mode only.
     WRITABLE_DIRS: paths inside that get an empty tmpfs anyone may write to (sticky),
-    made before READ_ONLY_FILES, (host path, path inside) pairs mounted read-only in them:
-    a tmpfs is root's, and the harness writes beside such a file (pi's ~/.pi/agent).
+    made before READ_ONLY_FILES, (host path, path inside) pairs mounted read-only in them
+    (a file or a whole directory): a tmpfs is root's, and the harness writes beside such a
+    file (pi's ~/.pi/agent).
+    STATE_MOUNTS: (host directory, path inside) pairs mounted read-write, labelled like
+    the project: the harness's state kept for this project.
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
     if project_overlay:
@@ -125,6 +129,8 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
         argv += ["--tmpfs", "%s:rw,nosuid,nodev,mode=1777" % inside]
     for outside, inside in read_only_files:
         argv += ["--volume", "%s:%s:ro" % (outside, inside)]
+    for outside, inside in state_mounts:
+        argv += ["--volume", "%s:%s:rw" % (outside, inside) + ("," + project_label if project_label else "")]
     argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
     argv += ["--pidfile", pidfile] if pidfile else []
     argv += ["--interactive", "--tty"] if interactive else []

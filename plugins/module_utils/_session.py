@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _podman, _project_git
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _harness_state, _podman, _project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import new_placeholder, parse_elsewhere
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
@@ -68,10 +68,12 @@ def image_labels(run, podman, image):
         return {}
 
 
-def start(inputs, facts, environ):
-    """Plan the session and make its directory; returns (plan, runner, review, injector):
-    REVIEW a _review_session.Review in review mode, else None; INJECTOR the credential
-    injector, bound but not serving, when there are provider credentials, else None."""
+def start(inputs, facts, environ, run):
+    """Plan the session, make its directory and the project's kept harness state (wiped
+    first when asked: RUN, a _runner.Runner, runs podman unshare); returns (plan, runner,
+    review, injector, kept): REVIEW a _review_session.Review in review mode, else None;
+    INJECTOR the credential injector, bound but not serving, when there are provider
+    credentials, else None; KEPT the record's harness_state section, or None."""
     session_id = new_session_id()
     port = free_loopback_port() if inputs.network == "allow" else None
     injector = None
@@ -82,6 +84,9 @@ def start(inputs, facts, environ):
         plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
         session_dir = session_directory(state_dir(environ), session_id)
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
+        kept = None
+        if inputs.harness_state is not None:
+            kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable)
         review = None
         if inputs.project_mode == "review":
             # The agent writes to an upper directory in the session's, never to the project.
@@ -91,7 +96,7 @@ def start(inputs, facts, environ):
         if injector is not None:
             injector.close()
         raise
-    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review, injector
+    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review, injector, kept
 
 
 def credentials_report(inputs, injector, gate_log):
@@ -123,7 +128,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     The session ends with status controller-lost when this process's stdout loses its
     reader (the module's: ansible-playbook's worker or the SSH connection went away) or,
     given PARENT, when this process's parent is no longer PARENT (see _controller)."""
-    plan, runner, review, injector = start(inputs, facts, environ)
+    plan, runner, review, injector, kept = start(inputs, facts, environ, run)
     transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
     # Everything known before anything runs: the watchdog completes it if this process dies.
     record = {
@@ -144,6 +149,9 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan["limits"],
         "environment_names": sorted(inputs.environment),
+        # The operator's harness configuration (paths inside), and the project's kept state.
+        "harness_config": [inside for _name, inside in inputs.harness_mounts],
+        "harness_state": kept,
         # Without decisions until the end: the watchdog's record says which keys were in use.
         "credentials": credentials_report(inputs, None, ""),
         "transcript": transcript,

@@ -4,8 +4,8 @@
 
 admit() resolves the project, reads the policy from its rendered directory, checks the
 environment and the command, the host facts against the host as it is now, the tools
-the enforcement watch needs, and (direct mode) the project's git (_project_git); it
-returns the typed inputs (SessionInputs) or the reasons the session must not start.
+the enforcement watch needs, (direct mode) the project's git (_project_git), and the
+harness's configuration and kept state (_harness_config, _harness_state); it returns the typed inputs (SessionInputs) or the reasons the session must not start.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import socket
 import time
 
+from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _harness_state
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_resolved, check_session_use
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
@@ -84,6 +85,10 @@ def admit(params, environ, run, interactive=False, now=None):
         credentials = check_resolved(params.get("credentials") or [])
         check_session_use(credentials, environment, network)
         names = no_gate_names(policy) if network == "no-gate" else ()
+        harness = params.get("harness")
+        harness_files = _harness_config.check_config(params.get("harness_config"), harness)
+        harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
+        harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
     except (SessionInputError, PolicyError) as error:
         return None, None, [str(error)], warnings
     facts = params.get("host_facts") or {}
@@ -121,5 +126,6 @@ def admit(params, environ, run, interactive=False, now=None):
         project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
-        executable=params["executable"], credentials=credentials)
+        executable=params["executable"], credentials=credentials, harness_files=harness_files,
+        harness_mounts=harness_mounts, harness_state=harness_state)
     return inputs, facts, problems, warnings

@@ -69,6 +69,12 @@ class SessionInputs(typing.NamedTuple):
     executable: str = "podman"
     # _credentials.check_resolved: the providers' entries, each with its key.
     credentials: typing.List[typing.Dict[str, typing.Any]] = []
+    # _harness_config: the operator's files ({path, text}) and their mounts (name in the
+    # session's directory, path inside).
+    harness_files: typing.List[typing.Dict[str, str]] = []
+    harness_mounts: typing.List[typing.Tuple[str, str]] = []
+    # _harness_state.plan: the project's kept directories, or None.
+    harness_state: typing.Optional[typing.Dict[str, typing.Any]] = None
 
 
 class SessionInputError(ValueError):

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import time
 import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import SESSION_SUBDIR
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
@@ -122,15 +124,23 @@ def plan_session(session_id, inputs, facts, port, injector=None):
     policy = inputs.policy
     environment = dict(inputs.environment)
     environment.update(proxy_environment(proxy_url, [gate[0]] if injector_port else []))
-    read_only_files = []
+    # The operator's harness configuration, then pi's models.json from the credentials:
+    # merged into the operator's when both go to the same path.
+    session_files = dict((posixpath.join(SESSION_SUBDIR, f["path"]), f["text"]) for f in inputs.harness_files)
+    read_only_mounts = list(inputs.harness_mounts)
     if injector_port:
         # The injector is reached like the gate, at the gate's address: one more pinned port.
         policy = policy._replace(pins=tuple(sorted(set(policy.pins) | {(gate[0], injector_port)})))
         injector_url = "http://%s:%s" % (gate[0], injector_port)
         environment.update(_credential_plan.harness_environment(placeholders, injector_url))
-        models = _credential_plan.pi_models(inputs.credentials, injector_url)
-        if models is not None:
-            read_only_files.append((_credential_plan.PI_MODELS_FILE, models, _credential_plan.PI_MODELS_PATH))
+        operator_models = dict((inside, name) for name, inside in read_only_mounts).get(_credential_plan.PI_MODELS_PATH)
+        models = _credential_plan.pi_models(inputs.credentials, injector_url, session_files.get(operator_models))
+        if operator_models:
+            session_files[operator_models] = models
+        elif models is not None:
+            session_files[_credential_plan.PI_MODELS_FILE] = models
+            read_only_mounts.append((_credential_plan.PI_MODELS_FILE, _credential_plan.PI_MODELS_PATH))
+    state_mounts = (inputs.harness_state or {}).get("mounts", [])
     environment["AISB_SESSION"] = session_id
     names = {"gate": "aisb-gate-" + session_id, "sandbox": "aisb-sandbox-" + session_id}
     labels = {SESSION_LABEL: session_id}
@@ -140,9 +150,11 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         # The harness's, applied after the privilege drop; never podman's own.
         "environment": environment,
         "policy_text": render_sandbox_policy(policy, gate),
-        # Files the session writes into its directory and the sandbox reads: (name, text,
-        # path inside). Never a key: the placeholders' settings only.
-        "read_only_files": read_only_files,
+        # Files the session writes into its directory for the sandbox to read, (name, text):
+        # the operator's harness configuration and the placeholders' settings, never a key.
+        "session_files": sorted(session_files.items()),
+        # (name in the session's directory, path inside), mounted read-only.
+        "read_only_mounts": sorted(read_only_mounts),
         "gate": None,
         # The table is watched from outside for the whole session, unless the operator
         # asked to run unenforced (debugging only).
@@ -168,7 +180,10 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         "command": (["--allow-unenforced"] if inputs.allow_unenforced else []) + list(inputs.command),
         "hosts": [(name, address) for name, addresses in sorted(inputs.hosts.items())
                   for address in addresses],
-        "writable_dirs": sorted(set(_credential_plan.writable_dir(inside) for _n, _t, inside in read_only_files)),
+        # (host directory, path inside): the project's kept harness state, read-write.
+        "state_mounts": list(state_mounts),
+        "writable_dirs": sorted(set(_credential_plan.writable_dir(inside)
+                                    for _name, inside in read_only_mounts + list(state_mounts))),
     }
     return plan
 

@@ -78,7 +78,9 @@ class SessionRunner(object):
         return out, err
 
     def write(self, name, text, mode=0o600):
+        """Write TEXT to NAME in the session's directory (NAME may name subdirectories)."""
         path = os.path.join(self.session_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as handle:
             handle.write(text)
         return path
@@ -167,7 +169,9 @@ class SessionRunner(object):
         STDOUT receives its output; STDIN, when given, is a terminal shared with stdout
         (an interactive session: podman gets a TTY and follows its size)."""
         policy = self.write("policy", self.plan["policy_text"], 0o644)
-        files = [(self.write(name, text, 0o644), inside) for name, text, inside in self.plan["read_only_files"]]
+        for name, text in self.plan["session_files"]:
+            self.write(name, text, 0o644)
+        files = [(os.path.join(self.session_dir, name), inside) for name, inside in self.plan["read_only_mounts"]]
         options = dict(self.plan["sandbox_options"], policy_file=policy, pidfile=self._pidfile, read_only_files=files)
         argv = _podman.sandbox_run(self.podman, **options)
         self.commands.append(argv)

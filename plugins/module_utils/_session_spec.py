@@ -6,9 +6,10 @@ module and its action plugin (which resolves the controller-side options first).
 from __future__ import annotations
 
 # Resolved on the controller by the action plugin, never sent to the module: the
-# harness recipe and the prompt become COMMAND, the names become values in ENVIRONMENT,
-# and an interactive session runs in the action itself.
-CONTROLLER_OPTIONS = ("harness", "prompt", "prompt_file", "pass_environment", "interactive")
+# prompt becomes COMMAND (with the harness recipe's), the names become values in
+# ENVIRONMENT, and an interactive session runs in the action itself. The recipe goes on:
+# its config and state say where the harness's configuration and state go.
+CONTROLLER_OPTIONS = ("prompt", "prompt_file", "pass_environment", "interactive")
 
 
 def argument_spec():
@@ -32,6 +33,10 @@ def argument_spec():
         # The operator's entries (_credentials); the action plugin sends them resolved, each
         # with its key, as JSON text: hidden in results as one string, like environment.
         credentials=dict(type="raw", default=[], no_log=True),
+        # A directory on the controller (aisb_harness_config); the action plugin sends its
+        # files, read and checked there, as JSON text.
+        harness_config=dict(type="raw"),
+        harness_state=dict(type="str", choices=["keep", "fresh"], default="keep"),
         interactive=dict(type="bool"),
         host_facts=dict(type="dict"),
         max_facts_age=dict(type="int", default=604800),
@@ -46,8 +51,8 @@ def argument_spec():
 
 # What aisb.sandbox.session_inputs checks before any image work: the session's own
 # options, minus what only the image and gate roles produce.
-INPUT_OPTIONS = ("project", "network", "command", "harness", "prompt", "prompt_file", "environment",
-                 "pass_environment", "credentials", "interactive", "project_mode")
+INPUT_OPTIONS = ("project", "network", "command", "harness", "harness_config", "harness_state", "prompt",
+                 "prompt_file", "environment", "pass_environment", "credentials", "interactive", "project_mode")
 
 
 def input_spec():

@@ -10,21 +10,16 @@ import subprocess
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-import certificates
+from providers import NAME as PROVIDER, PORT as PROVIDER_PORT, fake_provider
 from scenario import ANSIBLE_ENV, operator_vars
 from sessions import record_of, record_path
-from workstation import TRANSFER_DIR
 
 PROJECT = "/home/dev/src/credentials"
-PROVIDER, PROVIDER_PORT = "models.test", 9443
 ANSWER = "FAKE-MODEL-ANSWER-" + uuid.uuid4().hex[:8]
 KEY = "sk-aisb-real-" + uuid.uuid4().hex
-BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-HERE = Path(__file__).resolve().parents[1] / "workstation"
 # Searched for inside the sandbox without the key on any command line or in any file
 # there: the pattern comes through a pipe (bash's process substitution), decoded there.
 PATTERN = f'<(printf %s {base64.b64encode(KEY.encode()).decode()} | base64 -d)'
@@ -66,37 +61,10 @@ def between(text, name):
 
 @pytest.fixture(scope="module")
 def provider(workstation, internet):
-    """The fake provider at models.test:9443 in the test internet's namespace, its CA
-    added to the workstation's bundle (not to /usr/local/share/ca-certificates, from which
-    the images take their anchors: an image change would rebuild them)."""
-    ws, work = workstation, f"{TRANSFER_DIR}/provider"
-    ws.path(f"{TRANSFER_DIR}/fake_provider.py").write_text((HERE / "fake_provider.py").read_text())
-    bundle = ws.path(BUNDLE).read_text()
-    hosts = ws.path("/etc/hosts").read_text()
-    log = f"{work}/requests.log"
-    ws.sh(f"""
-        mkdir -p {work} && cd {work}
-        {certificates.script(PROVIDER)}
-        cat ca.crt >>{BUNDLE}
-        echo '{internet.address} {PROVIDER}' >>/etc/hosts
-        : >{log}
-        ip netns exec {internet.netns} setsid python3 {TRANSFER_DIR}/fake_provider.py {internet.address} \\
-          {PROVIDER_PORT} server.crt server.key {log} {ANSWER} >ready 2>&1 &
-        echo $! >pid
-        for _ in $(seq 50); do grep -q ready ready && break; sleep 0.1; done
-        grep -q ready ready
-    """, user="root")
-    ws.sh(f"mkdir -p {PROJECT} && echo 'print(1)' >{PROJECT}/main.py")
-
-    class Provider:
-        @staticmethod
-        def requests():
-            return [json.loads(line) for line in ws.path(log).read_text().splitlines()]
-
-    yield Provider
-    ws.run(["sh", "-c", f"kill $(cat {work}/pid)"], user="root", check=False)
-    ws.path(BUNDLE).write_text(bundle)
-    ws.path("/etc/hosts").write_text(hosts)
+    """The fake provider at models.test:9443, and the project the sessions run on."""
+    with fake_provider(workstation, internet, ANSWER) as running:
+        workstation.sh(f"mkdir -p {PROJECT} && echo 'print(1)' >{PROJECT}/main.py")
+        yield running
 
 
 def host_argv_lines(ws):

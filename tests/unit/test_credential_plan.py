@@ -38,8 +38,9 @@ def test_the_sandbox_gets_placeholders_and_the_injector_at_the_gates_address():
 
 def test_pi_is_moved_to_the_injector_by_a_read_only_models_json():
     plan = planned()
-    (name, text, inside), = plan["read_only_files"]
-    assert (name, inside) == ("pi-models.json", "/home/agent/.pi/agent/models.json")
+    (name, text), = plan["session_files"]
+    (name_again, inside), = plan["read_only_mounts"]
+    assert (name, name_again, inside) == ("pi-models.json", "pi-models.json", "/home/agent/.pi/agent/models.json")
     assert json.loads(text) == {"providers": {
         "anthropic": {"baseUrl": "http://100.64.0.1:40002/api.anthropic.com"},
         "openai": {"baseUrl": "http://100.64.0.1:40002/models.test:9443/v1"}}}
@@ -59,7 +60,7 @@ def test_tcp_forward_forwards_the_injector_port_too():
 
 def test_without_credentials_nothing_changes():
     plan = _session_plan.plan_session("sid", inputs(), FACTS, 40001)
-    assert plan["read_only_files"] == [] and plan["sandbox_options"]["writable_dirs"] == []
+    assert plan["session_files"] == [] and plan["sandbox_options"]["writable_dirs"] == []
     assert "AISB_CREDENTIAL_PROXY" not in plan["environment"]
     assert "aisb_placeholder" not in plan["gate"]["conf_text"]
 

@@ -1,16 +1,62 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Fake model providers on plain HTTP (fake_provider.py) at addresses of their own in a
-test internet's namespace, routed there from the workstation: a provider on a public
-address, or a self-hosted model server on a private one. Every address is derived from
-the internet's own /30, which no other test run on the build machine holds, since the
-workstations share its routing table."""
+"""Fake model providers (fake_provider.py) in a workstation's test internet, as the
+integration tests run them: over HTTPS at NAME:PORT with a test CA that the workstation
+(the session's credential injector) trusts and the sandbox does not; or on plain HTTP at
+addresses of their own, a provider on a public address or a self-hosted model server on
+a private one, derived from the internet's own /30, which no other test run on the build
+machine holds, since the workstations share its routing table. Every request is logged."""
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
+import certificates
 from workstation import TRANSFER_DIR
 
 HERE = Path(__file__).resolve().parent
+BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+NAME, PORT = "models.test", 9443
+
+
+class Provider:
+    """A running fake provider: where it is and what reached it."""
+
+    def __init__(self, ws, log):
+        self._ws, self._log = ws, log
+
+    def requests(self):
+        """Every request so far: {method, path, headers: [[name, value]], body}."""
+        return [json.loads(line) for line in self._ws.path(self._log).read_text().splitlines()]
+
+
+@contextmanager
+def fake_provider(ws, internet, answer):
+    """The fake provider at NAME:PORT in INTERNET's namespace answering ANSWER, its CA
+    added to the workstation's bundle (not to /usr/local/share/ca-certificates, from
+    which the images take their anchors: an image change would rebuild them)."""
+    work = f"{TRANSFER_DIR}/provider"
+    ws.path(f"{TRANSFER_DIR}/fake_provider.py").write_text((HERE / "fake_provider.py").read_text())
+    bundle = ws.path(BUNDLE).read_text()
+    hosts = ws.path("/etc/hosts").read_text()
+    log = f"{work}/requests.log"
+    ws.sh(f"""
+        mkdir -p {work} && cd {work}
+        {certificates.script(NAME)}
+        cat ca.crt >>{BUNDLE}
+        echo '{internet.address} {NAME}' >>/etc/hosts
+        : >{log}
+        ip netns exec {internet.netns} setsid python3 {TRANSFER_DIR}/fake_provider.py {internet.address} \\
+          {PORT} server.crt server.key {log} {answer} >ready 2>&1 &
+        echo $! >pid
+        for _ in $(seq 50); do grep -q ready ready && break; sleep 0.1; done
+        grep -q ready ready
+    """, user="root")
+    try:
+        yield Provider(ws, log)
+    finally:
+        ws.run(["sh", "-c", f"kill $(cat {work}/pid)"], user="root", check=False)
+        ws.path(BUNDLE).write_text(bundle)
+        ws.path("/etc/hosts").write_text(hosts)
 
 
 def addresses(internet):
@@ -19,13 +65,14 @@ def addresses(internet):
     return f"198.19.{third}.{fourth + 1}", f"10.254.{third}.{fourth + 1}", f"10.254.{third}.{fourth + 2}"
 
 
-class PlainProvider:
+class PlainProvider(Provider):
     """fake_provider.py on plain HTTP at ADDRESS:PORT inside INTERNET's namespace."""
 
     def __init__(self, ws, internet, address, port, answer):
         self.ws, self.internet, self.address, self.port = ws, internet, address, port
         self.work = f"{TRANSFER_DIR}/provider-{address}-{port}"
         self.log = f"{self.work}/requests.log"
+        super().__init__(ws, self.log)
         ws.path(f"{TRANSFER_DIR}/fake_provider.py").write_text((HERE / "fake_provider.py").read_text())
         ws.sh(f"""
             mkdir -p {self.work} && cd {self.work} && : >{self.log}
@@ -37,9 +84,6 @@ class PlainProvider:
             for _ in $(seq 50); do grep -q ready ready && break; sleep 0.1; done
             grep -q ready ready
         """, user="root")
-
-    def requests(self):
-        return [json.loads(line) for line in self.ws.path(self.log).read_text().splitlines()]
 
     def stop(self):
         self.ws.sh(f"""

@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A harness's state that persists per project (the recipe's `state`; pi: its sessions,
+for pi --continue): one directory per project under the state directory, named by a
+hash of the project's resolved path, mounted read-write into that project's sessions
+only. aisb_harness_state=fresh wipes it before the session.
+
+The agent writes anything below each mounted directory, links included: the host
+creates the directories and removes them, and never reads or follows what is inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import re
+import uuid
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import HOME
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
+
+MODES = ("keep", "fresh")
+ROOT = "harness-state"
+DIR_MODE = 0o700
+# Beside the state, written by the host only (not mounted): which project this is.
+PROJECT_FILE = "project"
+STATE_NAME = re.compile(r"\A[a-z0-9][a-z0-9.-]{0,63}\Z")
+
+
+def recipe_state(harness):
+    """The recipe's `state`, {name: path inside}, checked; {} when it has none."""
+    state = (harness or {}).get("state") or {}
+    if not isinstance(state, dict):
+        raise SessionInputError("harness state must be a dict of name and path inside, got %r" % (state,))
+    for name, inside in state.items():
+        if not isinstance(name, str) or not STATE_NAME.match(name):
+            raise SessionInputError("harness state name %r must be lower-case letters, digits, '.' and '-'" % (name,))
+        if not isinstance(inside, str) or posixpath.normpath(inside) != inside or not inside.startswith(HOME + "/"):
+            raise SessionInputError("harness state %s path %r must be a normalised path under %s" % (name, inside, HOME))
+    return dict(state)
+
+
+def project_state_dir(state, project):
+    """The directory of PROJECT's (resolved path) harness state under the state directory STATE."""
+    return os.path.join(state, ROOT, hashlib.sha256(project.encode("utf-8")).hexdigest()[:32])
+
+
+def plan(state, project, harness, mode):
+    """What a session keeps: {dir, mode, mounts: [(host directory, path inside)]}, or
+    None when the recipe keeps nothing."""
+    if mode not in MODES:
+        raise SessionInputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
+    names = recipe_state(harness)
+    if not names:
+        return None
+    directory = project_state_dir(state, project)
+    return {"dir": directory, "mode": mode,
+            "mounts": [(os.path.join(directory, name), inside) for name, inside in sorted(names.items())]}
+
+
+def prepare(kept, project, run, podman):
+    """Make KEPT's (plan()) directories, after wiping them when its mode is fresh; the
+    record's section. RUN: a _runner.Runner (podman unshare)."""
+    directory, wiped = kept["dir"], False
+    if kept["mode"] == "fresh" and os.path.lexists(directory):
+        wipe(directory, run, podman)
+        wiped = True
+    # Only what is below each mounted directory is the agent's: these levels are the host's.
+    for outside, _inside in kept["mounts"]:
+        os.makedirs(outside, DIR_MODE, exist_ok=True)
+    with open(os.path.join(directory, PROJECT_FILE), "w") as handle:
+        handle.write(project + "\n")
+    return {"dir": directory, "mode": kept["mode"], "wiped": wiped,
+            "mounts": dict((inside, outside) for outside, inside in kept["mounts"])}
+
+
+def wipe(directory, run, podman):
+    """Remove DIRECTORY and all the agent left in it. Renamed first, so a session of the
+    same project still running writes into what is being removed, never into the new
+    one; removed in podman's user namespace, where a directory the agent made unreadable
+    is still removable; rm never follows a link."""
+    doomed = "%s.wiping-%s" % (directory, uuid.uuid4().hex[:8])
+    os.rename(directory, doomed)
+    rc, _out, err = run(_podman.unshare(podman, ["rm", "-rf", "--one-file-system", "--", doomed]))
+    if rc != 0:
+        raise SessionError("the harness state %s could not be wiped: %s" % (directory, _podman.error_line(err)))

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The operator's harness configuration: read on the controller without following a
+link, only what the recipe names, never a key; mounted read-only where pi reads it,
+and merged with the credentials' models.json."""
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+
+from test_session_plan import FACTS, inputs
+
+RECIPE = {"command": ["pi"], "config": {"dir": "/home/agent/.pi/agent",
+                                        "names": ["settings.json", "models.json", "AGENTS.md", "prompts/", "skills/"]}}
+KEY = "sk-unit-secret"
+ENTRY = {"host": "models.test", "port": 9443, "header": "x-api-key", "prefix": "", "variable": "FAKE_KEY", "key": KEY}
+
+
+def write(root, files):
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+        with open(os.path.join(root, path), "w") as handle:
+            handle.write(text)
+
+
+def test_the_directory_is_read_as_the_recipe_names_it(tmp_path):
+    write(tmp_path, {"AGENTS.md": "rules", "prompts/review.md": "review", "skills/a/SKILL.md": "skill",
+                     "settings.json": "{}"})
+    files = _harness_config.read_config(str(tmp_path), RECIPE)
+    assert files == [{"path": "AGENTS.md", "text": "rules"}, {"path": "prompts/review.md", "text": "review"},
+                     {"path": "settings.json", "text": "{}"}, {"path": "skills/a/SKILL.md", "text": "skill"}]
+    assert _harness_config.mounts(files, RECIPE) == [
+        ("harness-config/AGENTS.md", "/home/agent/.pi/agent/AGENTS.md"),
+        ("harness-config/prompts", "/home/agent/.pi/agent/prompts"),
+        ("harness-config/settings.json", "/home/agent/.pi/agent/settings.json"),
+        ("harness-config/skills", "/home/agent/.pi/agent/skills")]
+    # What the module gets is checked again, as the action sent it.
+    assert _harness_config.check_config(json.dumps(files), RECIPE) == files
+
+
+@pytest.mark.parametrize("files, message", [
+    ({"auth.json": "{}"}, "auth.json is refused: keys go in aisb_credentials"),
+    ({"notes.txt": "x"}, "notes.txt is not something this harness reads; allowed: AGENTS.md, models.json, "
+                         "prompts/, settings.json, skills/"),
+    ({"AGENTS.md/x": "x"}, "AGENTS.md/x is not something this harness reads"),
+    ({"settings.json": "[1]"}, "settings.json must hold a JSON object"),
+    ({"settings.json": "{"}, "settings.json is not JSON"),
+    ({"models.json": json.dumps({"providers": {"p": {"apiKey": "sk-live-123"}}})},
+     "models.json providers.p.apiKey must name an environment variable"),
+    ({"models.json": json.dumps({"providers": {"p": {"models": [{"id": "m", "apiKey": "!cat /k"}]}}})},
+     r"providers.p.models\[0\].apiKey must name"),
+    ({"models.json": json.dumps({"providers": []})}, "providers must be an object of provider objects"),
+    ({"prompts/.hidden": "x"}, "is not a relative path of plain names"),
+])
+def test_what_the_harness_does_not_read_or_a_key_is_refused_by_name(tmp_path, files, message):
+    write(tmp_path, files)
+    with pytest.raises(SessionInputError, match="aisb_harness_config.*" + message):
+        _harness_config.read_config(str(tmp_path), RECIPE)
+
+
+def test_a_link_anywhere_is_refused(tmp_path):
+    write(tmp_path, {"prompts/a.md": "a"})
+    os.symlink("/etc/passwd", str(tmp_path / "prompts" / "b.md"))
+    with pytest.raises(SessionInputError, match="prompts/b.md is a symbolic link"):
+        _harness_config.read_config(str(tmp_path), RECIPE)
+
+
+def test_too_much_is_refused(tmp_path):
+    write(tmp_path, {"prompts/a.md": "a" * (_harness_config.MAX_BYTES // 2 + 1),
+                     "prompts/b.md": "b" * (_harness_config.MAX_BYTES // 2 + 1)})
+    with pytest.raises(SessionInputError, match="more than"):
+        _harness_config.read_config(str(tmp_path), RECIPE)
+
+
+def test_a_recipe_without_config_reads_none(tmp_path):
+    assert _harness_config.read_config(None, {"command": ["bash"]}) == []
+    with pytest.raises(SessionInputError, match="the harness recipe has no config"):
+        _harness_config.read_config(str(tmp_path), {"command": ["bash"]})
+    with pytest.raises(SessionInputError, match="not a directory"):
+        _harness_config.read_config(str(tmp_path / "missing"), RECIPE)
+
+
+def test_a_recipe_may_only_name_the_harness_users_paths():
+    with pytest.raises(SessionInputError, match="under /home/agent"):
+        _harness_config.recipe_config({"config": {"dir": "/etc", "names": ["passwd"]}})
+    with pytest.raises(SessionInputError, match="plain file names"):
+        _harness_config.recipe_config({"config": {"dir": "/home/agent/x", "names": ["../y"]}})
+
+
+def planned(files, credentials=()):
+    mounts = _harness_config.mounts(files, RECIPE) if files else []
+    return _session_plan.plan_session(
+        "sid", inputs(harness_files=files, harness_mounts=mounts, credentials=list(credentials)), FACTS, 40001,
+        ({"FAKE_KEY": "aisb-placeholder-a"}, 40002) if credentials else None)
+
+
+def test_the_configuration_is_mounted_read_only_in_a_writable_agent_directory():
+    plan = planned([{"path": "AGENTS.md", "text": "rules"}, {"path": "prompts/r.md", "text": "r"}])
+    assert plan["session_files"] == [("harness-config/AGENTS.md", "rules"), ("harness-config/prompts/r.md", "r")]
+    assert plan["read_only_mounts"] == [("harness-config/AGENTS.md", "/home/agent/.pi/agent/AGENTS.md"),
+                                        ("harness-config/prompts", "/home/agent/.pi/agent/prompts")]
+    assert plan["sandbox_options"]["writable_dirs"] == ["/home/agent/.pi/agent"]
+
+
+def test_the_operators_models_json_is_merged_with_the_credentials():
+    operator = {"providers": {
+        "fake": {"baseUrl": "https://models.test:9443/api/", "api": "anthropic-messages", "apiKey": "FAKE_KEY",
+                 "models": [{"id": "m"}, {"id": "n", "baseUrl": "https://models.test:9443/n"}]},
+        "local": {"baseUrl": "https://other.test/v1", "apiKey": "ollama"}}}
+    plan = planned([{"path": "models.json", "text": json.dumps(operator)}], [ENTRY])
+    files = dict(plan["session_files"])
+    assert list(files) == ["harness-config/models.json"]  # one file, at the operator's path
+    merged = json.loads(files["harness-config/models.json"])
+    assert merged["providers"]["fake"]["baseUrl"] == "http://100.64.0.1:40002/models.test:9443/api"
+    assert merged["providers"]["fake"]["models"][1]["baseUrl"] == "http://100.64.0.1:40002/models.test:9443/n"
+    assert merged["providers"]["local"] == operator["providers"]["local"]  # another host: as it was
+    assert KEY not in json.dumps(plan)
+
+
+def test_a_built_in_provider_goes_where_its_credential_says():
+    operator = {"providers": {"anthropic": {"baseUrl": "https://elsewhere.test"}}}
+    entry = dict(ENTRY, variable="ANTHROPIC_API_KEY")
+    plan = _session_plan.plan_session(
+        "sid", inputs(harness_files=[{"path": "models.json", "text": json.dumps(operator)}],
+                      harness_mounts=_harness_config.mounts([{"path": "models.json", "text": "{}"}], RECIPE),
+                      credentials=[entry]), FACTS, 40001, ({"ANTHROPIC_API_KEY": "aisb-placeholder-a"}, 40002))
+    merged = json.loads(dict(plan["session_files"])["harness-config/models.json"])
+    assert merged["providers"]["anthropic"]["baseUrl"] == "http://100.64.0.1:40002/models.test:9443"
