@@ -48,6 +48,16 @@ TOOLS = ("nsenter", "setpriv", "nft")
 HELPER_ENV = {"PATH": SYSTEM_PATH, "LC_ALL": "C"}
 
 
+def unprovisioned(podman, path=SYSTEM_PATH):
+    """One sentence when this host lacks what provision.yml installs for a session
+    (PODMAN and the watch's TOOLS), else None: cheap, so it runs before any image work."""
+    missing = [tool for tool in (podman,) + TOOLS if not shutil.which(tool, path=path)]
+    if not missing:
+        return None
+    return ("this host was never provisioned for sandboxed sessions (%s not found in %s): run "
+            "`ansible-playbook aisb.sandbox.provision` on it first" % (", ".join(missing), path))
+
+
 def find_tools(path=SYSTEM_PATH):
     """({tool: absolute path}, problem or None): the host's nsenter, setpriv and nft."""
     found = dict((tool, shutil.which(tool, path=path)) for tool in TOOLS)

@@ -5,12 +5,15 @@ by the hash of its inputs and builds it only when that tag does not exist yet.
 
 The content_image module (sandbox and gate images) and the host probes' image both go
 through ensure(). Commands go through RUN, a _runner.Runner.
+A build writes its log to LOG_DIR/<repository name>-<hash>.log as it runs (build_log),
+kept after it: a failure names it and shows its last lines.
 """
 
 import json
 import os
 import shutil
 import tempfile
+import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman
 
@@ -20,6 +23,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash,
 DEFAULT_BASE_IMAGE = "docker.io/library/ubuntu:24.04"
 LABEL_PREFIX = "io.aisb."
 PROBE_REPOSITORY = "localhost/aisb-probe"
+# Lines of a failed build's log shown in its error.
+LOG_TAIL_LINES = 15
 PROBE_CONTAINERFILE = """FROM {base}
 RUN apt-get update -q \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables \\
@@ -39,11 +44,30 @@ class ImageError(Exception):
 class Image(object):
     """What ensure() found or did. TAG is None when the base image is missing and was not
     pulled (then nothing else is known). BUILT: this call built TAG (check mode: would).
-    PULLED: this call pulled the base image."""
+    PULLED: this call pulled the base image. LOG: TAG's build log (build_log; check mode:
+    where it would go), None without a log directory. SECONDS: how long the build took."""
 
-    def __init__(self, tag=None, digest=None, inputs=None, built=False, pulled=False):
+    def __init__(self, tag=None, digest=None, inputs=None, built=False, pulled=False, log=None, seconds=None):
         self.tag, self.digest, self.inputs = tag, digest, inputs or {}
-        self.built, self.pulled = built, pulled
+        self.built, self.pulled, self.log, self.seconds = built, pulled, log, seconds
+
+
+def build_log(log_dir, tag):
+    """Where TAG's build writes its log in LOG_DIR: one file per image and content hash."""
+    repository, digest = tag.rsplit(":", 1)
+    return os.path.join(log_dir, "%s-%s.log" % (repository.rsplit("/", 1)[-1], digest))
+
+
+def log_tail(path, lines=LOG_TAIL_LINES):
+    """The last LINES lines of the log at PATH, "" when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 64 * 1024))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def read_context(directory):
@@ -121,7 +145,7 @@ def base_image_id(run, podman, reference, pull=True, timeout=None):
 
 
 def ensure(run, podman, repository, files, base_image, check_mode, context=None, build_args=None, extra=None,
-           labels=None, what=None, timeout=None):
+           labels=None, what=None, timeout=None, log_dir=None):
     """REPOSITORY:<hash>, built when no image has that tag: the one ensure-built flow.
 
     The hash covers FILES ({context path: bytes}), the base image's ID, BUILD_ARGS and
@@ -129,7 +153,8 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
     hashed base (--from its ID), in CONTEXT (a directory holding FILES; None: FILES are
     written to a temporary one), labelled io.aisb.content-hash, io.aisb.inputs,
     io.aisb.base-image and LABELS. Check mode pulls and builds nothing. WHAT names the
-    image in messages (default: its tag). Raises ImageError.
+    image in messages (default: its tag). LOG_DIR: where the build writes its log
+    (build_log), made when missing. Raises ImageError.
     """
     base_id, pulled = base_image_id(run, podman, base_image, pull=not check_mode, timeout=timeout)
     if base_id is None:
@@ -139,8 +164,11 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
     tag = _content_hash.image_tag(repository, digest)
     if run(_podman.image_exists(podman, tag))[0] == 0:
         return Image(tag, digest, inputs, built=False, pulled=pulled)
+    log = build_log(log_dir, tag) if log_dir else None
     if check_mode:
-        return Image(tag, digest, inputs, built=True, pulled=pulled)
+        return Image(tag, digest, inputs, built=True, pulled=pulled, log=log)
+    if log:
+        os.makedirs(log_dir, 0o700, exist_ok=True)
     all_labels = {LABEL_PREFIX + "content-hash": digest,
                   LABEL_PREFIX + "inputs": json.dumps(inputs, sort_keys=True, separators=(",", ":")),
                   LABEL_PREFIX + "base-image": base_image}
@@ -149,19 +177,25 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
     try:
         if context is None:
             write_context(directory, dict((path, (data, 0o644)) for path, data in files.items()))
-        rc, out, err = run(_podman.build(podman, tag, directory, base_id, all_labels, build_args), timeout=timeout)
+        started = time.time()
+        rc, out, err = run(_podman.build(podman, tag, directory, base_id, all_labels, build_args, log),
+                           timeout=timeout)
+        seconds = int(round(time.time() - started))
     finally:
         if context is None:
             shutil.rmtree(directory, ignore_errors=True)
     if rc != 0:
-        raise ImageError("building %s from %s failed: %s" % (what or tag, base_image, _podman.error_line(err)),
-                         rc, out, err, pulled)
-    return Image(tag, digest, inputs, built=True, pulled=pulled)
+        tail = log_tail(log) if log else ""
+        raise ImageError("building %s from %s failed after %d s: %s%s" % (
+            what or tag, base_image, seconds, _podman.error_line(err),
+            "; build log %s, its last lines:\n%s" % (log, tail) if log else ""), rc, out, err, pulled)
+    return Image(tag, digest, inputs, built=True, pulled=pulled, log=log, seconds=seconds)
 
 
-def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout=900):
+def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout=900, log_dir=None):
     """(image, changed, error) for the host probes: PROBE_IMAGE as given, or one built
-    from BASE_IMAGE with nftables (PROBE_CONTAINERFILE). Check mode pulls and builds nothing."""
+    from BASE_IMAGE with nftables (PROBE_CONTAINERFILE), its log in LOG_DIR. Check mode
+    pulls and builds nothing."""
     if probe_image:
         present = run(_podman.image_exists(podman, probe_image))[0] == 0
         return (probe_image, False, None) if present else \
@@ -169,7 +203,8 @@ def ensure_probe_image(run, podman, base_image, probe_image, check_mode, timeout
     containerfile = PROBE_CONTAINERFILE.format(base=base_image).encode("utf-8")
     try:
         image = ensure(run, podman, PROBE_REPOSITORY, {"Containerfile": containerfile}, base_image, check_mode,
-                       labels={"aisb.sandbox.role": "probe"}, what="the probe image", timeout=timeout)
+                       labels={"aisb.sandbox.role": "probe"}, what="the probe image", timeout=timeout,
+                       log_dir=log_dir)
     except ImageError as error:
         return None, error.pulled, str(error)
     if image.tag is None:

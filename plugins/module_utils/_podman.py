@@ -55,9 +55,13 @@ def image_exists(podman, reference):
     return [podman, "image", "exists", reference]
 
 
-def build(podman, tag, context, base_image_id, labels, build_args=None):
-    """Build CONTEXT as TAG from exactly the base image that was hashed (--from its ID)."""
+def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=None):
+    """Build CONTEXT as TAG from exactly the base image that was hashed (--from its ID);
+    the build's output goes to LOGFILE as it runs, when given (podman's final error
+    still goes to stderr)."""
     argv = [podman, "build", "--pull=never", "--from", base_image_id, "--tag", tag]
+    if logfile:
+        argv += ["--logfile", logfile]
     for name, value in sorted((build_args or {}).items()):
         argv += ["--build-arg", "%s=%s" % (name, value)]
     for name, value in sorted(labels.items()):

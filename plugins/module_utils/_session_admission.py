@@ -60,6 +60,13 @@ def podman_directories(environ, home):
     return found + ([environ["XDG_RUNTIME_DIR"]] if environ.get("XDG_RUNTIME_DIR") else [])
 
 
+def session_project(raw, environ):
+    """The project RAW names, resolved and checked (resolve_project) against this host's
+    home and what the sandbox must never see: the state directory and podman's own."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return resolve_project(raw, home, [state_dir(environ)] + podman_directories(environ, home))
+
+
 def admit(params, environ, run, interactive=False, now=None):
     """Check PARAMS (the session's options, as the action resolved them) and the host
     facts; return (inputs, facts, problems, warnings), INPUTS a SessionInputs.
@@ -70,10 +77,8 @@ def admit(params, environ, run, interactive=False, now=None):
     now = time.time() if now is None else now
     warnings = []
     network = params["network"]
-    home = environ.get("HOME") or os.path.expanduser("~")
-    protected = [state_dir(environ)] + podman_directories(environ, home)
     try:
-        project = resolve_project(params["project"], home, protected)
+        project = session_project(params["project"], environ)
         policy = read_policy(params.get("policy_dir")) if network != "none" else parse_policy([])
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])

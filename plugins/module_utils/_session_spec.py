@@ -49,6 +49,27 @@ def argument_spec():
     )
 
 
+# What aisb.sandbox.session_inputs checks before any image work: the session's own
+# options, minus what only the image and gate roles produce.
+INPUT_OPTIONS = ("project", "network", "command", "harness", "harness_config", "harness_state", "prompt",
+                 "prompt_file", "environment", "pass_environment", "credentials", "interactive", "project_mode")
+
+
+def input_spec():
+    """The session's argument spec for INPUT_OPTIONS, as the session has them, and the
+    policy's entries as gate_policy takes them (the session reads them rendered)."""
+    spec = argument_spec()
+    found = dict((name, spec[name]) for name in INPUT_OPTIONS)
+    found.update(allow=dict(type="list", elements="raw", default=[]),
+                 connect_ports=dict(type="list", elements="raw", default=[443]))
+    return found
+
+
+def input_constraints():
+    """constraints() that hold among INPUT_OPTIONS alone."""
+    return dict((kind, value) for kind, value in constraints().items() if kind != "required_if")
+
+
 def constraints():
     """The checks across options, as AnsibleModule and validate_argument_spec take them."""
     return dict(

@@ -67,6 +67,13 @@ options:
       - When set, also return the tag as the fact C(<fact_name>) and the hashed inputs as
         C(<fact_name>_inputs).
     type: str
+  log_dir:
+    description:
+      - Where a build writes its log as it runs, one file per image and content hash
+        (C(<name's last part>-<hash>.log)), kept after the build. A failed build's error
+        names it and shows its last lines.
+      - Defaults to C(${XDG_STATE_HOME:-~/.local/state}/aisb/images/logs).
+    type: path
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.
@@ -115,6 +122,20 @@ built:
   description: Whether this run built the image (or would, in check mode).
   returned: success
   type: bool
+log:
+  description: >-
+    The build log this run wrote (in check mode, where a build would write it); null when
+    nothing is to be built or the tag is not known yet.
+  returned: success
+  type: str
+seconds:
+  description: How long the build took; null when nothing was built.
+  returned: success
+  type: int
+msg:
+  description: What was built, in how long, and its log; or why the tag is not known yet (check mode).
+  returned: when a build ran, or the tag is not known yet
+  type: str
 ansible_facts:
   description: The tag and the inputs as facts, when O(fact_name) is set.
   returned: success and O(fact_name) is set
@@ -127,8 +148,10 @@ commands:
   elements: list
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _images
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
@@ -143,6 +166,7 @@ def argspec():
         build_args=dict(type="dict", default={}),
         extra_inputs=dict(type="dict", default={}),
         fact_name=dict(type="str"),
+        log_dir=dict(type="path"),
         executable=dict(type="str", default="podman"),
     )
 
@@ -169,8 +193,10 @@ def execute_module(module):
     if podman and rendered:
         build_args = dict((name, str(value)) for name, value in params["build_args"].items())
         try:
+            log_dir = params["log_dir"] or os.path.join(_host_facts.state_dir(os.environ), "images", "logs")
             image = _images.ensure(run, podman, params["name"], files, params["base_image"], module.check_mode,
-                                   context=params["context"], build_args=build_args, extra=params["extra_inputs"])
+                                   context=params["context"], build_args=build_args, extra=params["extra_inputs"],
+                                   log_dir=log_dir)
         except _images.ImageError as error:
             module.fail_json(msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,
                              commands=run.commands)
@@ -179,8 +205,11 @@ def execute_module(module):
                          commands=run.commands)
     fact = params["fact_name"]
     result = dict(changed=image.built or image.tag is None, built=image.built or image.tag is None, image=image.tag,
-                  hash=image.digest, inputs=image.inputs, commands=run.commands,
+                  hash=image.digest, inputs=image.inputs, commands=run.commands, log=image.log, seconds=image.seconds,
                   ansible_facts={fact: image.tag, fact + "_inputs": image.inputs} if fact else {})
+    if image.seconds is not None:
+        result["msg"] = "built %s from %s in %d s; build log %s" % (
+            image.tag, params["base_image"], image.seconds, image.log)
     if image.tag is None:
         # Only in check mode: an earlier task would install podman, import or pull the
         # base image, or render the context, so the tag cannot be known yet.

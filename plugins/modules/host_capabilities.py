@@ -60,6 +60,14 @@ options:
         reported as hung.
     type: int
     default: 60
+  require_provisioned:
+    description:
+      - Fail at once, measuring nothing, with one sentence naming C(aisb.sandbox.provision)
+        when the host lacks podman (O(executable)) or the host tools a session's
+        enforcement watch needs (C(nsenter), C(setpriv), C(nft)). C(run_agent.yml) sets
+        it; C(verify.yml) does not, so an unprovisioned host still gets its report row.
+    type: bool
+    default: false
 notes:
   - Check mode probes as usual (probes change nothing) but writes no facts file and pulls
     or builds no image; without the probe image the container probes report that.
@@ -158,7 +166,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _host_probes, _host_verdict, _images, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _enforcement_watch, _host_facts, _host_probes, _host_verdict, _images, _podman)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
@@ -171,6 +180,7 @@ def argspec():
         path=dict(type="path"),
         probe_timeout=dict(type="int", default=60),
         executable=dict(type="str", default="podman"),
+        require_provisioned=dict(type="bool", default=False),
     )
 
 
@@ -179,6 +189,9 @@ def execute(module, run, environ, now):
     (probe image, probes, verdict), stored outside check mode. RUN: a _runner.Runner."""
     params, check_mode = module.params, module.check_mode
     podman = params["executable"]
+    problem = _enforcement_watch.unprovisioned(podman) if params["require_provisioned"] else None
+    if problem:
+        return {"failed": True, "changed": False, "msg": problem}
     base_image = params["base_image"] or (None if params["probe_image"] else _images.DEFAULT_BASE_IMAGE)
     path = params["path"] or _host_facts.facts_path(environ)
     # Where a fresh fingerprint is also kept for sessions (check mode writes nothing).
@@ -189,8 +202,9 @@ def execute(module, run, environ, now):
         fingerprint = _host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman, cache_environ)
         if not _host_facts.stale_reasons(previous, fingerprint, now, params["max_age"]):
             return {"changed": False, "cached": True, "path": path, "ansible_facts": {"aisb_host": previous}}
-    image, changed, image_error = _images.ensure_probe_image(run, podman, base_image, params["probe_image"],
-                                                             check_mode)
+    image, changed, image_error = _images.ensure_probe_image(
+        run, podman, base_image, params["probe_image"], check_mode,
+        log_dir=os.path.join(_host_facts.state_dir(environ), "images", "logs"))
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Read while the probes run: it starts no container and depends on none of them.
         # No image: an empty reference, so a stale alias from an older measurement is not counted.
@@ -219,6 +233,8 @@ def main():
                            mutually_exclusive=[("base_image", "probe_image")])
     run = module_runner(module)
     result = execute(module, run, os.environ, time.time())
+    if result.pop("failed", False):
+        module.fail_json(commands=run.commands, **result)
     module.exit_json(commands=run.commands, **result)
 
 

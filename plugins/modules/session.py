@@ -12,6 +12,7 @@ short_description: Run one sandboxed harness session behind its own egress gate
 version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
+  - aisb.sandbox.session_inputs
 description:
   - Runs on the workstation as its user. Its action plugin, on the controller, validates
     the inputs, builds the environment, reads the host facts and either runs this module
@@ -40,10 +41,6 @@ description:
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).
 author: aisb developers (@aisb)
 options:
-  project:
-    description: Directory mounted at /project. C(~) is expanded and symlinks resolved.
-    type: str
-    required: true
   image:
     description: Sandbox image tag (from the image role).
     type: str
@@ -59,113 +56,6 @@ options:
         not describe the same policy.
       - Needed unless O(network=none).
     type: path
-  network:
-    description:
-      - C(allow) runs the gate; C(none) gives the sandbox no network at all.
-      - C(no-gate) is the fallback for a host without a gate path (the host facts'
-        C(verdict.gate_path) is not C(map-host-loopback)) where C(verdict.no_gate_holds)
-        is true, and is refused elsewhere. No gate and no proxy; the allowed names are
-        resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
-        their addresses pinned in the ruleset on port 80, the policy's CONNECT ports and
-        the names' own C(host:port) ports. Wildcard entries (C(.example.com)), private
-        entries (C(host:port=address)) and names that do not resolve are refused.
-        Anything else served on a pinned address is reachable.
-    type: str
-    choices: [allow, none, no-gate]
-    default: allow
-  command:
-    description:
-      - The sandbox's command line, passed as a list and never through a shell. Its first
-        word names a program (not empty, no leading C(-), no C(=)).
-      - Without it, the O(harness) recipe's command runs, with the prompt when one is given.
-    type: list
-    elements: str
-  harness:
-    description:
-      - The harness recipe (the image role's C(aisb_sandbox_image_inputs.extra.recipe)),
-        resolved by the action plugin. Its C(command) is the harness's command line, its
-        C(prompt) the arguments put before a prompt (for pi, C([-p])), and its C(env) the
-        names passed through from the controller's environment when set there (the
-        recipe's API key names, say). Its C(config) says where O(harness_config) goes,
-        its C(state) which directories persist per project (O(harness_state)). Its other
-        keys are the image build's.
-    type: dict
-  harness_config:
-    description:
-      - The operator's configuration for the harness (the playbooks' C(aisb_harness_config)),
-        a directory on the controller holding only what the O(harness) recipe's C(config)
-        names (pi, C(~/.pi/agent)'s C(settings.json), C(models.json), C(keybindings.json),
-        C(AGENTS.md), C(SYSTEM.md), C(APPEND_SYSTEM.md), C(prompts/), C(skills/),
-        C(themes/)), as UTF-8 text, without links, 4 MiB at most. JSON files must hold an
-        object; a C(models.json) C(apiKey) must name a variable, never hold a key.
-      - The action plugin reads and checks it on the controller and sends its files as
-        JSON text; the session writes them into its directory and mounts each read-only
-        where the harness reads it. With O(credentials), pi's C(models.json) is the
-        operator's with the credentials' providers moved to the injector.
-      - See docs/harnesses.md.
-    type: raw
-  harness_state:
-    description:
-      - The O(harness) recipe's C(state) directories (pi, its sessions) persist per project
-        in C($XDG_STATE_HOME/aisb/harness-state/HASH/) (HASH from the project's resolved
-        path), mounted read-write into that project's sessions only.
-      - C(keep) uses them as they are; C(fresh) removes them first (a new start).
-    type: str
-    choices: [keep, fresh]
-    default: keep
-  prompt:
-    description:
-      - A prompt for the O(harness), passed as one argument after the recipe's prompt
-        arguments. Runs headless unless O(interactive=true).
-    type: str
-  prompt_file:
-    description:
-      - A file on the controller whose whole content is the prompt, read as it is (no
-        templating). A relative path is relative to ansible-playbook's working directory.
-    type: path
-  environment:
-    description:
-      - Variables and their values for the harness. With O(pass_environment) and the
-        O(harness) recipe's C(env) names, the harness's whole environment besides the
-        proxy settings.
-      - A dict, or its JSON text (what the action plugin sends, so that results hide the
-        values as one string and a short value such as C(0) masks nothing else).
-      - They reach the harness only after every privilege in the sandbox is dropped,
-        through a pipe; no process on the host and no privileged process in the sandbox
-        has them in its environment or on its command line.
-    type: raw
-    default: {}
-  pass_environment:
-    description:
-      - Names of variables whose values are read from the controller's environment.
-        A name that is not set there is an error.
-    type: list
-    elements: str
-    default: []
-  credentials:
-    description:
-      - Provider keys that never enter the sandbox (the playbooks' C(aisb_credentials)), a
-        list of entries, each with C(host) (the provider's DNS name), C(port) (default
-        443), C(header) (the request header the key goes in, such as C(x-api-key) or
-        C(authorization)), C(prefix) (put before the key, such as C(Bearer ); default
-        empty), C(variable) (the harness variable that gets a per-session placeholder)
-        and exactly one source of the key, C(from_environment) (a variable of the
-        controller's environment), C(from_file) (a file on the controller only its owner
-        may read or write) or C(value) (an Ansible Vault variable, say).
-      - The action plugin reads each key on the controller and sends the entries with
-        their keys as JSON text. The session's own process serves them on the host's
-        loopback (the injector); the sandbox reaches a provider at
-        C($AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH), and pi through its C(models.json).
-      - Needs O(network=allow). See docs/security.md, provider keys.
-    type: raw
-    default: []
-  interactive:
-    description:
-      - Give the harness ansible-playbook's own terminal (its TUI). Needs a local
-        connection and a terminal; without it the session runs headless and its output
-        goes to a transcript.
-      - Default true when none of O(command), O(prompt) and O(prompt_file) is given.
-    type: bool
   host_facts:
     description: The host facts. Defaults to C(ansible_facts.aisb_host).
     type: dict
@@ -191,18 +81,6 @@ options:
     description: Refuse to start when O(limits) cannot be enforced on this host.
     type: bool
     default: false
-  project_mode:
-    description:
-      - C(direct) mounts the project read-write at /project.
-      - C(review) mounts it as an overlay whose upper directory is in the session
-        directory, so the host's tree does not change during the session. The project's
-        manifest is taken at start; the record's C(review) lists every added, changed and
-        deleted path with the flagged ones (the host may run them, or they change how its
-        tools behave). Apply or discard them with the C(aisb.sandbox.review) playbook
-        (module M(aisb.sandbox.project_review)).
-    type: str
-    choices: [direct, review]
-    default: direct
   allow_unenforced:
     description:
       - Start even when the host facts say enforcement does not hold, and let the

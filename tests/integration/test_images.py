@@ -13,7 +13,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _policy as pol
 from ansible_collections.aisb.sandbox.plugins.module_utils import _squid as squid_lib
 from scenario import closed_port, free_port, provision, task_status
 from sessions import built_images, newest
-from workstation import REPO
+from workstation import BASE_IMAGE, REPO
 
 GATE_ADDR = "100.64.0.1"
 WORK = "/home/dev/images-test"
@@ -75,8 +75,8 @@ def test_unchanged_second_provision_builds_nothing(workstation):
     before = built_images(workstation)
     second = provision_with(workstation, {})
     assert second.returncode == 0, second.stdout[-3000:]
-    assert task_status(second.stdout, "Build the sandbox image unless one with these inputs exists") == "ok"
-    assert task_status(second.stdout, "Build the gate image unless one with these inputs exists") == "ok"
+    assert task_status(second.stdout, "Build the sandbox image unless one with these inputs exists") == "skipping"
+    assert task_status(second.stdout, "Build the gate image unless one with these inputs exists") == "skipping"
     assert built_images(workstation) == before
 
 
@@ -88,8 +88,8 @@ def test_policy_change_rebuilds_nothing_and_passes_the_real_parsers(workstation)
     changed = provision_with(workstation, {"aisb_allow": allow, "aisb_connect_ports": [443, 8443]})
     assert changed.returncode == 0, changed.stdout[-3000:]
     # The policy is no input of either image: nothing is built, not even the tool layer.
-    assert task_status(changed.stdout, "Build the sandbox image unless one with these inputs exists") == "ok"
-    assert task_status(changed.stdout, "Build the gate image unless one with these inputs exists") == "ok"
+    assert task_status(changed.stdout, "Build the sandbox image unless one with these inputs exists") == "skipping"
+    assert task_status(changed.stdout, "Build the gate image unless one with these inputs exists") == "skipping"
     assert built_images(workstation) == before
     # gate_policy ran squid -k parse and nft -c before the directory got its name.
     assert task_status(changed.stdout, "Validate the policy, render it and check it with squid and nft") == "changed"
@@ -302,3 +302,37 @@ def test_gate_relays_only_what_the_policy_names(workstation, internet, work, san
         assert (len(decisions["allowed"]), len(decisions["denied"])) == (2, len(cases) - 2), log
     finally:
         workstation.run(["podman", "rm", "--force", "--time", "0", name], check=False)
+
+
+def test_a_build_keeps_its_log_and_a_failure_names_it_with_its_last_lines(workstation, work):
+    """content_image with real podman: the build's output in the state directory's log,
+    named by content hash; a failed build's error names that log and shows its end."""
+    marker = "log-marker-%d" % free_port()
+
+    def build(name, run_line):
+        return {"name": name, "aisb.sandbox.content_image": {
+            "name": "localhost/aisb-logtest", "context": f"{work}/logtest-{name}", "base_image": BASE_IMAGE,
+            "files": [{"path": "Containerfile", "content": f"FROM {BASE_IMAGE}\nRUN {run_line}\n"}]},
+            "register": name, "ignore_errors": True}
+
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        build("good", f"echo {marker}-good"), build("bad", f"echo {marker}-bad && false"),
+        {"name": "Keep the results", "ansible.builtin.copy": {
+            "content": "{{ {'good': good, 'bad': bad} | to_json }}", "dest": f"{work}/logtest.json"}}]}]
+    write(workstation, f"{work}/logtest.yml", json.dumps(play))
+    ran = workstation.run(["ansible-playbook", f"{work}/logtest.yml"], check=False, timeout=600)
+    results = json.loads(workstation.path(f"{work}/logtest.json").read_text())
+    good, bad = results["good"], results["bad"]
+    logs = "/home/dev/.local/state/aisb/images/logs"
+    try:
+        assert good["built"] is True and good["log"] == f"{logs}/aisb-logtest-{good['image'].split(':')[1]}.log", \
+            ran.stdout[-3000:]
+        assert f"{marker}-good" in workstation.path(good["log"]).read_text()
+        assert isinstance(good["seconds"], int) and good["msg"] == "built %s from %s in %d s; build log %s" % (
+            good["image"], BASE_IMAGE, good["seconds"], good["log"])
+        [bad_log] = [str(p).replace(str(workstation.root), "") for p in
+                     workstation.path(logs).glob("aisb-logtest-*.log") if f"{marker}-bad" in p.read_text()]
+        assert bad["failed"] is True and f"; build log {bad_log}, its last lines:\n" in bad["msg"], bad["msg"]
+        assert f"{marker}-bad" in bad["msg"].split("its last lines:")[1], bad["msg"]
+    finally:
+        workstation.run(["podman", "rmi", "--ignore", good.get("image") or "localhost/aisb-logtest:none"], check=False)

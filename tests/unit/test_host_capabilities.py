@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from fake_podman import fake_podman
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _host_probes, _images
+from ansible_collections.aisb.sandbox.plugins.module_utils import _enforcement_watch, _host_facts, _host_probes, _images
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
 
@@ -74,3 +74,22 @@ def test_without_an_image_option_the_default_base_image_is_the_source(tmp_path):
     assert facts["probe_source"] == _images.DEFAULT_BASE_IMAGE and facts["probe_image"] == ""
     assert facts["probes"]["pasta"]["detail"] == ("not measured: the base image %s is not present (check mode "
                                                   "pulls nothing)" % _images.DEFAULT_BASE_IMAGE)
+
+
+def test_an_unprovisioned_host_gets_one_sentence_naming_provision_and_no_probe(tmp_path):
+    run = Runner(fake_podman())
+    answer = execute(module(require_provisioned=True, executable=str(tmp_path / "podman")), run,
+                     {"HOME": str(tmp_path)}, NOW)
+    assert answer["failed"] is True and answer["changed"] is False
+    assert "podman" in answer["msg"] and "`ansible-playbook aisb.sandbox.provision`" in answer["msg"]
+    assert run.commands == [] and not (tmp_path / ".local").exists()
+
+
+def test_provisioned_means_podman_and_the_watch_tools_on_the_system_path(tmp_path):
+    for tool in ("podman", "nsenter", "setpriv"):
+        (tmp_path / tool).write_text("#!/bin/sh\n")
+        (tmp_path / tool).chmod(0o755)
+    assert "(nft not found in %s)" % tmp_path in _enforcement_watch.unprovisioned("podman", path=str(tmp_path))
+    (tmp_path / "nft").write_text("#!/bin/sh\n")
+    (tmp_path / "nft").chmod(0o755)
+    assert _enforcement_watch.unprovisioned("podman", path=str(tmp_path)) is None

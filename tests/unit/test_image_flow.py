@@ -27,6 +27,9 @@ def image_run(present, build_rc=0, pullable=()):
                 return 0, "", ""
             return 125, "", "Trying to pull...\nError: initializing source: no such host"
         if argv[1] == "build":
+            if "--logfile" in argv:
+                with open(argv[argv.index("--logfile") + 1], "w") as log:
+                    log.write("".join("STEP %d/30\n" % step for step in range(1, 31)))
             return build_rc, "STEP 1/2", "" if build_rc == 0 else "Error: apt failed"
         raise AssertionError(argv)
 
@@ -102,7 +105,7 @@ def test_failures_name_the_image_in_podmans_words():
         (None, False, "pulling docker.io/library/debian:13 failed: Error: initializing source: no such host")
     run = image_run({"localhost/base:1"}, build_rc=1)
     assert _images.ensure_probe_image(run, "podman", "localhost/base:1", None, False) == \
-        (None, False, "building the probe image from localhost/base:1 failed: Error: apt failed")
+        (None, False, "building the probe image from localhost/base:1 failed after 0 s: Error: apt failed")
 
 
 def test_ensure_hashes_every_input_and_builds_in_the_given_context():
@@ -135,5 +138,35 @@ def test_a_failed_build_is_an_image_error_with_podmans_output():
         _images.ensure(image_run({"localhost/base:1"}, build_rc=2), "podman", "localhost/x",
                        {"Containerfile": b"FROM base\n"}, "localhost/base:1", False, context="/ctx")
     assert str(raised.value).startswith("building localhost/x:") and str(raised.value).endswith(
-        " from localhost/base:1 failed: Error: apt failed")
+        " from localhost/base:1 failed after 0 s: Error: apt failed")
     assert (raised.value.rc, raised.value.stdout, raised.value.stderr) == (2, "STEP 1/2", "Error: apt failed")
+
+
+def test_a_build_writes_its_log_by_content_hash_and_says_how_long_it_took(tmp_path):
+    logs = tmp_path / "logs"
+    files = {"Containerfile": b"FROM base\n"}
+    planned = _images.ensure(image_run({"localhost/base:1"}), "podman", "localhost/aisb-x", files, "localhost/base:1",
+                             True, context="/ctx", log_dir=str(logs))
+    assert planned.log == str(logs / ("aisb-x-%s.log" % planned.tag.rsplit(":", 1)[1])) and not logs.exists()
+    run = image_run({"localhost/base:1"})
+    image = _images.ensure(run, "podman", "localhost/aisb-x", files, "localhost/base:1", False, context="/ctx",
+                           log_dir=str(logs))
+    build = build_of(run)
+    assert image.log == planned.log and build[build.index("--logfile") + 1] == image.log
+    assert open(image.log).read().startswith("STEP 1/30\n") and image.seconds == 0
+    # Present now: nothing built, no log named.
+    again = _images.ensure(image_run({"localhost/base:1", image.tag}), "podman", "localhost/aisb-x", files,
+                           "localhost/base:1", False, context="/ctx", log_dir=str(logs))
+    assert (again.built, again.log, again.seconds) == (False, None, None)
+
+
+def test_a_failed_build_names_its_log_and_shows_its_last_lines(tmp_path):
+    with pytest.raises(_images.ImageError) as raised:
+        _images.ensure(image_run({"localhost/base:1"}, build_rc=1), "podman", "localhost/aisb-x",
+                       {"Containerfile": b"FROM base\n"}, "localhost/base:1", False, context="/ctx",
+                       log_dir=str(tmp_path))
+    [log] = tmp_path.glob("aisb-x-*.log")
+    message = str(raised.value)
+    assert "failed after 0 s: Error: apt failed; build log %s, its last lines:\n" % log in message
+    assert message.endswith("\n".join("STEP %d/30" % step for step in range(16, 31)))
+    assert "STEP 15/30" not in message

@@ -8,7 +8,7 @@ import os
 import pytest
 from fake_podman import fake_podman
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _session_admission
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _session_admission, _session_spec
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import render, write_files
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
@@ -124,3 +124,24 @@ def test_the_state_directory_is_never_a_project(host):
     state = os.path.join(host["environ"]["HOME"], ".local", "state", "aisb")
     (inputs, _facts, problems, _warnings), commands = admit(host, project=state)
     assert inputs is None and repr(state) in problems[0] and commands == []
+
+
+def test_session_inputs_checks_the_sessions_own_options_without_the_roles_outputs():
+    spec, inputs = _session_spec.argument_spec(), _session_spec.input_spec()
+    assert list(inputs) == list(_session_spec.INPUT_OPTIONS) + ["allow", "connect_ports"]
+    assert all(inputs[k] == spec[k] for k in _session_spec.INPUT_OPTIONS)
+    # The image, gate and policy come from the roles, after this check.
+    assert not set(inputs) & {"image", "gate_image", "policy_dir", "host_facts"}
+    assert _session_spec.input_constraints() == dict(
+        (kind, value) for kind, value in _session_spec.constraints().items() if kind != "required_if")
+
+
+def test_session_project_is_admissions_own_check(host, tmp_path):
+    environ = host["environ"]
+    home = environ["HOME"]
+    assert _session_admission.session_project(home + "/src/app", environ) == host["project"]
+    for raw, needle in ((home + "/src/missing", "is not an existing directory"),
+                        (home + "/.local/state/aisb/policies", "dot-directories"),
+                        (str(tmp_path), "is the home directory")):
+        with pytest.raises(_session_admission.SessionInputError, match=needle):
+            _session_admission.session_project(raw, environ)

@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Controller side of aisb.sandbox.session_inputs: the session action's own resolution
+of the controller's options (its checks included) and the policy's entries parsed as
+gate_policy parses them, then the module's check on the host."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aisb.sandbox.plugins.action.session import resolve_controller_options
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import input_constraints, input_spec
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=input_spec(), **input_constraints())
+        try:
+            resolve_controller_options(args, os.environ)
+            parse_policy(args["allow"], args["connect_ports"])
+        except (SessionInputError, PolicyError) as error:
+            return dict(result, failed=True, status="refused", msg=str(error))
+        # The options as given (credential entries, never their keys: the host checks only
+        # the project); unset ones left out, or mutually_exclusive would count them.
+        module_args = dict((name, value) for name, value in args.items() if value is not None)
+        result.update(self._execute_module(module_name="aisb.sandbox.session_inputs", module_args=module_args,
+                                           task_vars=task_vars))
+        return result
