@@ -114,7 +114,7 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         raise SessionError("no tools to watch the sandbox's table with (nsenter, setpriv, nft): "
                            "admission finds them")
     placeholders, injector_port = injector or ({}, None)
-    network, gate, proxy_url = network_plan(inputs.network, verdict.get("gate_path"), port,
+    network, gate, proxy_url = network_plan(inputs.network, inputs.gate_path or verdict.get("gate_path"), port,
                                             [injector_port] if injector_port else [])
     if injector_port and gate is None:
         raise SessionError("provider credentials need network allow: the sandbox reaches their injector where "

@@ -63,8 +63,8 @@ options:
     description:
       - C(allow) runs the gate; C(none) gives the sandbox no network at all.
       - C(no-gate) is the fallback for a host without a gate path (the host facts'
-        C(verdict.gate_path) is not C(map-host-loopback)) where C(verdict.no_gate_holds)
-        is true, and is refused elsewhere. No gate and no proxy; the allowed names are
+        C(verdict.gate_path) is C(none), or C(tcp-forward) where the model does not hold)
+        where C(verdict.no_gate_holds) is true, and is refused elsewhere. No gate and no proxy; the allowed names are
         resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
         their addresses pinned in the ruleset on port 80, the policy's CONNECT ports and
         the names' own C(host:port) ports. Wildcard entries (C(.example.com)) and names that do
@@ -72,6 +72,17 @@ options:
     type: str
     choices: [allow, none, no-gate]
     default: allow
+  gate_path:
+    description:
+      - For tests. How the sandbox reaches its gate with O(network=allow), where the host
+        has both ways; without it, the host facts' C(verdict.gate_path).
+      - C(map-host-loopback) (pasta's C(--map-host-loopback)) or C(tcp-forward) (pasta's
+        C(-T PORT), the one older passt has). Accepted only when the host facts measured
+        that path working (C(probes.host_loopback_reachable), or C(probes.tcp_forward) and
+        C(probes.tcp_forward_sandbox)) and C(verdict.model_holds) is true; refused
+        otherwise, even with O(allow_unenforced).
+    type: str
+    choices: [map-host-loopback, tcp-forward]
   command:
     description:
       - The sandbox's command line, passed as a list and never through a shell. Its first
