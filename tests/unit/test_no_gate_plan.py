@@ -163,4 +163,4 @@ def test_the_tcp_forward_sandbox_probe_runs_on_the_sessions_own_network():
     assert (script_args[3], script_args[7]) == ("127.0.0.1", "::1") and len(calls) == 1
     # The fake container reached no listener: the gate's two connections are missing.
     assert found["ok"] is False and found["probes"]["table_allows_gate"]["ok"] is False
-    assert found["detail"].startswith("table_allows_gate: the gate 127.0.0.1:%d was reached 0 of 2 times" % gate_port)
+    assert found["detail"].startswith("table_allows_gate: the gate ") and "reached 0 of 2 times" in found["detail"]
