@@ -222,7 +222,7 @@ def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, inte
     workstation.sh(f"rm -rf {ports} && mkdir -p {ports}")
     script = "; ".join(f"curl -s -o /dev/null -w '{n}=%{{http_code}}\\n' http://{n}/" for n in names) + (
         # Every session's port, then each of the others' tried as a proxy for this one's own name.
-        f"; echo ${{HTTP_PROXY##*:}} >/project/.gate-ports/$AISB_SESSION"
+        "; echo ${HTTP_PROXY##*:} >/project/.gate-ports/$AISB_SESSION"
         "; for _ in $(seq 300); do [ $(ls /project/.gate-ports | wc -l) -ge 5 ] && break; sleep 0.2; done"
         "; for f in /project/.gate-ports/*; do [ $f = /project/.gate-ports/$AISB_SESSION ] && continue"
         "; echo cross-$(cat $f)=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -x ${HTTP_PROXY%:*}:$(cat $f) "
