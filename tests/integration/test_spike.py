@@ -77,6 +77,10 @@ def test_debian13_model_holds(workstation, measured):
     # The sandbox probes ran on the mapped loopback: network no-gate is not measured here.
     assert facts["probes"]["raw_tcp_blocked"]["network"].startswith("pasta:--map-host-loopback,")
     assert facts["verdict"]["no_gate_holds"] is False
+    # The other gate path measured too, on the session's own -T network.
+    forwarded = facts["probes"]["tcp_forward_sandbox"]
+    assert forwarded["ok"] is True and forwarded["network"].startswith("pasta:-T,"), forwarded
+    assert all(entry["ok"] for entry in forwarded["probes"].values()), forwarded["probes"]
     assert facts["fingerprint"]["podman"] == workstation.run(
         ["podman", "version", "--format", "{{.Client.Version}}"]).stdout.strip()
     assert facts["probe_image"].startswith("localhost/aisb-probe:")
