@@ -99,7 +99,7 @@ def probe_sandbox(prober, enforce=True):
 
 def probe_tcp_forward_sandbox(prober):
     """The sandbox probes on the tcp-forward gate path's network, the session's own (-T
-    for the gate's port only, --no-map-gw), all in one entry: the gate reached through
+    for the gate's port only, --no-map-gw, -4), all in one entry: the gate reached through
     the forwarded port, while the host's other loopback ports (TCP, UDP, ::1) stay out of
     reach. The verdict needs it where tcp-forward is the host's only gate path."""
     found = sandbox_probes(prober, True, "tcp-forward")
@@ -117,9 +117,9 @@ def probe_tcp_forward_sandbox(prober):
 
 def network_of(path, gate_port, mapped_to):
     """The sandbox probe's pasta network on gate path PATH: the session's own for
-    tcp-forward (_session_plan.network_plan), the mapped addresses MAPPED_TO otherwise."""
+    tcp-forward, the mapped addresses MAPPED_TO otherwise."""
     if path == "tcp-forward":
-        return _podman.pasta_network(forward_tcp=[gate_port], no_map_gw=True)
+        return _podman.tcp_forward_network([gate_port])
     return _podman.pasta_network(map_host_loopback=mapped_to)
 
 

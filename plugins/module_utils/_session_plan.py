@@ -74,7 +74,7 @@ def network_plan(mode, gate_path, port, also_forward=()):
                 (MAPPED_LOOPBACK, port), "http://%s:%d" % (MAPPED_LOOPBACK, port))
     if gate_path == "tcp-forward":
         # -T PORT: the sandbox's own 127.0.0.1:PORT is forwarded to the host's.
-        return (_podman.pasta_network(forward_tcp=[port] + list(also_forward), no_map_gw=True), ("127.0.0.1", port),
+        return (_podman.tcp_forward_network([port] + list(also_forward)), ("127.0.0.1", port),
                 "http://127.0.0.1:%d" % port)
     raise SessionError("gate path %r is not one of %s: the facts name no way to reach a gate"
                        % (gate_path, ", ".join(GATE_PATHS)))

@@ -79,7 +79,7 @@ def test_debian13_model_holds(workstation, measured):
     assert facts["verdict"]["no_gate_holds"] is False
     # The other gate path measured too, on the session's own -T network.
     forwarded = facts["probes"]["tcp_forward_sandbox"]
-    assert forwarded["ok"] is True and forwarded["network"].startswith("pasta:-T,"), forwarded
+    assert forwarded["ok"] is True and forwarded["network"].startswith("pasta:-4,-T,"), forwarded
     assert all(entry["ok"] for entry in forwarded["probes"].values()), forwarded["probes"]
     assert facts["fingerprint"]["podman"] == workstation.run(
         ["podman", "version", "--format", "{{.Client.Version}}"]).stdout.strip()
