@@ -2,30 +2,20 @@
 """A Debian 13 workstation whose pasta lacks --map-host-loopback, as a passt older than
 2024-08-21 (Ubuntu 24.04's) does, while -T works: the spike's verdict holds on the
 tcp-forward gate path, and a session's real traffic goes through its gate on the
-sandbox's own loopback. The old pasta is a wrapper (podman's helper_binaries_dir) in
-front of Debian 13's: its options beside --map-host-loopback are 2025's, not 2024-02's
+sandbox's own loopback. The old pasta is a wrapper (old_pasta.py) in front of Debian
+13's: its options beside --map-host-loopback are 2025's, not 2024-02's
 (docs/networking.md says what else differs from a real Ubuntu 24.04)."""
 
 import json
 
 import pytest
 
+from old_pasta import install_old_pasta
 from scenario import Internet, provision
 from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, through
 from spike_host import FACTS
 from workstation import Workstation, install_checkout
 
-WRAPPER_DIR = "/home/dev/.local/libexec/old-pasta"
-# What pasta before --map-host-loopback says of it (getopt_long's message); the rest is
-# the real pasta.
-OLD_PASTA = """#!/bin/sh
-for arg in "$@"; do
-  case $arg in --map-host-loopback*) echo "pasta: unrecognized option '--map-host-loopback'" >&2; exit 1 ;; esac
-done
-exec /usr/bin/pasta "$@"
-"""
-CONTAINERS_CONF = "/home/dev/.config/containers/containers.conf"
-HELPERS = f'[engine]\nhelper_binaries_dir = ["{WRAPPER_DIR}", "/usr/libexec/podman", "/usr/lib/podman", "/usr/bin"]\n'
 OPERATOR = ["-e", "aisb_harness=shell"]
 SCRIPT = ("echo proxy=$HTTP_PROXY; curl -s -o /dev/null -w 'allowed=%{http_code}\\n' http://allowed.test/c-old-allowed; "
           "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/c-old-other; "
@@ -38,8 +28,7 @@ def host():
     """A Debian 13 workstation provisioned with the old pasta in place."""
     with Workstation("trixie") as ws:
         install_checkout(ws)
-        ws.sh(f"mkdir -p {WRAPPER_DIR} && cat >{WRAPPER_DIR}/pasta && chmod 0755 {WRAPPER_DIR}/pasta", input=OLD_PASTA)
-        ws.sh(f"mkdir -p $(dirname {CONTAINERS_CONF}) && cat >{CONTAINERS_CONF}", input=HELPERS)
+        install_old_pasta(ws)
         done = provision(ws, *OPERATOR)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
         ws.sh(f"mkdir -p {PROJECT}")
