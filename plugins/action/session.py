@@ -94,7 +94,7 @@ class ActionModule(ActionBase):
             args, interactive = resolve_controller_options(args, os.environ)
         except SessionInputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
-        facts = args["host_facts"]
+        facts = args.get("host_facts")
         if facts is None:
             facts = (task_vars.get("ansible_facts") or {}).get(FACTS)
         if not facts and not args["allow_unenforced"]:
