@@ -9,6 +9,8 @@ In a provisioned workstation, with facts and images warm, times RUNS of each:
     until its command's first instruction;
   - session: the session machinery (plan, gate start and readiness, sandbox start,
     entrypoint enforcement) until the harness's first instruction, in-process;
+  both on each gate path (map-host-loopback, and tcp-forward through the session's
+  gate_path option: pasta -T, as on a host with an older passt);
   - run_agent.yml: the whole playbook wall time with a command that exits at once,
     beside ansible-playbook running an empty play;
   - the enforcement watch's CPU over one session of WATCH_SECONDS: its helper and every
@@ -32,22 +34,23 @@ WATCH_SECONDS = 60
 IN_PROCESS = r"""
 import json, os, subprocess, sys, time
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_loopback, _session, _session_plan
 params = json.loads(sys.argv[1])
 runs = int(sys.argv[2])
-facts = params["host_facts"]
-floor, session = [], []
+found = dict((path, {"floor": [], "session": []}) for path in _session_plan.GATE_PATHS)
 for _ in range(runs):
-    start = time.time()
-    out = subprocess.run(["podman", "run", "--rm", "--network=pasta:--map-host-loopback,100.64.0.1,--no-map-gw",
-                          "--entrypoint", "date", params["image"], "+%s.%N"], capture_output=True, text=True, check=True)
-    floor.append(float(out.stdout) - start)
-    start = time.time()
-    result = _session.run_session(params, dict(os.environ), False)
-    assert not result.get("failed"), result
-    first = float(open(result["transcript"]).read().split()[-1])
-    session.append(first - start)
-print(json.dumps({"floor": floor, "session": session}))
+    for path in _session_plan.GATE_PATHS:
+        network = _session_plan.network_plan("allow", path, _gate_loopback.free_loopback_port())[0]
+        start = time.time()
+        out = subprocess.run(["podman", "run", "--rm", "--network=" + network, "--entrypoint", "date",
+                              params["image"], "+%s.%N"], capture_output=True, text=True, check=True)
+        found[path]["floor"].append(float(out.stdout) - start)
+        start = time.time()
+        result = _session.run_session(dict(params, gate_path=path), dict(os.environ), False)
+        assert not result.get("failed"), result
+        first = float(open(result["transcript"]).read().split()[-1])
+        found[path]["session"].append(first - start)
+print(json.dumps(found))
 """
 
 
@@ -79,11 +82,13 @@ def measure(ws, runs):
                                          "-e", json.dumps({"command": ["true"]})), runs)
     watch = watcher_cpu(ws)
     empty, agent = median(empty_runs), median(agent_runs)
-    floor, session = median(pairs["floor"]), median(pairs["session"])
-    return [
-        row("session", "warm session start, to the harness's first instruction", round(session, 3), "s",
-            round(floor, 3), "bare `podman run --rm`, same image and network mode", "<= 3x floor",
-            session <= 3 * floor, runs, pairs["session"], pairs["floor"]),
+    rows = []
+    for path, pair in sorted(pairs.items()):
+        floor, session = median(pair["floor"]), median(pair["session"])
+        rows.append(row("session", "warm session start, to the harness's first instruction (gate path %s)" % path,
+                        round(session, 3), "s", round(floor, 3), "bare `podman run --rm`, same image and network "
+                        "mode", "<= 3x floor", session <= 3 * floor, runs, pair["session"], pair["floor"]))
+    return rows + [
         row("session", "`run_agent.yml` warm, command `true`", round(agent, 2), "s", round(empty, 2),
             "`ansible-playbook`, empty play", "<= 3 s", agent <= 3, runs, agent_runs, empty_runs),
         row("session", "enforcement watch: CPU of its helper, its %d readings and its thread over a %d s "

@@ -25,6 +25,7 @@ QUESTIONS = {
     "map_host_loopback": "pasta accepts `--map-host-loopback`",
     "host_loopback_reachable": "container -> host 127.0.0.1 through 100.64.0.1",
     "tcp_forward": "pasta `-T PORT` forwards to the host's loopback",
+    "tcp_forward_sandbox": "on the `-T` network: table, setpriv, the host's other loopback ports, UDP, ::1 blocked",
     "network_host": "`--network=host` reaches the host's loopback",
     "internal_network_blackout": "`--internal` network lets no TCP/UDP out",
     "container_to_container": "two containers on one network reach each other",

@@ -79,7 +79,9 @@ def resolve_controller_options(args, controller_env):
     interactive = args["interactive"]
     if interactive is None:
         interactive = args["command"] is None and prompt is None
-    module_args = dict((k, v) for k, v in args.items() if k not in CONTROLLER_OPTIONS)
+    # Unset options stay unset (the module's own defaults are the same spec's): a None
+    # is no value of an option with choices (gate_path).
+    module_args = dict((k, v) for k, v in args.items() if k not in CONTROLLER_OPTIONS and v is not None)
     # As JSON text: results then hide the values as one string (see the module's option).
     module_args.update(command=command, environment=json.dumps(environment, sort_keys=True),
                        credentials=json.dumps(credentials, sort_keys=True),
@@ -99,7 +101,7 @@ class ActionModule(ActionBase):
             args, interactive = resolve_controller_options(args, os.environ)
         except SessionInputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
-        facts = args["host_facts"]
+        facts = args.get("host_facts")
         if facts is None:
             facts = (task_vars.get("ansible_facts") or {}).get(FACTS)
         if not facts and not args["allow_unenforced"]:

@@ -20,8 +20,8 @@ options:
     description:
       - C(allow) runs the gate; C(none) gives the sandbox no network at all.
       - C(no-gate) is the fallback for a host without a gate path (the host facts'
-        C(verdict.gate_path) is not C(map-host-loopback)) where C(verdict.no_gate_holds)
-        is true, and is refused elsewhere. No gate and no proxy; the allowed names are
+        C(verdict.gate_path) is C(none), or C(tcp-forward) where the model does not hold)
+        where C(verdict.no_gate_holds) is true, and is refused elsewhere. No gate and no proxy; the allowed names are
         resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and
         their addresses pinned in the ruleset on port 80, the policy's CONNECT ports and
         the names' own C(host:port) ports. Wildcard entries (C(.example.com)), private

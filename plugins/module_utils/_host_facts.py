@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 
 # 2: verdict.no_gate_holds, and the sandbox probes record the network they ran on.
-SCHEMA_VERSION = 2
+# 3: probes.tcp_forward_sandbox (the sandbox probes on the -T gate path).
+SCHEMA_VERSION = 3
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # The probe image the last spike used carries this name too, so the fingerprint can
 # name "the probe image" without knowing how it was chosen.

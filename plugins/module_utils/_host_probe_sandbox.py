@@ -90,37 +90,68 @@ def probe_sandbox(prober, enforce=True):
     Where pasta cannot map the host's loopback (that container does not start), the same
     probes run on network no-gate's plain pasta instead, aimed at listeners on the host's
     own address; each entry records the network it ran on."""
-    found = sandbox_probes(prober, enforce, mapped=True)
+    found = sandbox_probes(prober, enforce, "map-host-loopback")
     first = found["nft_default_drop"]
     if first.get("measured", True) or first["evidence"].get("rc") is None:
         return found
-    return sandbox_probes(prober, enforce, mapped=False)
+    return sandbox_probes(prober, enforce, "none")
 
 
-def sandbox_probes(prober, enforce, mapped):
-    """The sandbox probes on the session's mapped loopback (MAPPED) or on plain pasta."""
-    v6 = None
-    if mapped:
+def probe_tcp_forward_sandbox(prober):
+    """The sandbox probes on the tcp-forward gate path's network, the session's own (-T
+    for the gate's port only, --no-map-gw, -4), all in one entry: the gate reached through
+    the forwarded port, while the host's other loopback ports (TCP, UDP, ::1) stay out of
+    reach. The verdict needs it where tcp-forward is the host's only gate path."""
+    found = sandbox_probes(prober, True, "tcp-forward")
+    failed = [name for name in SANDBOX_PROBES if not found[name]["ok"]]
+    first = found[SANDBOX_PROBES[0]]
+    if not first.get("measured", True):
+        detail = first["detail"]
+    else:
+        detail = ("; ".join("%s: %s" % (name, found[name]["detail"]) for name in failed) if failed else
+                  "on %s: %s" % (first["network"], found["table_allows_gate"]["detail"]))
+    return {"tcp_forward_sandbox": result(
+        not failed, detail, network=first.get("network"), evidence=first["evidence"],
+        probes=dict((name, {"ok": found[name]["ok"], "detail": found[name]["detail"]}) for name in SANDBOX_PROBES))}
+
+
+def network_of(path, gate_port, mapped_to):
+    """The sandbox probe's pasta network on gate path PATH: the session's own for
+    tcp-forward, the mapped addresses MAPPED_TO otherwise."""
+    if path == "tcp-forward":
+        return _podman.tcp_forward_network([gate_port])
+    return _podman.pasta_network(map_host_loopback=mapped_to)
+
+
+def sandbox_probes(prober, enforce, path):
+    """The sandbox probes on gate path PATH: the session's mapped loopback
+    (map-host-loopback), the sandbox's own loopback with the gate's port forwarded
+    (tcp-forward; the host's other loopback ports are the listeners it must not reach),
+    or plain pasta (none)."""
+    v6, target6, mapped_to = None, MAPPED_ADDR6, []
+    if path in ("map-host-loopback", "tcp-forward"):
         listen, target, mapped_to = "127.0.0.1", MAPPED_LOOPBACK, [MAPPED_LOOPBACK]
         try:
             v6 = Listener("::1")
             mapped_to.append(MAPPED_ADDR6)
         except OSError:
             pass
-        network = _podman.pasta_network(map_host_loopback=mapped_to)
+        if path == "tcp-forward":
+            target, target6 = "127.0.0.1", "::1"
     else:
         try:
             listen = host_address()
         except OSError as exc:
             return unmeasured(SANDBOX_PROBES, "no default route to find the host's address (%s)" % exc)
-        target, network = HOST_ENTRY, _podman.NO_GATE_NETWORK
+        target = HOST_ENTRY
     with Listener(listen) as gate, Listener(listen) as root_tcp, \
             Listener(listen) as raw, Listener(listen, udp=True) as udp:
+        network = _podman.NO_GATE_NETWORK if path == "none" else network_of(path, gate.port, mapped_to)
         try:
             outcome = prober.container(
                 ["--network=" + network] + _podman.SANDBOX_SECURITY, SANDBOX_SCRIPT,
                 ["enforce" if enforce else "open", RULESET, gate.port, target, root_tcp.port,
-                 raw.port, udp.port, MAPPED_ADDR6, v6.port if v6 else 9])
+                 raw.port, udp.port, target6, v6.port if v6 else 9])
         finally:
             # All at once: their idle drains overlap instead of adding up.
             for listener in filter(None, (gate, root_tcp, raw, udp, v6)):
@@ -138,7 +169,7 @@ def sandbox_probes(prober, enforce, mapped):
         return ("leak: %s reached the spike's listener" % what) if hits else "%s never arrived" % what
 
     target = values["target"]
-    nowhere = ("this host has no IPv6 loopback: nothing to reach" if mapped else
+    nowhere = ("this host has no IPv6 loopback: nothing to reach" if path != "none" else
                "on plain pasta no IPv6 address leads to a listener of the spike: nothing to reach")
     return {
         "nft_default_drop": result(values.get("table") == "installed" and not root_tcp.hits,
@@ -147,7 +178,7 @@ def sandbox_probes(prober, enforce, mapped):
                                    else "the table did not install", outcome, network=network),
         # Two connections: the control as root, then the agent's after setpriv.
         "table_allows_gate": result(len(gate.hits) >= 2, "the %s %s:%d %s" % (
-            "gate" if mapped else "pinned address", target, gate.port,
+            "gate" if path != "none" else "pinned address", target, gate.port,
             "was reached as root and after setpriv" if len(gate.hits) >= 2
             else "was reached %d of 2 times (as root, then after setpriv)" % len(gate.hits)),
             outcome, network=network),
@@ -159,6 +190,6 @@ def sandbox_probes(prober, enforce, mapped):
                                                         % (target, raw.port)), outcome, network=network),
         "udp_blocked": result(not udp.hits, blocked(udp.hits, "a UDP datagram (as DNS would send)"),
                               outcome, network=network),
-        "ipv6_blocked": result(not v6_hits, blocked(v6_hits, "TCP to [%s]" % MAPPED_ADDR6) if v6 else nowhere,
+        "ipv6_blocked": result(not v6_hits, blocked(v6_hits, "TCP to [%s]" % target6) if v6 else nowhere,
                                outcome, network=network),
     }

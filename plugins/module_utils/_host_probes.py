@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_results import (
     Listener, Outcome, host_address, result, unmeasured)
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import SANDBOX_PROBES, probe_sandbox
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import (
+    SANDBOX_PROBES, probe_sandbox, probe_tcp_forward_sandbox)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
 
 # Seconds one connection attempt inside a container may take before it counts as blocked.
@@ -258,11 +259,12 @@ def probe_project_mount(prober):
 
 HOST_PROBES = (probe_rootless, probe_subids, probe_tun, probe_selinux)
 # The longest first: the pool starts them in this order, so they do not wait for a worker.
-CONTAINER_PROBES = (probe_sandbox, probe_container_to_container, probe_internal_network, probe_pasta,
+CONTAINER_PROBES = (probe_sandbox, probe_tcp_forward_sandbox, probe_container_to_container, probe_internal_network,
+                    probe_pasta,
                     probe_host_loopback, probe_tcp_forward, probe_network_host, probe_nft_needs_net_admin,
                     probe_limits, probe_project_mount)
 # Probe names per container probe, to report them when no image could be had.
-CONTAINER_PROBE_NAMES = ("pasta", "map_host_loopback", "host_loopback_reachable", "tcp_forward",
+CONTAINER_PROBE_NAMES = ("pasta", "map_host_loopback", "host_loopback_reachable", "tcp_forward", "tcp_forward_sandbox",
                          "network_host", "internal_network_blackout", "container_to_container",
                          "nft_needs_net_admin") + SANDBOX_PROBES + ("limits", "bind_mount", "keep_id_owner")
 # Order of the reasons: what other probes depend on comes first.

@@ -35,8 +35,11 @@ FIXES = {
     "keep_id_owner": "Files written under --userns=keep-id:uid=1000,gid=1000 were not owned by "
                      "the caller: keep-id with uid and gid needs podman >= 4.3.",
 }
+# Where the host's only gate path is tcp-forward, its sandbox probes decide.
+TCP_FORWARD_FIX = ("The gate path tcp-forward (pasta -T) did not hold the sandbox's enforcement on this host: "
+                   "install passt >= 2024-08-21 (pasta --map-host-loopback) for the mapped gate path.")
 # Probes measured for the record (and the fleet report) that do not decide the verdict.
-INFORMATIONAL = ("selinux", "map_host_loopback", "tcp_forward", "internal_network_blackout",
+INFORMATIONAL = ("selinux", "map_host_loopback", "tcp_forward", "tcp_forward_sandbox", "internal_network_blackout",
                  "container_to_container", "limits")
 
 
@@ -52,7 +55,9 @@ def verdict(probes):
     else:
         gate_path = "none"
     failed = [name for name in ORDER if name in probes and not ok(name)]
-    reasons = sentences(probes, [name for name in failed if name in FIXES], FIXES)
+    # The mapped path's own probe is no reason where the session takes the other path.
+    needed = [name for name in failed if name in FIXES and not (gate_path == "tcp-forward" and name in GATE_PATH_PROBES)]
+    reasons = sentences(probes, needed, FIXES)
     on_plain_pasta = [name for name in SANDBOX_PROBES if probes.get(name, {}).get("network") == _podman.NO_GATE_NETWORK]
     # Network no-gate needs no gate path, but its enforcement measured on its own network.
     no_gate_holds = (len(on_plain_pasta) == len(SANDBOX_PROBES)
@@ -62,10 +67,14 @@ def verdict(probes):
         # raw TCP, UDP and IPv6 through the mapping went unmeasured.
         reasons.append("%s: measured on plain pasta only, because the sandbox probe's container with "
                        "--map-host-loopback did not start; measure again." % ", ".join(on_plain_pasta))
-    if gate_path != "map-host-loopback":
-        reasons.append("gate_path is %s: the session reaches its gate through pasta's "
-                       "--map-host-loopback, which this host lacks.%s" % (
-                           gate_path, " Network no-gate (addresses pinned, no gate) holds here: "
+    if gate_path == "tcp-forward" and not ok("tcp_forward_sandbox"):
+        # The table, setpriv and the host's other loopback ports, on the session's -T network.
+        reasons.append("tcp_forward_sandbox: %s. %s" % (
+            probes.get("tcp_forward_sandbox", {}).get("detail", "not measured"), TCP_FORWARD_FIX))
+    if gate_path == "none":
+        reasons.append("gate_path is none: the session reaches its gate through pasta's "
+                       "--map-host-loopback or -T, which this host lacks.%s" % (
+                           " Network no-gate (addresses pinned, no gate) holds here: "
                            "verdict.no_gate_holds." if no_gate_holds else ""))
     return {
         "model_holds": not reasons,

@@ -171,12 +171,12 @@ def remove(podman, names):
     return [podman, "rm", "--force", "--ignore", "--time", "0"] + list(names)
 
 
-def pasta_network(map_host_loopback=(), forward_tcp=(), no_map_gw=False):
+def pasta_network(map_host_loopback=(), forward_tcp=(), no_map_gw=False, ipv4_only=False):
     """podman's --network value for pasta: MAP_HOST_LOOPBACK, the addresses at which the
     container reaches the host's loopback; FORWARD_TCP, ports of the container's own
     loopback forwarded to the host's (-T); NO_MAP_GW, no way to the host through the
-    gateway address. "pasta" alone without options."""
-    options = []
+    gateway address; IPV4_ONLY, no IPv6 at all (-4). "pasta" alone without options."""
+    options = ["-4"] if ipv4_only else []
     for address in map_host_loopback:
         options += ["--map-host-loopback", address]
     for port in forward_tcp:
@@ -184,6 +184,14 @@ def pasta_network(map_host_loopback=(), forward_tcp=(), no_map_gw=False):
     if no_map_gw:
         options.append("--no-map-gw")
     return "pasta:" + ",".join(options) if options else "pasta"
+
+
+def tcp_forward_network(ports):
+    """The sandbox's network on the tcp-forward gate path: PORTS (the gate's, the
+    injector's) forwarded from its own loopback to the host's, and nothing else. -4:
+    pasta's -T listens on ::1 too and forwards it to the host's ::1:PORT, which is not
+    the gate's socket (squid listens on 127.0.0.1) and may be any other host service's."""
+    return pasta_network(forward_tcp=ports, no_map_gw=True, ipv4_only=True)
 
 
 # The host measurement's probes (host_capabilities).

@@ -44,11 +44,33 @@ def resolve_names(names, getaddrinfo=socket.getaddrinfo):
 
 def no_gate_refusal(verdict):
     """Why network no-gate must not run on a host with this VERDICT, or None."""
-    if verdict.get("gate_path") == "map-host-loopback":
-        return ("network no-gate is refused: aisb_host.verdict.gate_path is map-host-loopback, so this host "
+    path = verdict.get("gate_path")
+    if path == "map-host-loopback" or (path == "tcp-forward" and verdict.get("model_holds") is True):
+        return ("network no-gate is refused: aisb_host.verdict.gate_path is %s, so this host "
                 "can run the gate, which is strictly better (it filters by name and never pins whatever "
-                "else an address serves); use network allow")
+                "else an address serves); use network allow" % path)
     return None
+
+
+# The probes that measured each gate path, sandbox and all: what gate_path needs passed.
+GATE_PATH_EVIDENCE = {"map-host-loopback": ("host_loopback_reachable",),
+                      "tcp-forward": ("tcp_forward", "tcp_forward_sandbox")}
+
+
+def choose_gate_path(facts, requested):
+    """(the gate path the session takes, or None with the refusal). The verdict's, unless
+    REQUESTED (the gate_path option, for tests) names another one the facts measured
+    working, sandbox probes included, on a host whose model holds."""
+    verdict = (facts or {}).get("verdict") or {}
+    if requested is None or requested == verdict.get("gate_path"):
+        return verdict.get("gate_path"), None
+    probes = (facts or {}).get("probes") or {}
+    failed = [name for name in GATE_PATH_EVIDENCE[requested] if (probes.get(name) or {}).get("ok") is not True]
+    if failed or verdict.get("model_holds") is not True:
+        return None, ("gate_path %s is refused: the host facts do not say it works here (%s); the verdict's "
+                      "gate path is %s" % (requested, ", ".join("aisb_host.probes.%s failed" % name for name in failed)
+                                           or "aisb_host.verdict.model_holds is false", verdict.get("gate_path")))
+    return requested, None
 
 
 def podman_directories(environ, home):
@@ -103,6 +125,9 @@ def admit(params, environ, run, interactive=False, now=None):
     if problems and params["allow_unenforced"]:
         warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
         problems = []
+    gate_path, refusal = choose_gate_path(facts, params.get("gate_path") if network == "allow" else None)
+    if refusal:
+        problems.append(refusal)
     if problems:
         return None, facts, problems, warnings
     try:
@@ -122,7 +147,8 @@ def admit(params, environ, run, interactive=False, now=None):
             return None, None, refusals, warnings
     inputs = SessionInputs(
         project=project, project_label=label, image=params["image"], gate_image=params.get("gate_image"),
-        policy_dir=params.get("policy_dir"), policy=policy, network=network, project_mode=project_mode,
+        policy_dir=params.get("policy_dir"), policy=policy, network=network, gate_path=gate_path,
+        project_mode=project_mode,
         project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,

@@ -50,6 +50,9 @@ class SessionInputs(typing.NamedTuple):
     command: typing.List[str]
     policy: typing.Any  # _policy.Policy, pinned for network no-gate
     network: str = "allow"
+    # How the sandbox reaches its gate (_session_plan.GATE_PATHS): the verdict's, or the
+    # one the gate_path option chose among those the facts measured (choose_gate_path).
+    gate_path: typing.Optional[str] = None
     # "review": the project is an overlay's lower layer (_review_session); "direct" mounts it.
     project_mode: str = "direct"
     # Direct mode: _project_git.protect's mounts and what to compare after the session.

@@ -76,7 +76,7 @@ def network_plan(mode, gate_path, port, also_forward=()):
                 (MAPPED_LOOPBACK, port), "http://%s:%d" % (MAPPED_LOOPBACK, port))
     if gate_path == "tcp-forward":
         # -T PORT: the sandbox's own 127.0.0.1:PORT is forwarded to the host's.
-        return (_podman.pasta_network(forward_tcp=[port] + list(also_forward), no_map_gw=True), ("127.0.0.1", port),
+        return (_podman.tcp_forward_network([port] + list(also_forward)), ("127.0.0.1", port),
                 "http://127.0.0.1:%d" % port)
     raise SessionError("gate path %r is not one of %s: the facts name no way to reach a gate"
                        % (gate_path, ", ".join(GATE_PATHS)))
@@ -116,7 +116,7 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         raise SessionError("no tools to watch the sandbox's table with (nsenter, setpriv, nft): "
                            "admission finds them")
     placeholders, injector_port = injector or ({}, None)
-    network, gate, proxy_url = network_plan(inputs.network, verdict.get("gate_path"), port,
+    network, gate, proxy_url = network_plan(inputs.network, inputs.gate_path or verdict.get("gate_path"), port,
                                             [injector_port] if injector_port else [])
     if injector_port and gate is None:
         raise SessionError("provider credentials need network allow: the sandbox reaches their injector where "

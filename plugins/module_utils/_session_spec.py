@@ -19,6 +19,8 @@ def argument_spec():
         gate_image=dict(type="str"),
         policy_dir=dict(type="path"),
         network=dict(type="str", choices=["allow", "none", "no-gate"], default="allow"),
+        # Tests only: the other gate path where the host's facts measured both.
+        gate_path=dict(type="str", choices=["map-host-loopback", "tcp-forward"]),
         command=dict(type="list", elements="str"),
         # A recipe as the image role keeps it: its other keys (packages, ...) are the build's.
         harness=dict(type="dict"),

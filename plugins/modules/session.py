@@ -56,6 +56,17 @@ options:
         not describe the same policy.
       - Needed unless O(network=none).
     type: path
+  gate_path:
+    description:
+      - For tests. How the sandbox reaches its gate with O(network=allow), where the host
+        has both ways; without it, the host facts' C(verdict.gate_path).
+      - C(map-host-loopback) (pasta's C(--map-host-loopback)) or C(tcp-forward) (pasta's
+        C(-T PORT), the one older passt has). Accepted only when the host facts measured
+        that path working (C(probes.host_loopback_reachable), or C(probes.tcp_forward) and
+        C(probes.tcp_forward_sandbox)) and C(verdict.model_holds) is true; refused
+        otherwise, even with O(allow_unenforced).
+    type: str
+    choices: [map-host-loopback, tcp-forward]
   host_facts:
     description: The host facts. Defaults to C(ansible_facts.aisb_host).
     type: dict

@@ -44,6 +44,13 @@ def internet(workstation):
     net.stop()
 
 
+@pytest.fixture(scope="module", params=["map-host-loopback", "tcp-forward"])
+def gate_path(request):
+    """Each gate path in turn (the workstation's facts measure both): the tests that take
+    it run their sessions over it (sessions.through), the mapped one first."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def project(workstation):
     """The project directory the sessions run on (PROJECT)."""

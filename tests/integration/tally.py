@@ -6,13 +6,14 @@ transcript) and the tripwires' logs were read for it."""
 CASES = {}
 
 
-def record(case_id, leaked):
-    """CASE_ID sent real traffic; LEAKED says whether any listener saw it."""
-    CASES[case_id] = bool(leaked)
+def record(case_id, leaked, gate_path="map-host-loopback"):
+    """CASE_ID sent real traffic over GATE_PATH; LEAKED says whether any listener saw it."""
+    CASES.setdefault(gate_path, {})[case_id] = bool(leaked)
 
 
 def summary():
-    """The summary line, or None when no real-traffic case ran."""
+    """The summary line, one count per gate path, or None when no real-traffic case ran."""
     if not CASES:
         return None
-    return "bypass battery: %d real-traffic cases ran, %d leaks seen" % (len(CASES), sum(CASES.values()))
+    return "bypass battery: " + "; ".join("%s: %d real-traffic cases ran, %d leaks seen" % (
+        path, len(cases), sum(cases.values())) for path, cases in sorted(CASES.items()))

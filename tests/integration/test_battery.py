@@ -13,12 +13,13 @@ import pytest
 
 import tally
 from scenario import TRANSFER_DIR, free_port, install_tripwire
-from sessions import PROJECT, allow, left_running, record_of, run_agent, session_containers
+from sessions import PROJECT, allow, left_running, record_of, run_agent, session_containers, through
 from workstation import REPO
 
 # The TLS probe (node, inside the sandbox): copied into the project with battery.sh.
 TLS_PROBE = REPO / "tests" / "workstation" / "tls_probe.js"
-GATE_ADDR = "100.64.0.1"
+# Where pasta maps the host's loopback on the mapped gate path (the gate's address there).
+MAPPED_ADDR = "100.64.0.1"
 # The gate and pasta resolve through the workstation's resolv.conf: the battery points
 # it at its own DNS server, so a lookup the gate should never make is logged.
 DNS_OPTIONS = "options timeout:1 attempts:1\n"
@@ -135,6 +136,13 @@ class Tripwires:
 
 PROBE_HELPERS = r"""
 say() { printf 'RESULT %s %s\n' "$1" "$2"; }
+# The gate as the session's proxy variables name it: 100.64.0.1 (mapped) or the
+# sandbox's own 127.0.0.1 (tcp-forward), and its port.
+GATE_HOST=${HTTP_PROXY#http://}; GATE_HOST=${GATE_HOST%:*}; GATE_PORT=${HTTP_PROXY##*:}
+# Listens on HOST:PORT (SO_REUSEPORT asked for): "bound", or the error's code.
+bind() { node -e 'require("net").createServer().on("error", e => { console.log("RESULT " + process.argv[1] + " " +
+  e.code); process.exit() }).listen({host: process.argv[2], port: +process.argv[3], reusePort: true},
+  () => { console.log("RESULT " + process.argv[1] + " bound"); process.exit() })' "$@"; }
 # Through the gate (the session's proxy variables): the status code squid answered (to
 # the CONNECT, when the tunnel was refused; 000 when a tunnel was made and nothing came
 # back through it).
@@ -179,8 +187,8 @@ raw_dns() { local id=$1 resolver=$2 name=$3 query='\x12\x34\x01\x00\x00\x01\x00\
 
 
 # (id, THREATS class, probe, expected result). Probes use the helpers above; @V4@, @V6@
-# (the test internet), @LO@ (a host-loopback service's port) and @GATE@ are filled in
-# per run. Every probe's traffic carries c-ID (a path, a payload or a DNS label), so a
+# (the test internet) and @LO@ (a host-loopback service's port) are filled in per run,
+# $GATE_HOST and $GATE_PORT in the sandbox (PROBE_HELPERS). Every probe's traffic carries c-ID (a path, a payload or a DNS label), so a
 # leak names its case.
 CASES = [
     ("http-allowed", "positive control", "gate http-allowed http://allowed.test/c-http-allowed", "http=200"),
@@ -247,9 +255,19 @@ CASES = [
     for name in ["b-loop.test", "b-mapped.test", "b-ula.test"] + PRIVATE_NAMES
 ] + [
     ("host-loopback-service", "the whole host loopback mapped into the sandbox",
-     "tcp host-loopback-service @GATE@ @LO@", "blocked"),
+     "tcp host-loopback-service $GATE_HOST @LO@", "blocked"),
     ("gate-other-port", "the whole host loopback mapped into the sandbox",
-     "tcp gate-other-port @GATE@ $(( ${HTTP_PROXY##*:} + 1 ))", "blocked"),
+     "tcp gate-other-port $GATE_HOST $(( GATE_PORT + 1 ))", "blocked"),
+    ("mapped-address-service", "the whole host loopback mapped into the sandbox (at the mapped address)",
+     f"tcp mapped-address-service {MAPPED_ADDR} @LO@", "blocked"),
+    ("loopback-service-v6", "the whole host loopback mapped into the sandbox (its ::1)",
+     "tcp loopback-service-v6 ::1 @LO@", "refused"),
+    ("gate-port-v6", "the forwarded gate port (-T) reached at the sandbox's ::1",
+     "tcp gate-port-v6 ::1 $GATE_PORT", "refused"),
+    ("bind-gate-port", "the agent takes the gate's address and port (the forwarded one, on tcp-forward)",
+     "bind bind-gate-port $GATE_HOST $GATE_PORT", "EADDRNOTAVAIL"),
+    ("bind-gate-port-any", "the agent takes the gate's port on every address",
+     "bind bind-gate-port-any 0.0.0.0 $GATE_PORT", "bound"),
     ("raw-tcp-literal", "host ports reachable without the proxy", "tcp raw-tcp-literal @V4@ 22", "blocked"),
     ("raw-tcp-literal-8080", "host ports reachable without the proxy",
      "tcp raw-tcp-literal-8080 @V4@ 8080", "blocked"),
@@ -292,6 +310,17 @@ CASES = [
      " } >/dev/null 2>&1; direct setpriv-regain http://@V4@/c-setpriv-regain", "blocked"),
 ]
 CASE_IDS = [case[0] for case in CASES]
+# Where tcp-forward expects otherwise: the gate's address is the sandbox's own loopback, so
+# a connection to one of its other ports is refused there (nothing leaves the sandbox,
+# as the tripwires show), and the gate's port is pasta's, taken before the agent runs.
+TCP_FORWARD_EXPECTED = {"host-loopback-service": "refused", "gate-other-port": "refused",
+                        "bind-gate-port": "EADDRINUSE", "bind-gate-port-any": "EADDRINUSE"}
+
+
+def expected(case_id, gate_path):
+    """CASE_ID's expected result over GATE_PATH."""
+    default = CASES[CASE_IDS.index(case_id)][3]
+    return TCP_FORWARD_EXPECTED.get(case_id, default) if gate_path == "tcp-forward" else default
 
 
 # Cases that send nothing: they run in the same session, with their own expectations.
@@ -321,13 +350,13 @@ def tripwires(workstation, internet):
 
 def probe_script(wires):
     lines = [probe.replace("@V4@", wires.v4).replace("@V6@", wires.v6).replace("@LO@", str(wires.host_port))
-             .replace("@GATE@", GATE_ADDR) for _id, _threat, probe, _expected in CASES]
+             for _id, _threat, probe, _expected in CASES]
     return PROBE_HELPERS + "\n".join(lines) + "\n" + LOCAL_PROBES
 
 
 @pytest.fixture(scope="module")
-def battery(workstation, internet, tripwires):
-    """One session runs every probe; the tests below read its results and the logs."""
+def battery(workstation, internet, tripwires, gate_path):
+    """One session over GATE_PATH runs every probe; the tests below read its results and the logs."""
     marker = "aisb-battery-" + uuid.uuid4().hex[:8]
     secret_name = "BATTERY_HOST_SECRET_" + uuid.uuid4().hex[:8].upper()
     workstation.sh(f"mkdir -p {PROJECT}")
@@ -335,7 +364,7 @@ def battery(workstation, internet, tripwires):
     workstation.path(f"{PROJECT}/tls_probe.js").write_text(TLS_PROBE.read_text())
     http_before, events_before = len(internet.requests()), len(tripwires.events())
     running = session_containers(workstation)
-    result = run_agent(workstation, *allow(*ALLOWED_NAMES, WILDCARD), "-e", json.dumps({"aisb_environment": {
+    result = run_agent(workstation, *allow(*ALLOWED_NAMES, WILDCARD), *through(gate_path), "-e", json.dumps({"aisb_environment": {
         "MARKER": marker, "HOST_SECRET_NAME": secret_name}}), command=["bash", "/project/battery.sh"],
         env={secret_name: "must-not-cross"}, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:]
@@ -343,7 +372,7 @@ def battery(workstation, internet, tripwires):
     transcript = workstation.path(record["transcript"]).read_text()
     return {"results": dict(re.findall(r"^RESULT (\S+) ?(.*)$", transcript, re.M)), "transcript": transcript,
             "record": record, "http": internet.requests()[http_before:],
-            "events": tripwires.events()[events_before:], "marker": marker,
+            "events": tripwires.events()[events_before:], "marker": marker, "gate_path": gate_path,
             "left_running": left_running(workstation, running)}
 
 
@@ -356,18 +385,19 @@ def seen(battery, case_id):
 
 @pytest.mark.parametrize("case_id", CASE_IDS)
 def test_case(battery, case_id):
-    _id, threat, _probe, expected = CASES[CASE_IDS.index(case_id)]
+    threat, path = CASES[CASE_IDS.index(case_id)][1], battery["gate_path"]
+    wanted = expected(case_id, path)
     result = battery["results"].get(case_id)
     assert result is not None, f"{case_id} ({threat}) did not run:\n{battery['transcript'][-3000:]}"
     hits = seen(battery, case_id)
-    if expected in REACHED:
-        tally.record(case_id, leaked=False)
-        assert result == expected, threat
+    if wanted in REACHED:
+        tally.record(case_id, leaked=False, gate_path=path)
+        assert result == wanted, threat
         assert len(hits) == 1, (threat, hits)
         return
-    tally.record(case_id, leaked=bool(hits))
+    tally.record(case_id, leaked=bool(hits), gate_path=path)
     assert hits == [], f"LEAK ({threat}): {hits}"
-    assert result == expected, f"{threat}: {result}"
+    assert result == wanted, f"{threat}: {result}"
 
 
 def test_unlisted_name_is_never_resolved(battery):

@@ -2,7 +2,8 @@
 """Fault injection: whatever breaks mid-session (the gate frozen, the sandbox killed,
 podman failing, the host changed under the facts, the disk full), nothing stays
 running, no egress opens, and the session ends with a status that says what happened.
-The gate killed mid-session is test_session.test_gate_killed_mid_session_ends_it_with_a_clear_status."""
+The gate killed mid-session is test_session.test_gate_killed_mid_session_ends_it_with_a_clear_status.
+Each fault that involves the session's network runs over both gate paths (gate_path)."""
 
 import time
 
@@ -10,7 +11,7 @@ import pytest
 
 import tally
 from sessions import (PROJECT, allow, images_and_policy, left_running, new_sandbox, record_of, run_agent,
-                      session_containers, session_dirs, session_module, start_in_background)
+                      session_containers, session_dirs, session_module, start_in_background, through)
 from workstation import AISB_STATE
 
 
@@ -23,7 +24,7 @@ def wait_for_file(ws, path, timeout=60):
     raise AssertionError(f"{path} never appeared")
 
 
-def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, internet, project):
+def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, internet, project, gate_path):
     # After the gate is frozen, the sandbox's requests through it time out and no route
     # around it exists; the session still ends and removes the stopped gate.
     script = ("curl -s -o /dev/null http://allowed.test/c-before-stop; touch /project/.fault-ready; "
@@ -33,7 +34,7 @@ def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, 
               "|| echo direct=blocked")
     workstation.sh(f"rm -f {PROJECT}/.fault-*")
     before, running = len(internet.requests()), session_containers(workstation)
-    playbook = start_in_background(workstation, ["bash", "-c", script], *allow("allowed.test"))
+    playbook = start_in_background(workstation, ["bash", "-c", script], *allow("allowed.test"), *through(gate_path))
     try:
         sandbox = new_sandbox(workstation, running)
         wait_for_file(workstation, f"{PROJECT}/.fault-ready")
@@ -45,16 +46,16 @@ def test_gate_stopped_mid_session_opens_nothing_and_leaves_nothing(workstation, 
     record = record_of(workstation, output)
     transcript = workstation.path(record["transcript"]).read_text()
     paths = [r["path"] for r in internet.requests()[before:]]
-    tally.record("gate-stopped", leaked=any("after-stop" in p for p in paths))
+    tally.record("gate-stopped", leaked=any("after-stop" in p for p in paths), gate_path=gate_path)
     assert paths == ["/c-before-stop"]
     assert "after=000" in transcript and "direct=blocked" in transcript, transcript
     assert record["status"] == "exited" and record["exit_code"] == 0, record
     assert left_running(workstation, running) == []
 
 
-def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, project):
+def test_sandbox_killed_ends_the_session_and_removes_the_gate(workstation, project, gate_path):
     running = session_containers(workstation)
-    playbook = start_in_background(workstation, ["sleep", "300"])
+    playbook = start_in_background(workstation, ["sleep", "300"], *through(gate_path))
     try:
         sandbox = new_sandbox(workstation, running)
         workstation.run(["podman", "kill", sandbox])
@@ -81,12 +82,12 @@ def wrapper(ws, name, body):
 
 
 @pytest.mark.parametrize("which", ["gate", "sandbox"])
-def test_podman_failing_to_run_a_container_ends_with_a_clear_status(workstation, project, which):
+def test_podman_failing_to_run_a_container_ends_with_a_clear_status(workstation, project, which, gate_path):
     failing = wrapper(workstation, f"podman-fails-{which}",
                       f'case " $* " in *" --name aisb-{which}-"*) echo "injected: podman cannot run the {which}" >&2;'
                       " exit 125;; esac")
     running = session_containers(workstation)
-    result = working_session(workstation, executable=failing)
+    result = working_session(workstation, executable=failing, gate_path=gate_path)
     assert result.returncode != 0
     assert left_running(workstation, running) == []
     if which == "gate":
@@ -112,7 +113,7 @@ def test_podman_or_passt_changed_after_the_spike_is_refused(workstation, project
     assert left_running(workstation, running) == []
 
 
-def test_disk_full_while_writing_the_record(workstation, project):
+def test_disk_full_while_writing_the_record(workstation, project, gate_path):
     sessions = f"{AISB_STATE}/sessions"
     # Five pages: the gate's configuration, the policy and a two-page transcript fill
     # four; the record (image labels, commands, the ruleset) needs more than the last.
@@ -120,7 +121,7 @@ def test_disk_full_while_writing_the_record(workstation, project):
                     user="root")
     running = session_containers(workstation)
     try:
-        result = run_agent(workstation, *allow("allowed.test"),
+        result = run_agent(workstation, *allow("allowed.test"), *through(gate_path),
                            command=["bash", "-c", "head -c 8000 /dev/zero | tr '\\0' x"])
         assert result.returncode != 0
         assert "the record could not be written" in result.stdout, result.stdout[-3000:]

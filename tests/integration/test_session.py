@@ -9,7 +9,7 @@ import pytest
 
 from scenario import playbook
 from sessions import (FACTS, PROJECT, allow, images_and_policy, new_sandbox, processes, record_of, run_agent,
-                      session_containers, session_dirs, session_module, start_in_background)
+                      session_containers, session_dirs, session_module, start_in_background, through)
 from terminal import interactive_bash, open_terminal, wait_for_screen
 
 
@@ -213,16 +213,35 @@ def test_a_gate_that_cannot_start_fails_closed(workstation, project):
     assert session_containers(workstation) == []
 
 
-def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, internet, project):
+def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, internet, project, gate_path):
+    """Five sessions at once, each allowed one name; each also tries the others' gates at
+    their ports (on tcp-forward, another session's port on its own loopback; mapped, on
+    the mapped address): no answer from any, and no gate records another's request."""
     names = [f"site{i}.test" for i in range(5)]
-    script = "; ".join(f"curl -s -o /dev/null -w '{n}=%{{http_code}}\\n' http://{n}/" for n in names)
-    playbooks = [start_in_background(workstation, ["sh", "-c", script], *allow(name)) for name in names]
+    ports = f"{PROJECT}/.gate-ports"
+    workstation.sh(f"rm -rf {ports} && mkdir -p {ports}")
+    script = "; ".join(f"curl -s -o /dev/null -w '{n}=%{{http_code}}\\n' http://{n}/" for n in names) + (
+        # Every session's port, then each of the others' tried as a proxy for this one's own name.
+        "; echo ${HTTP_PROXY##*:} >/project/.gate-ports/$AISB_SESSION"
+        "; for _ in $(seq 300); do [ $(ls /project/.gate-ports | wc -l) -ge 5 ] && break; sleep 0.2; done"
+        "; for f in /project/.gate-ports/*; do [ $f = /project/.gate-ports/$AISB_SESSION ] && continue"
+        "; echo cross-$(cat $f)=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -x ${HTTP_PROXY%:*}:$(cat $f) "
+        "http://$MINE/c-cross); done")
+    playbooks = [start_in_background(workstation, ["sh", "-c", script], *allow(name), *through(gate_path),
+                                     "-e", json.dumps({"aisb_environment": {"MINE": name}})) for name in names]
     outputs = [p.communicate(timeout=300)[0] for p in playbooks]
     for mine, output in zip(names, outputs):
         record = record_of(workstation, output)
         transcript = workstation.path(record["transcript"]).read_text()
         codes = dict(line.split("=") for line in transcript.split() if "=" in line)
-        assert codes == {n: ("200" if n == mine else "403") for n in names}, (mine, transcript)
+        cross = dict((key, value) for key, value in codes.items() if key.startswith("cross-"))
+        assert dict((key, value) for key, value in codes.items() if key not in cross) == {
+            n: ("200" if n == mine else "403") for n in names}, (mine, transcript)
+        assert len(cross) == 4 and set(cross.values()) == {"000"}, (mine, transcript)
+        # Its gate saw its own five requests only: never another session's c-cross.
+        gate = record["gate"]
+        assert len(gate["allowed"]) == 1 and len(gate["denied"]) == 4, gate
+    assert [r for r in internet.requests() if r["path"] == "/c-cross"] == []
     assert session_containers(workstation) == []
 
 

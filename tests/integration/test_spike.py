@@ -77,6 +77,10 @@ def test_debian13_model_holds(workstation, measured):
     # The sandbox probes ran on the mapped loopback: network no-gate is not measured here.
     assert facts["probes"]["raw_tcp_blocked"]["network"].startswith("pasta:--map-host-loopback,")
     assert facts["verdict"]["no_gate_holds"] is False
+    # The other gate path measured too, on the session's own -T network.
+    forwarded = facts["probes"]["tcp_forward_sandbox"]
+    assert forwarded["ok"] is True and forwarded["network"].startswith("pasta:-4,-T,"), forwarded
+    assert all(entry["ok"] for entry in forwarded["probes"].values()), forwarded["probes"]
     assert facts["fingerprint"]["podman"] == workstation.run(
         ["podman", "version", "--format", "{{.Client.Version}}"]).stdout.strip()
     assert facts["probe_image"].startswith("localhost/aisb-probe:")
@@ -195,7 +199,7 @@ def test_negative_probe_sees_a_leak(leak_control, measured, name):
 
 def test_provision_kept_a_local_fact(workstation):
     local = json.loads(workstation.path("/etc/ansible/facts.d/aisb_host.fact").read_text())
-    assert local["schema_version"] == 2 and "verdict" in local
+    assert local["schema_version"] == 3 and "verdict" in local
 
 
 def test_debian12_model_does_not_hold():

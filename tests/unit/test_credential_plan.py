@@ -53,7 +53,7 @@ def test_pi_is_moved_to_the_injector_by_a_read_only_models_json():
 
 def test_tcp_forward_forwards_the_injector_port_too():
     plan = planned({"verdict": dict(FACTS["verdict"], gate_path="tcp-forward")})
-    assert plan["sandbox_options"]["network"] == "pasta:-T,40001,-T,40002,--no-map-gw"
+    assert plan["sandbox_options"]["network"] == "pasta:-4,-T,40001,-T,40002,--no-map-gw"
     assert plan["environment"]["AISB_CREDENTIAL_PROXY"] == "http://127.0.0.1:40002"
     assert plan["environment"]["NO_PROXY"] == "localhost,127.0.0.1,::1"
 

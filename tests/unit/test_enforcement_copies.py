@@ -57,7 +57,7 @@ def test_the_probes_privilege_drop_is_the_entrypoints():
 
 @pytest.mark.parametrize("gate_path, options", [
     ("map-host-loopback", dict(map_host_loopback=[MAPPED_LOOPBACK], no_map_gw=True)),
-    ("tcp-forward", dict(forward_tcp=[41234], no_map_gw=True)),
+    ("tcp-forward", dict(forward_tcp=[41234], no_map_gw=True, ipv4_only=True)),
 ])
 def test_the_sessions_pasta_networks_are_the_builders(gate_path, options):
     assert _session_plan.network_plan("allow", gate_path, 41234)[0] == _podman.pasta_network(**options)

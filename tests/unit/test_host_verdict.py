@@ -26,11 +26,37 @@ def test_verdict_names_each_failed_probe_and_its_fix():
     assert verdict["reasons"] == ["tun: d-tun. " + FIXES["tun"], "udp_blocked: d-udp_blocked. " + FIXES["udp_blocked"]]
 
 
-def test_verdict_gate_path_falls_back_to_tcp_forward():
+def test_verdict_holds_on_tcp_forward_when_its_sandbox_probes_pass():
+    """An Ubuntu 24.04-class host: no --map-host-loopback, -T and its sandbox probes pass."""
     verdict = _host_verdict.verdict(probes(failed=("host_loopback_reachable", "map_host_loopback")))
-    assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is False
-    assert any("gate_path is tcp-forward" in reason for reason in verdict["reasons"])
+    assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is True, verdict["reasons"]
+    assert verdict["reasons"] == []
+    assert [note.split(":")[0] for note in verdict["notes"]] == ["map_host_loopback"]
     assert _host_verdict.verdict(probes(failed=("host_loopback_reachable", "tcp_forward")))["gate_path"] == "none"
+
+
+def test_verdict_refuses_tcp_forward_when_its_sandbox_probes_fail():
+    leaked = {"ok": False, "detail": "raw_tcp_blocked: leak: TCP to the literal 127.0.0.1:9 reached the spike's "
+                                     "listener"}
+    verdict = _host_verdict.verdict(probes(failed=("host_loopback_reachable", "map_host_loopback"),
+                                           tcp_forward_sandbox=leaked))
+    assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is False
+    assert verdict["reasons"] == ["tcp_forward_sandbox: %s. %s" % (leaked["detail"], _host_verdict.TCP_FORWARD_FIX)]
+    unmeasured_probe = dict(probes(failed=("host_loopback_reachable", "map_host_loopback")))
+    del unmeasured_probe["tcp_forward_sandbox"]
+    assert _host_verdict.verdict(unmeasured_probe)["model_holds"] is False
+
+
+def test_tcp_forward_sandbox_is_only_a_note_on_a_mapped_host():
+    verdict = _host_verdict.verdict(probes(failed=("tcp_forward_sandbox",)))
+    assert verdict["model_holds"] is True and verdict["gate_path"] == "map-host-loopback"
+    assert [note.split(":")[0] for note in verdict["notes"]] == ["tcp_forward_sandbox"]
+
+
+def test_tcp_forward_path_still_needs_the_table():
+    verdict = _host_verdict.verdict(probes(failed=("host_loopback_reachable", "map_host_loopback", "udp_blocked")))
+    assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is False
+    assert verdict["reasons"] == ["udp_blocked: d-udp_blocked. " + FIXES["udp_blocked"]]
 
 
 def test_every_needed_probe_has_a_fix_and_every_probe_is_classified():

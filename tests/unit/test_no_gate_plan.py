@@ -152,3 +152,18 @@ def test_a_hung_mapped_container_is_reported_not_retried():
     found = _host_probe_sandbox.probe_sandbox(prober)
     assert found["raw_tcp_blocked"]["detail"].startswith("not measured: hung")
     assert not [argv for argv in calls if "--network=" + _podman.NO_GATE_NETWORK in argv]
+
+
+def test_the_tcp_forward_sandbox_probe_runs_on_the_sessions_own_network():
+    """Its network is the session's tcp-forward network for the probe's gate port, and its
+    blocked listeners are the host's other loopback ports, aimed at on the sandbox's 127.0.0.1 and ::1."""
+    prober, calls = sandbox_prober(126)
+    found = _host_probe_sandbox.probe_tcp_forward_sandbox(prober)["tcp_forward_sandbox"]
+    network = next(arg for arg in calls[0] if arg.startswith("--network="))[len("--network="):]
+    gate_port = int(calls[0][calls[0].index(_host_probe_sandbox.RULESET) + 1])
+    assert network == _session_plan.network_plan("allow", "tcp-forward", gate_port)[0] == found["network"]
+    script_args = calls[0][calls[0].index(_host_probe_sandbox.RULESET) - 1:]
+    assert (script_args[3], script_args[7]) == ("127.0.0.1", "::1") and len(calls) == 1
+    # The fake container reached no listener: the gate's two connections are missing.
+    assert found["ok"] is False and found["probes"]["table_allows_gate"]["ok"] is False
+    assert found["detail"].startswith("table_allows_gate: the gate ") and "reached 0 of 2 times" in found["detail"]

@@ -40,6 +40,8 @@ def test_pasta_network_values():
     assert _podman.pasta_network(map_host_loopback=["100.64.0.1", "fd00::1"]) == \
         "pasta:--map-host-loopback,100.64.0.1,--map-host-loopback,fd00::1"
     assert _podman.pasta_network(forward_tcp=[41234], no_map_gw=True) == "pasta:-T,41234,--no-map-gw"
+    # -4: -T listens on the sandbox's ::1 too, and would forward it to the host's ::1.
+    assert _podman.tcp_forward_network([41234, 41235]) == "pasta:-4,-T,41234,-T,41235,--no-map-gw"
     assert _podman.pasta_network(no_map_gw=True) == _podman.NO_GATE_NETWORK
 
 

@@ -38,3 +38,13 @@ def test_a_session_that_cannot_honour_a_credential_is_refused_on_the_controller(
 def test_a_missing_source_is_refused_on_the_controller():
     with pytest.raises(SessionInputError, match=r"aisb_credentials\[0\]: from_environment ANTHROPIC_API_KEY"):
         resolve_controller_options(args(), {})
+
+
+def test_options_left_unset_are_not_sent_to_the_module():
+    """validate_argument_spec fills an unset option with None, which the module would
+    refuse for an option with choices (gate_path): the module gets no such key."""
+    module_args, _interactive = resolve_controller_options(
+        args(credentials=[], gate_path=None, gate_image=None), {})
+    assert "gate_path" not in module_args and "gate_image" not in module_args
+    module_args, _interactive = resolve_controller_options(args(credentials=[], gate_path="tcp-forward"), {})
+    assert module_args["gate_path"] == "tcp-forward"

@@ -145,3 +145,36 @@ def test_session_project_is_admissions_own_check(host, tmp_path):
                         (str(tmp_path), "is the home directory")):
         with pytest.raises(_session_admission.SessionInputError, match=needle):
             _session_admission.session_project(raw, environ)
+
+
+def both_paths(host, tcp_forward_sandbox=True):
+    """HOST's facts as a host with both gate paths measures them (the verdict's is the mapped one)."""
+    facts = dict(host["facts"], verdict=dict(host["facts"]["verdict"], gate_path="map-host-loopback"),
+                 probes={"host_loopback_reachable": {"ok": True}, "tcp_forward": {"ok": True},
+                         "tcp_forward_sandbox": {"ok": tcp_forward_sandbox}})
+    return dict(host, facts=facts)
+
+
+def test_the_gate_path_is_the_verdicts_unless_asked(host):
+    (inputs, _facts, problems, _warnings), _commands = admit(both_paths(host))
+    assert problems == [] and inputs.gate_path == "map-host-loopback"
+    (inputs, _facts, problems, _warnings), _commands = admit(both_paths(host), gate_path="tcp-forward")
+    assert problems == [] and inputs.gate_path == "tcp-forward"
+
+
+def test_a_gate_path_the_facts_did_not_measure_working_is_refused(host):
+    (inputs, _facts, problems, _warnings), _commands = admit(
+        both_paths(host, tcp_forward_sandbox=False), gate_path="tcp-forward", allow_unenforced=True)
+    assert inputs is None
+    assert problems == ["gate_path tcp-forward is refused: the host facts do not say it works here "
+                        "(aisb_host.probes.tcp_forward_sandbox failed); the verdict's gate path is map-host-loopback"]
+    only_t = dict(host["facts"], verdict=dict(host["facts"]["verdict"], gate_path="tcp-forward"),
+                  probes={"host_loopback_reachable": {"ok": False}})
+    (inputs, _facts, problems, _warnings), _commands = admit(dict(host, facts=only_t), gate_path="map-host-loopback")
+    assert inputs is None and "aisb_host.probes.host_loopback_reachable failed" in problems[0]
+
+
+def test_no_gate_is_refused_where_tcp_forward_holds(host):
+    refusal = _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": True})
+    assert "gate_path is tcp-forward" in refusal and "use network allow" in refusal
+    assert _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": False}) is None

@@ -40,7 +40,7 @@ def test_allow_mode_reaches_the_gate_through_the_mapped_loopback_address():
 def test_tcp_forward_gate_path_uses_the_sandbox_loopback():
     facts = {"verdict": dict(FACTS["verdict"], gate_path="tcp-forward")}
     plan = _session_plan.plan_session("sid", inputs(), facts, 40002)
-    assert "--network=pasta:-T,40002,--no-map-gw" in sandbox_argv(plan)
+    assert "--network=pasta:-4,-T,40002,--no-map-gw" in sandbox_argv(plan)
     assert "gate 127.0.0.1 40002" in plan["policy_text"]
 
 

@@ -37,6 +37,11 @@ def allow(*entries):
     return ["-e", json.dumps({"aisb_allow": list(entries)})]
 
 
+def through(gate_path):
+    """Extra arguments of run_agent.yml for a session over GATE_PATH (aisb_gate_path)."""
+    return ["-e", json.dumps({"aisb_gate_path": gate_path})]
+
+
 def session_module(ws, timeout=300, **args):
     """The session module itself, as a task would run it, with exactly ARGS."""
     return ws.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps(args)],

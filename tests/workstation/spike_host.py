@@ -47,13 +47,15 @@ def run_leak_control(ws, probe_image):
 
 
 @contextmanager
-def provisioned(suite, *extra):
+def provisioned(suite, *extra, prepare=None):
     """A workstation of SUITE provisioned by this checkout's provision.yml (harness
-    `shell`), with the base image present. Yields (workstation, provision result):
-    provisioning may fail after the spike ran (a Debian 12 host cannot build every
-    image), and callers decide."""
+    `shell`), with the base image present; PREPARE(ws), when given, runs before. Yields
+    (workstation, provision result): provisioning may fail after the spike ran (a
+    Debian 12 host cannot build every image), and callers decide."""
     with Workstation(suite) as ws:
         install_checkout(ws)
+        if prepare:
+            prepare(ws)
         done = provision(ws, "-e", "aisb_harness=shell", *extra, timeout=1800)
         if ws.run(["podman", "image", "exists", BASE_IMAGE], check=False).returncode != 0:
             ws.load_base_image()
