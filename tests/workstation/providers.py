@@ -81,8 +81,9 @@ class PlainProvider(Provider):
             ip netns exec {internet.netns} setsid python3 {TRANSFER_DIR}/fake_provider.py {address} {port} - - \\
               {self.log} {answer} >ready 2>&1 &
             echo $! >pid
-            for _ in $(seq 50); do grep -q ready ready && break; sleep 0.1; done
-            grep -q ready ready
+            # Up to 20 s on a busy machine; a provider that could not start says why.
+            for _ in $(seq 200); do grep -q ready ready && break; sleep 0.1; done
+            grep -q ready ready || {{ cat ready >&2; exit 1; }}
         """, user="root")
 
     def stop(self):
