@@ -35,28 +35,38 @@ def fake_provider(ws, internet, answer):
     added to the workstation's bundle (not to /usr/local/share/ca-certificates, from
     which the images take their anchors: an image change would rebuild them)."""
     work = f"{TRANSFER_DIR}/provider"
-    ws.path(f"{TRANSFER_DIR}/fake_provider.py").write_text((HERE / "fake_provider.py").read_text())
     bundle = ws.path(BUNDLE).read_text()
     hosts = ws.path("/etc/hosts").read_text()
     log = f"{work}/requests.log"
-    ws.sh(f"""
-        mkdir -p {work} && cd {work}
+    setup = f"""
         {certificates.script(NAME)}
         cat ca.crt >>{BUNDLE}
         echo '{internet.address} {NAME}' >>/etc/hosts
-        : >{log}
-        ip netns exec {internet.netns} setsid python3 {TRANSFER_DIR}/fake_provider.py {internet.address} \\
-          {PORT} server.crt server.key {log} {answer} >ready 2>&1 &
-        echo $! >pid
-        for _ in $(seq 50); do grep -q ready ready && break; sleep 0.1; done
-        grep -q ready ready
-    """, user="root")
+    """
+    _start(ws, internet, work, setup, internet.address, PORT, "server.crt server.key", log, answer)
     try:
         yield Provider(ws, log)
     finally:
         ws.run(["sh", "-c", f"kill $(cat {work}/pid)"], user="root", check=False)
         ws.path(BUNDLE).write_text(bundle)
         ws.path("/etc/hosts").write_text(hosts)
+
+
+def _start(ws, internet, work, setup, address, port, credentials, log, answer):
+    """fake_provider.py in INTERNET's namespace, run from WORK after the shell SETUP there,
+    at ADDRESS:PORT with CREDENTIALS (its certificate and key files, or "- -" for plain
+    HTTP), logging to LOG and answering ANSWER; returns once it is ready (up to 20 s on a
+    busy machine), or fails with the reason it gave."""
+    ws.path(f"{TRANSFER_DIR}/fake_provider.py").write_text((HERE / "fake_provider.py").read_text())
+    ws.sh(f"""
+        mkdir -p {work} && cd {work} && : >{log}
+        {setup}
+        ip netns exec {internet.netns} setsid python3 {TRANSFER_DIR}/fake_provider.py {address} {port} {credentials} \\
+          {log} {answer} >ready 2>&1 &
+        echo $! >pid
+        for _ in $(seq 200); do grep -q ready ready && break; sleep 0.1; done
+        grep -q ready ready || {{ cat ready >&2; exit 1; }}
+    """, user="root")
 
 
 def addresses(internet):
@@ -73,18 +83,11 @@ class PlainProvider(Provider):
         self.work = f"{TRANSFER_DIR}/provider-{address}-{port}"
         self.log = f"{self.work}/requests.log"
         super().__init__(ws, self.log)
-        ws.path(f"{TRANSFER_DIR}/fake_provider.py").write_text((HERE / "fake_provider.py").read_text())
-        ws.sh(f"""
-            mkdir -p {self.work} && cd {self.work} && : >{self.log}
+        setup = f"""
             ip -n {internet.netns} addr replace {address}/32 dev eth0
             ip route replace {address}/32 via {internet.address}
-            ip netns exec {internet.netns} setsid python3 {TRANSFER_DIR}/fake_provider.py {address} {port} - - \\
-              {self.log} {answer} >ready 2>&1 &
-            echo $! >pid
-            # Up to 20 s on a busy machine; a provider that could not start says why.
-            for _ in $(seq 200); do grep -q ready ready && break; sleep 0.1; done
-            grep -q ready ready || {{ cat ready >&2; exit 1; }}
-        """, user="root")
+        """
+        _start(ws, internet, self.work, setup, address, port, "- -", self.log, answer)
 
     def stop(self):
         self.ws.sh(f"""
