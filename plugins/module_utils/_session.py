@@ -145,6 +145,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "image": {"tag": inputs.image},
         "gate_image": inputs.gate_image,
         "policy_dir": inputs.policy_dir,
+        # The policy's allow entries, each with its origin: team, user or harness.
+        "allow": inputs.allow,
         "policy": plan["policy_text"],
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan["limits"],

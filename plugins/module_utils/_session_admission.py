@@ -89,6 +89,15 @@ def session_project(raw, environ):
     return resolve_project(raw, home, [state_dir(environ)] + podman_directories(environ, home))
 
 
+def allow_origins(entries, origins, harness):
+    """The policy's allow ENTRIES for the record, each with where it came from: ORIGINS'
+    word (team or user: run_agent.yml's team_settings), else the HARNESS recipe's
+    ("harness"), else "unspecified" (a session started without origins)."""
+    recipe = (harness or {}).get("allow") or []
+    return [{"entry": entry, "origin": origins.get(entry) or ("harness" if entry in recipe else "unspecified")}
+            for entry in entries]
+
+
 def admit(params, environ, run, interactive=False, now=None):
     """Check PARAMS (the session's options, as the action resolved them) and the host
     facts; return (inputs, facts, problems, warnings), INPUTS a SessionInputs.
@@ -101,13 +110,14 @@ def admit(params, environ, run, interactive=False, now=None):
     network = params["network"]
     try:
         project = session_project(params["project"], environ)
-        policy = read_policy(params.get("policy_dir")) if network != "none" else parse_policy([])
+        policy, entries = read_policy(params.get("policy_dir")) if network != "none" else (parse_policy([]), [])
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
         check_session_use(credentials, environment, network)
         names = no_gate_names(policy) if network == "no-gate" else ()
         harness = params.get("harness")
+        allow = allow_origins(entries, params.get("allow_origins") or {}, harness)
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
@@ -153,5 +163,5 @@ def admit(params, environ, run, interactive=False, now=None):
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"], credentials=credentials, harness_files=harness_files,
-        harness_mounts=harness_mounts, harness_state=harness_state)
+        harness_mounts=harness_mounts, harness_state=harness_state, allow=allow)
     return inputs, facts, problems, warnings

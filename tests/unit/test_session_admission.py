@@ -178,3 +178,16 @@ def test_no_gate_is_refused_where_tcp_forward_holds(host):
     refusal = _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": True})
     assert "gate_path is tcp-forward" in refusal and "use network allow" in refusal
     assert _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": False}) is None
+
+
+def test_the_record_s_allow_entries_carry_their_origins(host):
+    """Each of the policy's entries with the word team_settings gave it, the harness
+    recipe's own as harness, and any other as unspecified: what the gate enforces, not
+    what was asked for."""
+    harness = {"command": ["pi"], "allow": ["198.18.0.7"]}
+    (inputs, _facts, problems, _warnings), _commands = admit(
+        host, allow_origins={"example.com": "team", "never-rendered.test": "user"}, harness=harness)
+    assert problems == []
+    assert inputs.allow == [{"entry": "198.18.0.7", "origin": "harness"}, {"entry": "example.com", "origin": "team"}]
+    (inputs, _facts, problems, _warnings), _commands = admit(host)
+    assert [entry["origin"] for entry in inputs.allow] == ["unspecified", "unspecified"]
