@@ -25,6 +25,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import re
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, SessionInputs, build_environment, check_command, resolve_project)
+from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
+    TEAM_FILE, TeamError, check_session, read_team_file)
 
 
 def resolve_names(names, getaddrinfo=socket.getaddrinfo):
@@ -98,6 +100,21 @@ def allow_origins(entries, origins, harness):
             for entry in entries]
 
 
+def check_team_file(params, entries, policy, harness, team_file=TEAM_FILE):
+    """TeamError unless this host's team file (none: nothing to check) allows what the
+    session was given: its policy's entries beyond the HARNESS recipe's, CONNECT ports,
+    network, limits and the switches (_team.check_session)."""
+    recipe = (harness or {}).get("allow") or []
+    limits = dict((name, value) for name, value in (params.get("limits") or {}).items() if value is not None)
+    given = {"allow": [entry for entry in entries if entry not in recipe], "connect_ports": list(policy.connect_ports),
+             "network": params["network"], "limits": limits, "require_limits": params.get("require_limits", False),
+             "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct"}
+    try:
+        check_session(read_team_file(team_file), given, team_file)
+    except TeamError as error:
+        raise TeamError("the session's own settings, checked again: %s" % error)
+
+
 def admit(params, environ, run, interactive=False, now=None):
     """Check PARAMS (the session's options, as the action resolved them) and the host
     facts; return (inputs, facts, problems, warnings), INPUTS a SessionInputs.
@@ -118,10 +135,11 @@ def admit(params, environ, run, interactive=False, now=None):
         names = no_gate_names(policy) if network == "no-gate" else ()
         harness = params.get("harness")
         allow = allow_origins(entries, params.get("allow_origins") or {}, harness)
+        check_team_file(params, entries, policy, harness)
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
-    except (SessionInputError, PolicyError) as error:
+    except (SessionInputError, PolicyError, TeamError) as error:
         return None, None, [str(error)], warnings
     facts = params.get("host_facts") or {}
     refusal = no_gate_refusal(facts.get("verdict") or {}) if network == "no-gate" else None

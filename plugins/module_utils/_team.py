@@ -269,3 +269,19 @@ def user_spec():
         project_mode=dict(type="str", choices=list(CHOICES["project_mode"])),
         allow_unenforced=dict(type="bool"),
     )
+
+
+def check_session(team, given, origin=TEAM_FILE):
+    """Refuse (TeamError) a session whose GIVEN settings (what the session itself was
+    given: the policy's allow entries beyond the harness recipe's, its CONNECT ports,
+    network, limits, ...) the team file does not allow. run_agent.yml applies the team
+    file first, but its own variables (gate_allow, run_agent_settings) can be overridden
+    with -e: the session checks again. A team limit missing or changed is refused too."""
+    if team is None:
+        return
+    apply_team(team, given, origin)
+    team_limits = team["settings"].get("limits", {})
+    changed = sorted(name for name in team_limits if (given.get("limits") or {}).get(name) != team_limits[name])
+    if changed:
+        raise TeamError("the session's limits leave out or change %s, which the team file %s sets"
+                        % (", ".join(changed), origin))

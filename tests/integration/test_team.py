@@ -104,6 +104,38 @@ def test_a_team_that_lets_developers_add_nothing_refuses_an_allow_entry(team, pr
         assert result.returncode != 0, output[-3000:]
         assert "aisb_allow is refused: the team file /etc/aisb/team.json sets allow" in output, output[-3000:]
         assert "lets developers add to nothing" in output, output[-3000:]
+        # Around run_agent.yml's own check: extra vars win over the play's and the roles'
+        # variables, so the gate renders other.test; the session refuses that policy.
+        sessions = session_dirs(team)
+        result = run_agent(team, "-e", json.dumps({"gate_allow": ["other.test"]}), command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert "the session's own settings, checked again: aisb_allow is refused" in output, output[-3000:]
+        assert session_dirs(team) == sessions
+    finally:
+        install_team(team, {"settings": {"allow": ["allowed.test"], "network": "allow"}, "user_may_add": ["allow"]})
+
+
+@pytest.mark.parametrize("override, needle", [
+    ({"network": "none"}, "aisb_network is refused"),
+    ({"allow_unenforced": True}, "aisb_allow_unenforced is refused"),
+    ({"limits": {}}, "the session's limits leave out or change memory"),
+])
+def test_overriding_run_agent_s_own_settings_is_refused_by_the_session(team, project, override, needle):
+    """-e run_agent_settings=... replaces what team_settings computed for every later task:
+    the session reads the team file itself and refuses."""
+    install_team(team, {"settings": {"allow": ["allowed.test"], "limits": {"memory": "2g"}}, "user_may_add": ["allow"]})
+    try:
+        settings = {"allow": ["allowed.test"], "connect_ports": [443], "pass_environment": [], "environment": {},
+                    "credentials": [], "limits": {"memory": "2g"}, "require_limits": False, "network": "allow",
+                    "harness": "pi", "harness_config": None, "project_mode": "direct", "allow_unenforced": False}
+        sessions = session_dirs(team)
+        result = run_agent(team, "-e", json.dumps({"run_agent_settings": dict(settings, **override)}),
+                           command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert "the session's own settings, checked again" in output and needle in output, output[-3000:]
+        assert session_dirs(team) == sessions
     finally:
         install_team(team, {"settings": {"allow": ["allowed.test"], "network": "allow"}, "user_may_add": ["allow"]})
 
