@@ -25,7 +25,7 @@ import stat
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_credentials
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_env_name)
+    SessionInputError, build_environment, check_env_name, environment_values)
 
 TEAM_FILE = "/etc/aisb/team.json"
 FORMAT = 1
@@ -60,18 +60,21 @@ def _check_value(key, value, where):
     """VALUE for KEY, checked as the session would check it; TeamError naming WHERE."""
     try:
         if key == "allow":
-            parse_policy(_list(key, value, where), [443])
+            parse_policy(_list(value, where), [443])
         elif key == "connect_ports":
-            parse_policy([], _list(key, value, where))
+            parse_policy([], _list(value, where))
         elif key == "pass_environment":
-            for name in _list(key, value, where):
+            for name in _list(value, where):
                 check_env_name(name, where)
         elif key == "environment":
-            build_environment(_dict(key, value, where), [], {})
+            # A dict, or its JSON text (as the session takes it).
+            value = environment_values(value)
+            build_environment(value, [], {})
         elif key == "credentials":
-            check_credentials(_list(key, value, where))
+            # Entries (or their JSON text) with port and prefix filled in.
+            value = check_credentials(value)
         elif key == "limits":
-            _check_limits(_dict(key, value, where), where)
+            _check_limits(_dict(value, where), where)
         elif key in ("require_limits", "allow_unenforced"):
             if not isinstance(value, bool):
                 raise TeamError("%s must be true or false, got %r" % (where, value))
@@ -89,13 +92,13 @@ def _check_value(key, value, where):
     return value
 
 
-def _list(key, value, where):
+def _list(value, where):
     if not isinstance(value, list):
         raise TeamError("%s must be a list, got %s" % (where, type(value).__name__))
     return value
 
 
-def _dict(key, value, where):
+def _dict(value, where):
     if not isinstance(value, dict):
         raise TeamError("%s must be a dict, got %s" % (where, type(value).__name__))
     return value

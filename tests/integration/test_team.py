@@ -15,7 +15,11 @@ from sessions import record_of, run_agent, session_dirs
 from workstation import TRANSFER_DIR
 
 TEAM_FILE = "/etc/aisb/team.json"
-FETCH = ("for n in allowed.test other.test; do curl -s -o /dev/null -w \"$n=%{http_code}\\n\" http://$n/; done; "
+# Allows allowed.test, gives the harness one variable, lets developers add allow entries.
+MODULE_TEAM = {"settings": {"allow": ["allowed.test"], "network": "allow",
+                            "environment": {"AISB_TEAM_NOTE": "from-the-team"}},
+               "user_may_add": ["allow"]}
+FETCH = ("echo team-note=$AISB_TEAM_NOTE; for n in allowed.test other.test; do curl -s -o /dev/null -w \"$n=%{http_code}\\n\" http://$n/; done; "
          "ls -d /etc/aisb/team.json 2>&1; echo tampered > /etc/aisb/team.json 2>&1; true")
 
 
@@ -35,8 +39,7 @@ def team(workstation, internet):
     """The workstation provisioned again, now with a team that allows allowed.test and lets
     developers add allow entries only; the team file removed afterwards."""
     variables = f"{TRANSFER_DIR}/team-vars.json"
-    workstation.path(variables).write_text(json.dumps({"aisb_team": {
-        "settings": {"allow": ["allowed.test"], "network": "allow"}, "user_may_add": ["allow"]}}))
+    workstation.path(variables).write_text(json.dumps({"aisb_team": MODULE_TEAM}))
     result = provision(workstation, "-e", "@" + variables)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "Install the team's session settings" in result.stdout
@@ -47,7 +50,7 @@ def team(workstation, internet):
 def test_provision_installs_the_team_file_root_s_and_the_developer_cannot_change_it(team):
     stat = team.run(["stat", "-c", "%U:%G %a", TEAM_FILE, "/etc/aisb"]).stdout.split("\n")
     assert stat[:2] == ["root:root 644", "root:root 755"]
-    assert json.loads(team.path(TEAM_FILE).read_text())["settings"]["allow"] == ["allowed.test"]
+    assert json.loads(team.path(TEAM_FILE).read_text())["settings"] == MODULE_TEAM["settings"]
     before = digest(team)
     for attack in (f"echo '{{}}' > {TEAM_FILE}", f"rm -f {TEAM_FILE}", f"mv {TEAM_FILE} /tmp/t",
                    f"ln -sf /tmp/mine.json {TEAM_FILE}", "chmod 666 /etc/aisb/team.json",
@@ -64,6 +67,8 @@ def test_a_session_applies_the_team_file_with_no_inventory_and_no_settings(team,
     record = record_of(team, result.stdout)
     transcript = team.path(record["transcript"]).read_text()
     assert "allowed.test=200" in transcript and "other.test=403" in transcript, transcript
+    # The team's environment reaches the harness, and its value is in no task's output.
+    assert "team-note=from-the-team" in transcript and "from-the-team" not in result.stdout, transcript
     # The sandbox does not see the team file, and what it writes there is its own.
     assert "No such file or directory" in transcript, transcript
     assert digest(team) == before
@@ -113,7 +118,7 @@ def test_a_team_that_lets_developers_add_nothing_refuses_an_allow_entry(team, pr
         assert "the session's own settings, checked again: aisb_allow is refused" in output, output[-3000:]
         assert session_dirs(team) == sessions
     finally:
-        install_team(team, {"settings": {"allow": ["allowed.test"], "network": "allow"}, "user_may_add": ["allow"]})
+        install_team(team, MODULE_TEAM)
 
 
 @pytest.mark.parametrize("override, needle", [
@@ -137,7 +142,7 @@ def test_overriding_run_agent_s_own_settings_is_refused_by_the_session(team, pro
         assert "the session's own settings, checked again" in output and needle in output, output[-3000:]
         assert session_dirs(team) == sessions
     finally:
-        install_team(team, {"settings": {"allow": ["allowed.test"], "network": "allow"}, "user_may_add": ["allow"]})
+        install_team(team, MODULE_TEAM)
 
 
 def test_a_team_file_the_developer_could_have_written_is_refused(team, project):

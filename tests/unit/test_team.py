@@ -90,6 +90,15 @@ def test_a_developer_value_the_team_forbids_is_refused_naming_the_team_file(user
         assert "lets developers add to allow, environment only" in str(error.value)
 
 
+def test_json_text_is_taken_as_the_session_takes_it():
+    settings, _origins = apply_team(check_team(TEAM), {"environment": json.dumps({"X": "1"})})
+    assert settings["environment"] == {"CI": "1", "X": "1"}
+    settings, _origins = apply_team(None, {"credentials": json.dumps([{
+        "host": "api.example.com", "header": "x-api-key", "variable": "K", "from_environment": "K"}])})
+    assert settings["credentials"] == [{"host": "api.example.com", "port": 443, "header": "x-api-key", "prefix": "",
+                                        "variable": "K", "from_environment": "K"}]
+
+
 def test_a_developer_value_that_changes_nothing_is_no_refusal():
     settings, _origins = apply_team(check_team(TEAM), {"network": "allow", "connect_ports": [443],
                                                        "limits": {"memory": "4g"}, "allow_unenforced": False})
