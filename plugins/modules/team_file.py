@@ -11,9 +11,9 @@ module: team_file
 short_description: Write the team's session settings to the workstation's team file
 version_added: 0.1.0
 description:
-  - Writes C(/etc/aisb/team.json), root's, mode 0644, in C(/etc/aisb) (root's, mode 0755):
-    the settings every session on this workstation starts from, and which of them a
-    developer may add to. Playbook C(aisb.sandbox.run_agent) applies it with no inventory
+  - Writes the settings every session on this workstation starts from, and which of them
+    a developer may add to, to C(/etc/aisb/team.json) (root's, mode 0644, in
+    C(/etc/aisb), root's, mode 0755). Playbook C(aisb.sandbox.run_agent) applies it with no inventory
     and no extra vars (M(aisb.sandbox.team_settings)).
   - Validates first, with the parser the sessions read the file with; an invalid setting
     fails naming it and what is allowed, and nothing is written. The new file is written
