@@ -87,8 +87,8 @@ def servers(workstation, internet):
         ca = workstation.path(f"{CERTIFICATES}/ca.crt").read_text()
         workstation.path(BUNDLE).write_text(bundle + ca)
         workstation.path("/etc/hosts").write_text(
-            hosts + f"{other} {NAME}\n{address} {SAME}\n::ffff:{address} {MAPPED}\nfd00::{address.split('.')[-1]} "
-                    f"{ULA}\nfe80::1 {LINK_LOCAL}\n")
+            hosts + f"{other} {NAME}\n{address} {SAME}\n::ffff:{address} {MAPPED}\nfd00::5 {ULA}\n"
+                    f"fe80::1 {LINK_LOCAL}\n")
         workstation.sh(f"mkdir -p {PROJECT}")
         workstation.path(f"{PROJECT}/ca.crt").write_text(ca)
         workstation.path(f"{PROJECT}/tls_probe.js").write_text(

@@ -176,8 +176,8 @@ def test_a_private_entry_takes_the_key_to_its_pinned_address_only(tmp_path_facto
                                   context=ssl.create_default_context(cafile=where["ca"]), private=private).start()
     Provider.seen.clear()
     try:
-        _connection, response = request(injector, "/%s:%d/v1" % (PRIVATE_NAME, where["port"]),
-                                         {"x-api-key": PLACEHOLDER}, b"{}")
+        path = "/%s:%d/v1" % (PRIVATE_NAME, where["port"])
+        _connection, response = request(injector, path, {"x-api-key": PLACEHOLDER}, b"{}")
         assert response.status == 200 and response.read() == b"ok {}"
         _connection, response = request(injector, "/%s:1/v1" % PRIVATE_NAME, {"x-api-key": PLACEHOLDER}, b"{}")
         assert response.status == 502, response.read()
