@@ -178,3 +178,16 @@ def test_no_gate_is_refused_where_tcp_forward_holds(host):
     refusal = _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": True})
     assert "gate_path is tcp-forward" in refusal and "use network allow" in refusal
     assert _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": False}) is None
+
+
+def test_a_key_for_a_private_entrys_name_on_another_port_is_refused_before_anything_runs(host):
+    write_files(host["policy_dir"], render(ALLOW + ["models.lan:443=10.0.0.5"], [443])[2])
+    key = {"host": "models.lan", "port": 8443, "header": "x-api-key", "prefix": "", "variable": "ANTHROPIC_API_KEY",
+           "key": "sk-unit"}
+    (inputs, _facts, problems, _warnings), commands = admit(host, credentials=json.dumps([key]))
+    assert inputs is None and commands == []
+    assert problems == ["aisb_credentials[0]: host models.lan port 8443: models.lan is a private entry's name "
+                        "(aisb_allow models.lan:443=10.0.0.5): a key for it goes only to the pinned address, on "
+                        "that entry's port; give that port"]
+    (inputs, _facts, problems, _warnings), _commands = admit(host, credentials=json.dumps([dict(key, port=443)]))
+    assert problems == [] and inputs.credentials[0]["port"] == 443
