@@ -79,7 +79,7 @@ def start(inputs, facts, environ, run):
     injector = None
     if inputs.credentials:
         placeholders = dict((entry["variable"], new_placeholder()) for entry in inputs.credentials)
-        injector = CredentialInjector(inputs.credentials, placeholders)
+        injector = CredentialInjector(inputs.credentials, placeholders, private=inputs.policy.private)
     try:
         plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
         session_dir = session_directory(state_dir(environ), session_id)

@@ -15,7 +15,8 @@ import socket
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _harness_state
-from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_resolved, check_session_use
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
+    check_private_hosts, check_resolved, check_session_use)
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, state_dir)
@@ -132,6 +133,7 @@ def admit(params, environ, run, interactive=False, now=None):
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
         check_session_use(credentials, environment, network)
+        check_private_hosts(credentials, policy.private)
         names = no_gate_names(policy) if network == "no-gate" else ()
         harness = params.get("harness")
         allow = allow_origins(entries, params.get("allow_origins") or {}, harness)

@@ -232,3 +232,16 @@ def test_the_session_refuses_a_policy_entry_the_team_file_does_not_allow(host, t
     policy, entries = read_policy(host["policy_dir"])
     with pytest.raises(_team.TeamError, match="aisb_allow is refused: the team file"):
         _session_admission.check_team_file(params(host, limits={"memory": "4g"}), entries, policy, {}, team_file)
+
+
+def test_a_key_for_a_private_entrys_name_on_another_port_is_refused_before_anything_runs(host):
+    write_files(host["policy_dir"], render(ALLOW + ["models.lan:443=10.0.0.5"], [443])[2])
+    key = {"host": "models.lan", "port": 8443, "header": "x-api-key", "prefix": "", "variable": "ANTHROPIC_API_KEY",
+           "key": "sk-unit"}
+    (inputs, _facts, problems, _warnings), commands = admit(host, credentials=json.dumps([key]))
+    assert inputs is None and commands == []
+    assert problems == ["aisb_credentials[0]: host models.lan port 8443: models.lan is a private entry's name "
+                        "(aisb_allow models.lan:443=10.0.0.5): a key for it goes only to the pinned address, on "
+                        "that entry's port; give that port"]
+    (inputs, _facts, problems, _warnings), _commands = admit(host, credentials=json.dumps([dict(key, port=443)]))
+    assert problems == [] and inputs.credentials[0]["port"] == 443
