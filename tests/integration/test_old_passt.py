@@ -1,22 +1,28 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A Debian 13 workstation whose pasta lacks --map-host-loopback, as a passt older than
-2024-08-21 (Ubuntu 24.04's) does, while -T works: the spike's verdict holds on the
-tcp-forward gate path, and a session's real traffic goes through its gate on the
-sandbox's own loopback. The old pasta is a wrapper (old_pasta.py) in front of Debian
-13's: its options beside --map-host-loopback are 2025's, not 2024-02's
-(docs/networking.md says what else differs from a real Ubuntu 24.04)."""
+"""A Debian 13 workstation with Debian 12's passt (2023-03-09, old_passt.py): a real
+passt without --map-host-loopback, older than Ubuntu 24.04's (2024-02-20). podman 5.4
+runs with it; the spike's verdict holds on the tcp-forward gate path, a session's real
+traffic goes through its gate on the sandbox's own loopback, and the whole bypass
+battery runs there over tcp-forward (test_battery's cases, imported: in this module the
+`workstation` is the old-passt one). docs/networking.md says what else differs from a
+real Ubuntu 24.04."""
 
 import json
 
 import pytest
 
-from old_pasta import install_old_pasta
-from scenario import Internet, provision
+from old_passt import FINGERPRINT, install_old_passt
+from scenario import Internet, provisioned_variant
 from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, through
 from spike_host import FACTS
-from workstation import Workstation, install_checkout
+# The battery, run on this module's workstation (pytest collects imported tests and
+# fixtures as this module's own).
+from test_battery import (  # noqa: F401  pylint: disable=unused-import
+    battery, test_case, test_gate_decisions_match_the_cases, test_ipv6_has_no_route_out_on_tcp_forward,
+    test_no_listener_saw_anything_unexplained, test_nothing_outside_the_project_and_no_privilege,
+    test_residual_risks_are_what_the_docs_say, test_the_session_left_nothing_running,
+    test_unlisted_name_is_never_resolved, tripwires)
 
-OPERATOR = ["-e", "aisb_harness=shell"]
 SCRIPT = ("echo proxy=$HTTP_PROXY; curl -s -o /dev/null -w 'allowed=%{http_code}\\n' http://allowed.test/c-old-allowed; "
           "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/c-old-other; "
           "curl -s -m 5 -o /dev/null --noproxy '*' http://allowed.test/c-old-direct && echo direct=open "
@@ -24,26 +30,39 @@ SCRIPT = ("echo proxy=$HTTP_PROXY; curl -s -o /dev/null -w 'allowed=%{http_code}
 
 
 @pytest.fixture(scope="module")
-def host():
-    """A Debian 13 workstation provisioned with the old pasta in place."""
-    with Workstation("trixie") as ws:
-        install_checkout(ws)
-        install_old_pasta(ws)
-        done = provision(ws, *OPERATOR)
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+def workstation():
+    """A Debian 13 workstation provisioned (harness pi, as the battery needs node) with
+    bookworm's passt installed first."""
+    with provisioned_variant(install_old_passt) as ws:
         ws.sh(f"mkdir -p {PROJECT}")
         yield ws
 
 
 @pytest.fixture(scope="module")
-def internet(host):
-    net = Internet(host).start()
-    yield net
-    net.stop()
+def internet(workstation):
+    with Internet(workstation) as net:
+        yield net
 
 
-def test_the_verdict_holds_on_tcp_forward(host):
-    facts = json.loads(host.path(FACTS).read_text())
+@pytest.fixture(scope="module")
+def gate_path():
+    """The only gate path there."""
+    return "tcp-forward"
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return "Debian 13 with passt 2023-03-09"
+
+
+def test_the_old_passt_is_the_one_measured(workstation):
+    facts = json.loads(workstation.path(FACTS).read_text())
+    assert facts["fingerprint"]["passt"] == FINGERPRINT, facts["fingerprint"]
+    assert workstation.run(["dpkg-query", "-W", "-f", "${Version}", "passt"]).stdout == "0.0~git20230309.7c7625d-1"
+
+
+def test_the_verdict_holds_on_tcp_forward(workstation):
+    facts = json.loads(workstation.path(FACTS).read_text())
     verdict, probes = facts["verdict"], facts["probes"]
     assert "unrecognized option '--map-host-loopback'" in probes["map_host_loopback"]["evidence"]["stderr"]
     assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is True, verdict["reasons"]
@@ -53,14 +72,14 @@ def test_the_verdict_holds_on_tcp_forward(host):
     assert all(entry["ok"] for entry in sandbox["probes"].values()), sandbox["probes"]
 
 
-def test_a_session_reaches_its_gate_over_tcp_forward(host, internet):
+def test_a_session_reaches_its_gate_over_tcp_forward(workstation, internet):
     before = len(internet.requests())
-    result = run_agent(host, *OPERATOR, *allow("allowed.test"), command=["sh", "-c", SCRIPT])
+    result = run_agent(workstation, *allow("allowed.test"), command=["sh", "-c", SCRIPT])
     assert result.returncode == 0, result.stdout[-4000:]
-    record = record_of(host, result.stdout)
+    record = record_of(workstation, result.stdout)
     # The sandbox's (the gate's is --network=host).
     network = next(arg for argv in record["commands"] for arg in argv if arg.startswith("--network=pasta"))
-    transcript = host.path(record["transcript"]).read_text()
+    transcript = workstation.path(record["transcript"]).read_text()
     values = dict(line.split("=", 1) for line in transcript.split() if "=" in line)
     port = values["proxy"].rsplit(":", 1)[1]
     # The gate on the sandbox's own loopback, its port forwarded; IPv4 only.
@@ -70,13 +89,13 @@ def test_a_session_reaches_its_gate_over_tcp_forward(host, internet):
     assert [r["path"] for r in internet.requests()[before:]] == ["/c-old-allowed"]
 
 
-def test_the_mapped_gate_path_and_no_gate_are_refused_there(host):
-    since = clock(host)
-    mapped = run_agent(host, *OPERATOR, *through("map-host-loopback"), command=["true"])
+def test_the_mapped_gate_path_and_no_gate_are_refused_there(workstation):
+    since = clock(workstation)
+    mapped = run_agent(workstation, *through("map-host-loopback"), command=["true"])
     assert mapped.returncode != 0
     assert "gate_path map-host-loopback is refused" in mapped.stdout, mapped.stdout[-3000:]
     assert "aisb_host.probes.host_loopback_reachable failed" in mapped.stdout
-    no_gate = run_agent(host, *OPERATOR, "-e", "aisb_network=no-gate", *allow("allowed.test"), command=["true"])
+    no_gate = run_agent(workstation, "-e", "aisb_network=no-gate", *allow("allowed.test"), command=["true"])
     assert no_gate.returncode != 0
     assert "network no-gate is refused: aisb_host.verdict.gate_path is tcp-forward" in no_gate.stdout
-    assert [n for n in containers_created(host, since) if n.startswith(("aisb-sandbox-", "aisb-gate-"))] == []
+    assert [n for n in containers_created(workstation, since) if n.startswith(("aisb-sandbox-", "aisb-gate-"))] == []
