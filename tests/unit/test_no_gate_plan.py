@@ -167,3 +167,13 @@ def test_the_tcp_forward_sandbox_probe_runs_on_the_sessions_own_network():
     # The fake container reached no listener: the gate's two connections are missing.
     assert found["ok"] is False and found["probes"]["table_allows_gate"]["ok"] is False
     assert found["detail"].startswith("table_allows_gate: the gate ") and "reached 0 of 2 times" in found["detail"]
+
+
+def test_an_old_passt_holds_on_tcp_forward_with_the_table_measured_through_the_gateway():
+    # passt 2023-03: no --map-host-loopback, no --map-guest-addr (no host.containers.internal):
+    # the table measured on pasta with the gateway mapped to the host's loopback.
+    old = _host_verdict.verdict(probes(_podman.GATEWAY_NETWORK, ("map_host_loopback", "host_loopback_reachable")))
+    assert (old["gate_path"], old["model_holds"], old["no_gate_holds"]) == ("tcp-forward", True, False), old
+    failed = _host_verdict.verdict(probes(_podman.GATEWAY_NETWORK, ("map_host_loopback", "host_loopback_reachable",
+                                                                   "raw_tcp_blocked")))
+    assert failed["model_holds"] is False and failed["reasons"][0].startswith("raw_tcp_blocked:")
