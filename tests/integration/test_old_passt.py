@@ -13,7 +13,7 @@ import pytest
 
 from old_passt import FINGERPRINT, install_old_passt
 from scenario import Internet, provisioned_variant
-from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, through
+from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, sandbox_network, through
 from spike_host import FACTS
 # The battery, run on this module's workstation (pytest collects imported tests and
 # fixtures as this module's own).
@@ -77,14 +77,12 @@ def test_a_session_reaches_its_gate_over_tcp_forward(workstation, internet):
     result = run_agent(workstation, *allow("allowed.test"), command=["sh", "-c", SCRIPT])
     assert result.returncode == 0, result.stdout[-4000:]
     record = record_of(workstation, result.stdout)
-    # The sandbox's (the gate's is --network=host).
-    network = next(arg for argv in record["commands"] for arg in argv if arg.startswith("--network=pasta"))
     transcript = workstation.path(record["transcript"]).read_text()
     values = dict(line.split("=", 1) for line in transcript.split() if "=" in line)
     port = values["proxy"].rsplit(":", 1)[1]
     # The gate on the sandbox's own loopback, its port forwarded; IPv4 only.
     assert values["proxy"] == f"http://127.0.0.1:{port}", values
-    assert network == f"--network=pasta:-4,-T,{port},--no-map-gw", network
+    assert sandbox_network(record) == f"pasta:-4,-T,{port},--no-map-gw", record["commands"]
     assert (values["allowed"], values["other"], values["direct"]) == ("200", "403", "blocked"), transcript
     assert [r["path"] for r in internet.requests()[before:]] == ["/c-old-allowed"]
 
