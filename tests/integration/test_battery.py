@@ -170,6 +170,10 @@ settled6() { for _ in $(seq 50); do tentative6 || return 0; sleep 0.1; done; }
 why() { local err
   if err=$(connect "$@"); then say "$1" open; elif [[ $err == *"not permitted"* ]]; then say "$1" not-permitted
   elif [[ $err == *"unreachable"* ]]; then say "$1" unreachable; else say "$1" "other=${err//[[:space:]]/_}"; fi; }
+# The sandbox's IPv4 default gateway: pasta maps it to the host's loopback unless told
+# not to (--no-map-gw; the only mapping a passt before --map-host-loopback has).
+gateway() { local gw; gw=$(awk '$2 == "00000000" {print $3; exit}' /proc/net/route)
+  [ -n "$gw" ] && printf '%d.%d.%d.%d' "0x${gw:6:2}" "0x${gw:4:2}" "0x${gw:2:2}" "0x${gw:0:2}"; }
 udp() { if timeout 5 bash -c 'printf "c-%s\n" "$3" >"/dev/udp/$1/$2"' _ "$2" "$3" "$1" 2>/dev/null
         then say "$1" sent; else say "$1" blocked; fi; }
 # REQUEST written as it is (printf %b escapes) to the gate: the status code it answered.
@@ -271,6 +275,8 @@ CASES = [
      "tcp gate-other-port $GATE_HOST $(( GATE_PORT + 1 ))", "blocked"),
     ("mapped-address-service", "the whole host loopback mapped into the sandbox (at the mapped address)",
      f"tcp mapped-address-service {MAPPED_ADDR} @LO@", "blocked"),
+    ("gateway-loopback-service", "the whole host loopback mapped into the sandbox (at the gateway address)",
+     "tcp gateway-loopback-service \"$(gateway)\" @LO@", "blocked"),
     ("loopback-service-v6", "the whole host loopback mapped into the sandbox (its ::1)",
      "tcp loopback-service-v6 ::1 @LO@", "refused"),
     ("gate-port-v6", "the forwarded gate port (-T) reached at the sandbox's ::1",
@@ -351,6 +357,7 @@ sockets=$(find / -xdev -type s 2>/dev/null | wc -l)
 for s in /run/podman/podman.sock /run/user/1000/podman/podman.sock /var/run/docker.sock /run/user/1000/bus; do
   [ -e "$s" ] && sockets=$((sockets + 1)); done
 say sockets "count=$sockets"
+say default-gateway "$(gateway || echo none)"
 # IPv6 ways out: default routes on an interface (lo's is a reject route) and global addresses.
 say ipv6-default-routes "$(awk '$1 ~ /^0+$/ && $2 == "00" && $10 != "lo" {n++} END {print n+0}' /proc/net/ipv6_route)"
 say ipv6-global-addresses "$(awk '$4 == "00" && $6 != "lo" {n++} END {print n+0}' /proc/net/if_inet6)"
@@ -432,6 +439,11 @@ def test_ipv6_has_no_route_out_on_tcp_forward(battery):
     else:
         assert found[0] != "0" and found[1] != "0", found
         assert results["ipv6-no-route"] == "not-permitted"
+
+
+def test_the_gateway_case_aimed_at_a_gateway(battery):
+    """gateway-loopback-service is blocked, not vacuous: the sandbox had a default gateway."""
+    assert battery["results"]["default-gateway"].count(".") == 3, battery["results"]["default-gateway"]
 
 
 def test_unlisted_name_is_never_resolved(battery):

@@ -19,6 +19,7 @@ from spike_host import FACTS
 # fixtures as this module's own).
 from test_battery import (  # noqa: F401  pylint: disable=unused-import
     battery, test_case, test_gate_decisions_match_the_cases, test_ipv6_has_no_route_out_on_tcp_forward,
+    test_the_gateway_case_aimed_at_a_gateway,
     test_no_listener_saw_anything_unexplained, test_nothing_outside_the_project_and_no_privilege,
     test_residual_risks_are_what_the_docs_say, test_the_session_left_nothing_running,
     test_unlisted_name_is_never_resolved, tripwires)
