@@ -15,6 +15,7 @@ from old_passt import FINGERPRINT, install_old_passt
 from scenario import Internet, provisioned_variant
 from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, sandbox_network, through
 from spike_host import FACTS
+from workstation import BASE_IMAGE
 # The battery, run on this module's workstation (pytest collects imported tests and
 # fixtures as this module's own).
 from test_battery import (  # noqa: F401  pylint: disable=unused-import
@@ -60,6 +61,16 @@ def test_the_old_passt_is_the_one_measured(workstation):
     facts = json.loads(workstation.path(FACTS).read_text())
     assert facts["fingerprint"]["passt"] == FINGERPRINT, facts["fingerprint"]
     assert workstation.run(["dpkg-query", "-W", "-f", "${Version}", "passt"]).stdout == "0.0~git20230309.7c7625d-1"
+
+
+def test_podman_runs_with_it_without_map_guest_addr(workstation):
+    """podman 5.4 passes --map-guest-addr (passt 2024-10), which this passt refuses: the
+    container starts all the same (podman runs pasta again without it), with no
+    host.containers.internal entry."""
+    refused = workstation.run(["pasta", "--map-guest-addr", "169.254.1.2", "--", "true"], check=False)
+    assert refused.returncode != 0 and "unrecognized option '--map-guest-addr'" in refused.stderr, refused.stderr[:500]
+    hosts = workstation.run(["podman", "run", "--rm", "--network=pasta", BASE_IMAGE, "cat", "/etc/hosts"])
+    assert "localhost" in hosts.stdout and "host.containers.internal" not in hosts.stdout, hosts.stdout
 
 
 def test_the_verdict_holds_on_tcp_forward(workstation):
