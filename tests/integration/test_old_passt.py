@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import SANDBOX_PROBES
+from ansible_collections.aisb.sandbox.plugins.module_utils._podman import GATEWAY_NETWORK
 from old_passt import FINGERPRINT, install_old_passt
 from scenario import Internet, provisioned_variant
 from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, sandbox_network, through
@@ -64,11 +66,12 @@ def test_the_old_passt_is_the_one_measured(workstation):
 
 
 def test_podman_runs_with_it_without_map_guest_addr(workstation):
-    """podman 5.4 passes --map-guest-addr (passt 2024-10), which this passt refuses: the
-    container starts all the same (podman runs pasta again without it), with no
-    host.containers.internal entry."""
-    refused = workstation.run(["pasta", "--map-guest-addr", "169.254.1.2", "--", "true"], check=False)
-    assert refused.returncode != 0 and "unrecognized option '--map-guest-addr'" in refused.stderr, refused.stderr[:500]
+    """This passt has neither --map-host-loopback (2024-08-21) nor --map-guest-addr
+    (2024-10). podman 5.4 passes the latter: the container starts all the same (podman
+    runs pasta again without it), with no host.containers.internal entry."""
+    for option, value in (("--map-host-loopback", "100.64.0.1"), ("--map-guest-addr", "169.254.1.2")):
+        refused = workstation.run(["pasta", option, value, "--", "true"], check=False)
+        assert refused.returncode != 0 and f"unrecognized option '{option}'" in refused.stderr, refused.stderr[:500]
     hosts = workstation.run(["podman", "run", "--rm", "--network=pasta", BASE_IMAGE, "cat", "/etc/hosts"])
     assert "localhost" in hosts.stdout and "host.containers.internal" not in hosts.stdout, hosts.stdout
 
@@ -76,8 +79,11 @@ def test_podman_runs_with_it_without_map_guest_addr(workstation):
 def test_the_verdict_holds_on_tcp_forward(workstation):
     facts = json.loads(workstation.path(FACTS).read_text())
     verdict, probes = facts["verdict"], facts["probes"]
-    assert "unrecognized option '--map-host-loopback'" in probes["map_host_loopback"]["evidence"]["stderr"]
+    # podman's error, then pasta's usage text (the evidence keeps stderr's end).
+    assert probes["map_host_loopback"]["ok"] is False and probes["map_host_loopback"]["evidence"]["rc"] == 126
     assert verdict["gate_path"] == "tcp-forward" and verdict["model_holds"] is True, verdict["reasons"]
+    # The table measured where this passt maps the host's loopback: at the gateway.
+    assert {probes[name]["network"] for name in SANDBOX_PROBES} == {GATEWAY_NETWORK}, probes["raw_tcp_blocked"]
     sandbox = probes["tcp_forward_sandbox"]
     assert sandbox["ok"] is True and sandbox["network"].startswith("pasta:-4,-T,") and \
         sandbox["network"].endswith(",--no-map-gw"), sandbox
