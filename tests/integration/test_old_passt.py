@@ -11,21 +11,21 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import SANDBOX_PROBES
-from ansible_collections.aisb.sandbox.plugins.module_utils._podman import GATEWAY_NETWORK
 from old_passt import FINGERPRINT, install_old_passt
 from scenario import Internet, provisioned_variant
 from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, sandbox_network, through
 from spike_host import FACTS
-from workstation import BASE_IMAGE
 # The battery, run on this module's workstation (pytest collects imported tests and
 # fixtures as this module's own).
 from test_battery import (  # noqa: F401  pylint: disable=unused-import
     battery, test_case, test_gate_decisions_match_the_cases, test_ipv6_has_no_route_out_on_tcp_forward,
-    test_the_gateway_case_aimed_at_a_gateway,
     test_no_listener_saw_anything_unexplained, test_nothing_outside_the_project_and_no_privilege,
-    test_residual_risks_are_what_the_docs_say, test_the_session_left_nothing_running,
-    test_unlisted_name_is_never_resolved, tripwires)
+    test_residual_risks_are_what_the_docs_say, test_the_gateway_case_aimed_at_a_gateway,
+    test_the_session_left_nothing_running, test_unlisted_name_is_never_resolved, tripwires)
+from workstation import BASE_IMAGE
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import SANDBOX_PROBES
+from ansible_collections.aisb.sandbox.plugins.module_utils._podman import GATEWAY_NETWORK
 
 SCRIPT = ("echo proxy=$HTTP_PROXY; curl -s -o /dev/null -w 'allowed=%{http_code}\\n' http://allowed.test/c-old-allowed; "
           "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/c-old-other; "
