@@ -14,7 +14,7 @@ import pytest
 from old_passt import FINGERPRINT, install_old_passt
 from scenario import Internet, provisioned_variant
 from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, sandbox_network, through
-from spike_host import FACTS
+from spike_host import FACTS, run_leak_control
 # The battery, run on this module's workstation (pytest collects imported tests and
 # fixtures as this module's own).
 from test_battery import (  # noqa: F401  pylint: disable=unused-import
@@ -88,6 +88,16 @@ def test_the_verdict_holds_on_tcp_forward(workstation):
     assert sandbox["ok"] is True and sandbox["network"].startswith("pasta:-4,-T,") and \
         sandbox["network"].endswith(",--no-map-gw"), sandbox
     assert all(entry["ok"] for entry in sandbox["probes"].values()), sandbox["probes"]
+
+
+def test_the_gateway_probes_see_a_leak_without_the_table(workstation):
+    """The leak control on this host: the same probes without the table and setpriv, on
+    the same gateway network, see root's TCP, raw TCP, UDP and IPv6 arrive."""
+    leaks = run_leak_control(workstation, json.loads(workstation.path(FACTS).read_text())["probe_image"])
+    for name in ("nft_default_drop", "raw_tcp_blocked", "udp_blocked", "ipv6_blocked"):
+        assert leaks[name]["network"] == GATEWAY_NETWORK
+        assert leaks[name]["ok"] is False and leaks[name]["detail"].startswith("leak: "), leaks[name]
+    assert "flush rc 0" in leaks["setpriv_locks_table"]["detail"]
 
 
 def test_a_session_reaches_its_gate_over_tcp_forward(workstation, internet):
