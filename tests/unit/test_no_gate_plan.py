@@ -176,8 +176,8 @@ def test_an_old_passt_holds_on_tcp_forward_with_the_table_measured_through_the_g
     # the table measured on pasta with the gateway mapped to the host's loopback.
     old = _host_verdict.verdict(probes(_podman.GATEWAY_NETWORK, ("map_host_loopback", "host_loopback_reachable")))
     assert (old["gate_path"], old["model_holds"], old["no_gate_holds"]) == ("tcp-forward", True, False), old
-    failed = _host_verdict.verdict(probes(_podman.GATEWAY_NETWORK, ("map_host_loopback", "host_loopback_reachable",
-                                                                   "raw_tcp_blocked")))
+    missing = ("map_host_loopback", "host_loopback_reachable", "raw_tcp_blocked")
+    failed = _host_verdict.verdict(probes(_podman.GATEWAY_NETWORK, missing))
     assert failed["model_holds"] is False and failed["reasons"][0].startswith("raw_tcp_blocked:")
 
 
