@@ -38,6 +38,9 @@ RULESET = """table inet aisb {
 # On plain pasta (network no-gate) the probe aims at the host's own address through
 # podman's entry for it in the container's /etc/hosts.
 HOST_ENTRY = "host.containers.internal"
+# On pasta with the gateway mapped (an old passt): the probe aims at the container's
+# default gateways, which lead to the host's loopback.
+GATEWAY = "gateway"
 # Needed for the gate only: network no-gate holds without them.
 GATE_PATH_PROBES = ("host_loopback_reachable",)
 SANDBOX_PROBES = ("nft_default_drop", "table_allows_gate", "setpriv_locks_table", "raw_tcp_blocked",
@@ -48,7 +51,14 @@ nft --version
 if [ "$4" = @HOST_ENTRY@ ]; then
   set -- "$1" "$2" "$3" "$(awk '$2 == "@HOST_ENTRY@" {print $1; exit}' /etc/hosts)" "${@:5}"
 fi
+if [ "$4" = @GATEWAY@ ]; then
+  gw=$(awk '$2 == "00000000" {print $3; exit}' /proc/net/route)
+  gw6=$(awk '$1 ~ /^0+$/ && $2 == "00" && $10 != "lo" {print $5; exit}' /proc/net/ipv6_route)
+  set -- "$1" "$2" "$3" "${gw:+$(printf '%d.%d.%d.%d' "0x${gw:6:2}" "0x${gw:4:2}" "0x${gw:2:2}" "0x${gw:0:2}")}" \
+    "$5" "$6" "$7" "$(sed 's/..../&:/g; s/:$//' <<<"$gw6")" "$9"
+fi
 echo "target=$4"
+echo "target6=$8"
 [ -n "$4" ] || exit 0
 if [ "$1" = enforce ]; then
   printf '%s' "$2" | nft -D gate_addr="$4" -D gate_port="$3" -f - || exit 77
@@ -79,7 +89,7 @@ drop=
 $drop bash -c "$prelude;$locked" _ "$4" "$3" "$6" "$7" "$8" "$9" &
 wait
 """.replace("@DROP@", " ".join(DROP_ALL_PRIVILEGES)).replace("@MULTIPLE@", str(BLOCKED_WAIT_MULTIPLE)).replace(
-    "@FLOOR_MS@", str(BLOCKED_WAIT_FLOOR_MS)).replace("@HOST_ENTRY@", HOST_ENTRY)
+    "@FLOOR_MS@", str(BLOCKED_WAIT_FLOOR_MS)).replace("@HOST_ENTRY@", HOST_ENTRY).replace("@GATEWAY@", GATEWAY)
 
 
 def probe_sandbox(prober, enforce=True):
@@ -89,12 +99,20 @@ def probe_sandbox(prober, enforce=True):
 
     Where pasta cannot map the host's loopback (that container does not start), the same
     probes run on network no-gate's plain pasta instead, aimed at listeners on the host's
-    own address; each entry records the network it ran on."""
+    own address. A passt before --map-guest-addr gives that address no name, or podman
+    names another of the host's addresses (one the spike does not listen on: the pinned
+    address is not reached); then they run on pasta with the gateway mapped to the
+    host's loopback, aimed at listeners there, and that result stands when its gate was
+    reached. Each entry records the network it ran on."""
     found = sandbox_probes(prober, enforce, "map-host-loopback")
     first = found["nft_default_drop"]
     if first.get("measured", True) or first["evidence"].get("rc") is None:
         return found
-    return sandbox_probes(prober, enforce, "none")
+    found = sandbox_probes(prober, enforce, "none")
+    if found["table_allows_gate"]["ok"]:
+        return found
+    gateway = sandbox_probes(prober, enforce, GATEWAY)
+    return gateway if gateway["table_allows_gate"]["ok"] else found
 
 
 def probe_tcp_forward_sandbox(prober):
@@ -117,9 +135,14 @@ def probe_tcp_forward_sandbox(prober):
 
 def network_of(path, gate_port, mapped_to):
     """The sandbox probe's pasta network on gate path PATH: the session's own for
-    tcp-forward, the mapped addresses MAPPED_TO otherwise."""
+    tcp-forward, plain pasta (none), the gateway mapped (gateway), the mapped addresses
+    MAPPED_TO otherwise."""
     if path == "tcp-forward":
         return _podman.tcp_forward_network([gate_port])
+    if path == GATEWAY:
+        return _podman.GATEWAY_NETWORK
+    if path == "none":
+        return _podman.NO_GATE_NETWORK
     return _podman.pasta_network(map_host_loopback=mapped_to)
 
 
@@ -127,9 +150,9 @@ def sandbox_probes(prober, enforce, path):
     """The sandbox probes on gate path PATH: the session's mapped loopback
     (map-host-loopback), the sandbox's own loopback with the gate's port forwarded
     (tcp-forward; the host's other loopback ports are the listeners it must not reach),
-    or plain pasta (none)."""
+    plain pasta (none), or pasta with the gateway mapped to the host's loopback (gateway)."""
     v6, target6, mapped_to = None, MAPPED_ADDR6, []
-    if path in ("map-host-loopback", "tcp-forward"):
+    if path in ("map-host-loopback", "tcp-forward", GATEWAY):
         listen, target, mapped_to = "127.0.0.1", MAPPED_LOOPBACK, [MAPPED_LOOPBACK]
         try:
             v6 = Listener("::1")
@@ -138,6 +161,8 @@ def sandbox_probes(prober, enforce, path):
             pass
         if path == "tcp-forward":
             target, target6 = "127.0.0.1", "::1"
+        elif path == GATEWAY:
+            target = target6 = GATEWAY
     else:
         try:
             listen = host_address()
@@ -146,7 +171,7 @@ def sandbox_probes(prober, enforce, path):
         target = HOST_ENTRY
     with Listener(listen) as gate, Listener(listen) as root_tcp, \
             Listener(listen) as raw, Listener(listen, udp=True) as udp:
-        network = _podman.NO_GATE_NETWORK if path == "none" else network_of(path, gate.port, mapped_to)
+        network = network_of(path, gate.port, mapped_to)
         try:
             outcome = prober.container(
                 ["--network=" + network] + _podman.SANDBOX_SECURITY, SANDBOX_SCRIPT,
@@ -159,7 +184,8 @@ def sandbox_probes(prober, enforce, path):
             v6_hits = v6.close() if v6 else []
     failure = outcome.failure(prober.timeout)
     if failure or not outcome.values().get("target"):
-        return unmeasured(SANDBOX_PROBES, failure or "no %s entry to aim at" % HOST_ENTRY, outcome)
+        return unmeasured(SANDBOX_PROBES, failure or "no %s to aim at" % (
+            "default gateway" if path == GATEWAY else HOST_ENTRY + " entry"), outcome)
     values = outcome.values()
     status = dict((key, values.get(key, "?")) for key in ("CapEff", "CapBnd", "CapAmb", "NoNewPrivs"))
     locked = (values.get("flush") not in (None, "0") and values.get("uid") == "1000" and
@@ -168,9 +194,13 @@ def sandbox_probes(prober, enforce, path):
     def blocked(hits, what):
         return ("leak: %s reached the spike's listener" % what) if hits else "%s never arrived" % what
 
-    target = values["target"]
-    nowhere = ("this host has no IPv6 loopback: nothing to reach" if path != "none" else
-               "on plain pasta no IPv6 address leads to a listener of the spike: nothing to reach")
+    target, target6 = values["target"], values.get("target6")
+    if path == "none":
+        nowhere = "on plain pasta no IPv6 address leads to a listener of the spike: nothing to reach"
+    elif not target6:
+        nowhere, v6 = "the container has no IPv6 default gateway: nothing to reach", None
+    else:
+        nowhere = "this host has no IPv6 loopback: nothing to reach"
     return {
         "nft_default_drop": result(values.get("table") == "installed" and not root_tcp.hits,
                                    blocked(root_tcp.hits, "TCP from root under the table")

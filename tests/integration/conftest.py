@@ -39,9 +39,8 @@ def workstation():
 
 @pytest.fixture(scope="session")
 def internet(workstation):
-    net = Internet(workstation).start()
-    yield net
-    net.stop()
+    with Internet(workstation) as net:
+        yield net
 
 
 @pytest.fixture(scope="module", params=["map-host-loopback", "tcp-forward"])
@@ -49,6 +48,13 @@ def gate_path(request):
     """Each gate path in turn (the workstation's facts measure both): the tests that take
     it run their sessions over it (sessions.through), the mapped one first."""
     return request.param
+
+
+@pytest.fixture(scope="module")
+def profile():
+    """What the workstation is, when it is not the reference Debian 13: the battery's
+    tally names it beside the gate path."""
+    return None
 
 
 @pytest.fixture(scope="module")

@@ -155,10 +155,28 @@ tls() { node /project/tls_probe.js "$@"; }
 direct() { local id=$1 url=$2; shift 2
   if curl -s -m 5 --noproxy '*' -o /dev/null "$@" "$url"; then say "$id" open; else say "$id" blocked; fi; }
 # A TCP connection: "refused" means a packet got through to a closed port, "blocked" that
-# none left the sandbox (the ruleset answers EPERM).
+# it failed otherwise (the table drops the SYN without an answer; the tripwires say
+# whether anything arrived).
+connect() { timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /c-%s\r\n\r\n" "$3" >&3' _ "$2" "$3" "$1" 2>&1; }
 tcp() { local err
-  if err=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /c-%s\r\n\r\n" "$3" >&3' _ "$2" "$3" "$1" 2>&1)
-  then say "$1" open; elif [[ $err == *"refused"* ]]; then say "$1" refused; else say "$1" blocked; fi; }
+  if err=$(connect "$@"); then say "$1" open; elif [[ $err == *"refused"* ]]; then say "$1" refused
+  else say "$1" blocked; fi; }
+# An IPv6 address is tentative (duplicate address detection) for a moment after the
+# sandbox starts: wait it out, so that what stops an IPv6 attempt is never the clock.
+tentative6() { local _ flags
+  while read -r _ _ _ _ flags _; do (( 0x$flags & 0x40 )) && return 0; done </proc/net/if_inet6; return 1; }
+settled6() { for _ in $(seq 50); do tentative6 || return 0; sleep 0.1; done; }
+# What stopped a TCP connection: "no-answer" (the table drops the SYN; TCP retries it
+# until the wait runs out) or "unreachable" (ENETUNREACH at once: no route at all,
+# nothing for the table to see).
+why() { local err rc
+  err=$(connect "$@"); rc=$?
+  if [ "$rc" = 0 ]; then say "$1" open; elif [ "$rc" = 124 ]; then say "$1" no-answer
+  elif [[ $err == *"unreachable"* ]]; then say "$1" unreachable; else say "$1" "other=${err//[[:space:]]/_}"; fi; }
+# The sandbox's IPv4 default gateway: pasta maps it to the host's loopback unless told
+# not to (--no-map-gw; the only mapping a passt before --map-host-loopback has).
+gateway() { local gw; gw=$(awk '$2 == "00000000" {print $3; exit}' /proc/net/route)
+  [ -n "$gw" ] && printf '%d.%d.%d.%d' "0x${gw:6:2}" "0x${gw:4:2}" "0x${gw:2:2}" "0x${gw:0:2}"; }
 udp() { if timeout 5 bash -c 'printf "c-%s\n" "$3" >"/dev/udp/$1/$2"' _ "$2" "$3" "$1" 2>/dev/null
         then say "$1" sent; else say "$1" blocked; fi; }
 # REQUEST written as it is (printf %b escapes) to the gate: the status code it answered.
@@ -260,6 +278,8 @@ CASES = [
      "tcp gate-other-port $GATE_HOST $(( GATE_PORT + 1 ))", "blocked"),
     ("mapped-address-service", "the whole host loopback mapped into the sandbox (at the mapped address)",
      f"tcp mapped-address-service {MAPPED_ADDR} @LO@", "blocked"),
+    ("gateway-loopback-service", "the whole host loopback mapped into the sandbox (at the gateway address)",
+     "tcp gateway-loopback-service \"$(gateway)\" @LO@", "blocked"),
     ("loopback-service-v6", "the whole host loopback mapped into the sandbox (its ::1)",
      "tcp loopback-service-v6 ::1 @LO@", "refused"),
     ("gate-port-v6", "the forwarded gate port (-T) reached at the sandbox's ::1",
@@ -284,6 +304,8 @@ CASES = [
     ("ipv6-direct", "IPv6 left open", "direct ipv6-direct 'http://[@V6@]/c-ipv6-direct' -g -6", "blocked"),
     ("ipv6-tcp", "IPv6 left open", "tcp ipv6-tcp @V6@ 8080", "blocked"),
     ("ipv6-udp", "IPv6 left open", "udp ipv6-udp @V6@ 53", "blocked"),
+    ("ipv6-no-route", "IPv6 left open (what stops it: the table, or on tcp-forward no IPv6 route at all)",
+     "settled6; why ipv6-no-route @V6@ 8080", "no-answer"),
     ("proxy-vars-removed", "clients that ignore proxy variables",
      "direct proxy-vars-removed http://@V4@/c-proxy-vars-removed", "blocked"),
     ("proxy-vars-removed-name", "clients that ignore proxy variables",
@@ -314,7 +336,9 @@ CASE_IDS = [case[0] for case in CASES]
 # a connection to one of its other ports is refused there (nothing leaves the sandbox,
 # as the tripwires show), and the gate's port is pasta's, taken before the agent runs.
 TCP_FORWARD_EXPECTED = {"host-loopback-service": "refused", "gate-other-port": "refused",
-                        "bind-gate-port": "EADDRINUSE", "bind-gate-port-any": "EADDRINUSE"}
+                        "bind-gate-port": "EADDRINUSE", "bind-gate-port-any": "EADDRINUSE",
+                        # pasta -4: the sandbox has no IPv6 route out for the table to refuse.
+                        "ipv6-no-route": "unreachable"}
 
 
 def expected(case_id, gate_path):
@@ -336,6 +360,10 @@ sockets=$(find / -xdev -type s 2>/dev/null | wc -l)
 for s in /run/podman/podman.sock /run/user/1000/podman/podman.sock /var/run/docker.sock /run/user/1000/bus; do
   [ -e "$s" ] && sockets=$((sockets + 1)); done
 say sockets "count=$sockets"
+say default-gateway "$(gateway || echo none)"
+# IPv6 ways out: default routes on an interface (lo's is a reject route) and global addresses.
+say ipv6-default-routes "$(awk '$1 ~ /^0+$/ && $2 == "00" && $10 != "lo" {n++} END {print n+0}' /proc/net/ipv6_route)"
+say ipv6-global-addresses "$(awk '$4 == "00" && $6 != "lo" {n++} END {print n+0}' /proc/net/if_inet6)"
 say host-env "count=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' \
   | grep -c -e "^$HOST_SECRET_NAME=" -e must-not-cross)"
 """
@@ -355,7 +383,7 @@ def probe_script(wires):
 
 
 @pytest.fixture(scope="module")
-def battery(workstation, internet, tripwires, gate_path):
+def battery(workstation, internet, tripwires, gate_path, profile):
     """One session over GATE_PATH runs every probe; the tests below read its results and the logs."""
     marker = "aisb-battery-" + uuid.uuid4().hex[:8]
     secret_name = "BATTERY_HOST_SECRET_" + uuid.uuid4().hex[:8].upper()
@@ -373,6 +401,7 @@ def battery(workstation, internet, tripwires, gate_path):
     return {"results": dict(re.findall(r"^RESULT (\S+) ?(.*)$", transcript, re.M)), "transcript": transcript,
             "record": record, "http": internet.requests()[http_before:],
             "events": tripwires.events()[events_before:], "marker": marker, "gate_path": gate_path,
+            "tally": f"{gate_path} ({profile})" if profile else gate_path,
             "left_running": left_running(workstation, running)}
 
 
@@ -391,13 +420,33 @@ def test_case(battery, case_id):
     assert result is not None, f"{case_id} ({threat}) did not run:\n{battery['transcript'][-3000:]}"
     hits = seen(battery, case_id)
     if wanted in REACHED:
-        tally.record(case_id, leaked=False, gate_path=path)
+        tally.record(case_id, leaked=False, gate_path=battery["tally"])
         assert result == wanted, threat
         assert len(hits) == 1, (threat, hits)
         return
-    tally.record(case_id, leaked=bool(hits), gate_path=path)
+    tally.record(case_id, leaked=bool(hits), gate_path=battery["tally"])
     assert hits == [], f"LEAK ({threat}): {hits}"
     assert result == wanted, f"{threat}: {result}"
+
+
+def test_ipv6_has_no_route_out_on_tcp_forward(battery):
+    """On tcp-forward (pasta -4) the sandbox has no IPv6 default route and no global IPv6
+    address: ipv6-no-route's connect fails with ENETUNREACH before the table sees it. On
+    the mapped path IPv6 is there and the table drops it (no answer, and the tripwire saw
+    nothing: test_case): that path measures the table's IPv6 rules."""
+    results = battery["results"]
+    found = (results["ipv6-default-routes"], results["ipv6-global-addresses"])
+    if battery["gate_path"] == "tcp-forward":
+        assert found == ("0", "0"), battery["transcript"][-3000:]
+        assert results["ipv6-no-route"] == "unreachable"
+    else:
+        assert found[0] != "0" and found[1] != "0", found
+        assert results["ipv6-no-route"] == "no-answer"
+
+
+def test_the_gateway_case_aimed_at_a_gateway(battery):
+    """gateway-loopback-service is blocked, not vacuous: the sandbox had a default gateway."""
+    assert battery["results"]["default-gateway"].count(".") == 3, battery["results"]["default-gateway"]
 
 
 def test_unlisted_name_is_never_resolved(battery):

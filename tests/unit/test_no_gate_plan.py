@@ -143,8 +143,10 @@ def test_the_sandbox_probes_run_on_plain_pasta_when_the_mapped_container_cannot_
     prober, calls = sandbox_prober(126)
     found = _host_probe_sandbox.probe_sandbox(prober)
     assert set(entry["network"] for entry in found.values()) == {_podman.NO_GATE_NETWORK}
-    plain = calls[-1]
+    plain = calls[1]
     assert "--network=" + _podman.NO_GATE_NETWORK in plain and _host_probe_sandbox.HOST_ENTRY in plain
+    # The fake reached no listener: the gateway was tried too, and plain pasta's result stands.
+    assert "--network=" + _podman.GATEWAY_NETWORK in calls[2] and _host_probe_sandbox.GATEWAY in calls[2]
 
 
 def test_a_hung_mapped_container_is_reported_not_retried():
@@ -167,3 +169,41 @@ def test_the_tcp_forward_sandbox_probe_runs_on_the_sessions_own_network():
     # The fake container reached no listener: the gate's two connections are missing.
     assert found["ok"] is False and found["probes"]["table_allows_gate"]["ok"] is False
     assert found["detail"].startswith("table_allows_gate: the gate ") and "reached 0 of 2 times" in found["detail"]
+
+
+def test_an_old_passt_holds_on_tcp_forward_with_the_table_measured_through_the_gateway():
+    # passt 2023-03: no --map-host-loopback, no --map-guest-addr (no host.containers.internal):
+    # the table measured on pasta with the gateway mapped to the host's loopback.
+    old = _host_verdict.verdict(probes(_podman.GATEWAY_NETWORK, ("map_host_loopback", "host_loopback_reachable")))
+    assert (old["gate_path"], old["model_holds"], old["no_gate_holds"]) == ("tcp-forward", True, False), old
+    missing = ("map_host_loopback", "host_loopback_reachable", "raw_tcp_blocked")
+    failed = _host_verdict.verdict(probes(_podman.GATEWAY_NETWORK, missing))
+    assert failed["model_holds"] is False and failed["reasons"][0].startswith("raw_tcp_blocked:")
+
+
+def canned(ok, measured=True, rc=0):
+    entry = {"ok": ok, "measured": measured, "evidence": {"rc": rc}}
+    return dict((name, dict(entry)) for name in _host_probe_sandbox.SANDBOX_PROBES)
+
+
+@pytest.mark.parametrize("outcomes, chosen", [
+    # The mapped container ran: its result, whatever it says.
+    ({"map-host-loopback": canned(False)}, "map-host-loopback"),
+    # It did not start: plain pasta, when its pinned address was reached.
+    ({"map-host-loopback": canned(False, False, 126), "none": canned(True)}, "none"),
+    # A passt before --map-guest-addr: no entry, or another host address; the gateway's.
+    ({"map-host-loopback": canned(False, False, 126), "none": canned(False, False), "gateway": canned(True)}, "gateway"),
+    ({"map-host-loopback": canned(False, False, 126), "none": canned(False), "gateway": canned(True)}, "gateway"),
+    # Neither reached its gate: plain pasta's result stands (no-gate's own network).
+    ({"map-host-loopback": canned(False, False, 126), "none": canned(False), "gateway": canned(False)}, "none"),
+])
+def test_the_sandbox_probes_fall_back_to_plain_pasta_then_the_gateway(monkeypatch, outcomes, chosen):
+    ran = []
+
+    def fake(_prober, _enforce, path):
+        ran.append(path)
+        return outcomes[path]
+
+    monkeypatch.setattr(_host_probe_sandbox, "sandbox_probes", fake)
+    assert _host_probe_sandbox.probe_sandbox(None) is outcomes[chosen]
+    assert ran == list(outcomes)

@@ -6,7 +6,7 @@ network namespace), on a port of its own, accepting one key the caller generated
 The controller is the build machine itself, with this checkout as the collection: it
 stands outside the fleet as a real controller does, its test venv's ansible-core (2.19)
 is older than the workstations' (2.21) so the controller/target split runs across
-versions, the reports land where the test reads them, and no fourth workstation is built.
+versions, the reports land where the test reads them, and no extra workstation is built.
 Shared by tests/integration/test_fleet.py and bench/verify.py.
 """
 
@@ -46,10 +46,13 @@ def ssh_key(directory):
     return key
 
 
-def install_and_provision(ws, *extra):
+def install_and_provision(ws, *extra, before=None):
     """This checkout installed and provision.yml run inside WS, as its operator would
-    (harness `shell`: the fleet needs the spike, not pi)."""
+    (harness `shell`: the fleet needs the spike, not pi); BEFORE(ws), when given, runs
+    first (what the host is: bookworm's passt, say)."""
     install_checkout(ws)
+    if before:
+        before(ws)
     done = provision(ws, "-e", "aisb_harness=shell", *extra, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     return done
@@ -82,12 +85,13 @@ def start_sshd(ws, public_key):
 
 def prepare(hosts, public_key):
     """Provision and open every host concurrently. HOSTS: name -> (workstation,
-    provision extra args, fault script run as root afterwards or None). The workstations
-    must have been started by the caller's own thread: each dies with the thread that
-    started it. Returns name -> sshd port."""
+    provision extra args, fault script run as root afterwards or None[, a callable run
+    on the workstation before provisioning]). The workstations must have been started
+    by the caller's own thread: each dies with the thread that started it. Returns
+    name -> sshd port."""
     def one(item):
-        ws, extra, fault = item
-        install_and_provision(ws, *extra)
+        ws, extra, fault, *before = item
+        install_and_provision(ws, *extra, before=before[0] if before else None)
         port = start_sshd(ws, public_key)
         if fault:
             ws.sh(fault, user="root")

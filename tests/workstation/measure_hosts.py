@@ -3,7 +3,7 @@
 
 usage: python3 tests/workstation/measure_hosts.py [NAME...]   (as root on the build machine)
 
-A fresh Debian 13 workstation, the same with an old pasta (old_pasta.py: no
+A fresh Debian 13 workstation, the same with Debian 12's passt (old_passt.py: no
 --map-host-loopback, as on Ubuntu 24.04) and a fresh Debian 12 one
 (host_require_pasta=false: its podman has no pasta), each provisioned by this
 checkout's provision.yml, each running a full spike. Their facts go to
@@ -15,11 +15,11 @@ import json
 import subprocess
 import sys
 
-from old_pasta import install_old_pasta
+from old_passt import install_old_passt
 from spike_host import provisioned, run_spike
 from workstation import BASE_IMAGE, REPO
 
-HOSTS = (("debian13", "trixie", (), None), ("debian13-old-pasta", "trixie", (), install_old_pasta),
+HOSTS = (("debian13", "trixie", (), None), ("debian13-old-passt", "trixie", (), install_old_passt),
          ("debian12", "bookworm", ("-e", "host_require_pasta=false"), None))
 
 

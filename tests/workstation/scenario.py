@@ -13,7 +13,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from workstation import BASE_IMAGE, BASE_IMAGE_TAR, TRANSFER_DIR
+from workstation import BASE_IMAGE, BASE_IMAGE_TAR, TRANSFER_DIR, Workstation, install_checkout
 
 HERE = Path(__file__).resolve().parent
 TRIPWIRE = f"{TRANSFER_DIR}/tripwire.py"
@@ -42,6 +42,21 @@ def playbook(ws, name, *extra, **kwargs):
 def provision(ws, *extra, timeout=3600):
     """Run the collection's own provision.yml inside the workstation."""
     return playbook(ws, "provision", *extra, timeout=timeout)
+
+
+@contextmanager
+def provisioned_variant(prepare, *extra):
+    """A Debian 13 workstation that PREPARE(ws) changed (its pasta, say) before this
+    checkout's provision.yml ran with EXTRA. Its container storage starts from the saved
+    one when there is one, and is never saved from here: the reference workstation's
+    images are the ones kept."""
+    with Workstation("trixie") as ws:
+        install_checkout(ws)
+        prepare(ws)
+        ws.seed_container_storage()
+        done = provision(ws, *extra)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+        yield ws
 
 
 def task_status(output, task):
@@ -125,6 +140,12 @@ class Internet:
             grep -q ready {ready}
         """, user="root")
         return self
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *_exc):
+        self.stop()
 
     def stop(self):
         # The veth's peer lives in the namespace: deleting one end deletes both.

@@ -42,6 +42,12 @@ def through(gate_path):
     return ["-e", json.dumps({"aisb_gate_path": gate_path})]
 
 
+def sandbox_network(record):
+    """The sandbox's --network value in a session's RECORD (the gate's is host)."""
+    return next(arg.split("=", 1)[1] for argv in record["commands"] for arg in argv
+                if arg.startswith("--network=pasta"))
+
+
 def session_module(ws, timeout=300, **args):
     """The session module itself, as a task would run it, with exactly ARGS."""
     return ws.run(["ansible", "localhost", "-m", "aisb.sandbox.session", "-a", json.dumps(args)],
