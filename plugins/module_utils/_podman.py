@@ -55,11 +55,14 @@ def image_exists(podman, reference):
     return [podman, "image", "exists", reference]
 
 
-def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=None):
+def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=None, no_cache=False):
     """Build CONTEXT as TAG from exactly the base image that was hashed (--from its ID);
     the build's output goes to LOGFILE as it runs, when given (podman's final error
-    still goes to stderr)."""
+    still goes to stderr). NO_CACHE: every step runs again (a refresh: a cached apt
+    layer would keep yesterday's packages)."""
     argv = [podman, "build", "--pull=never", "--from", base_image_id, "--tag", tag]
+    if no_cache:
+        argv.append("--no-cache")
     if logfile:
         argv += ["--logfile", logfile]
     for name, value in sorted((build_args or {}).items()):
@@ -250,3 +253,19 @@ def netns_reader(nsenter, pid, setpriv, nft):
     """
     return [nsenter, "--target", str(int(pid)), "--user", "--net", "--",
             setpriv, "--pdeathsig", "KILL", "--", nft, "--json", "--interactive"]
+
+
+def images_json(podman):
+    """Every image with its tags, ID and creation time, as podman's JSON."""
+    return [podman, "images", "--format", "json"]
+
+
+def containers_json(podman):
+    """Every container, running or not, with its name and image ID, as podman's JSON."""
+    return [podman, "ps", "--all", "--format", "json"]
+
+
+def remove_image(podman, reference):
+    """Remove REFERENCE's tag (and the image with its last tag). Never forced: podman
+    refuses an image a container uses."""
+    return [podman, "rmi", reference]
