@@ -72,15 +72,24 @@ def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=
     return argv + [context]
 
 
+# What the gate runs: squid in the foreground on the mounted session configuration.
+GATE_COMMAND = ["squid", "-N", "-f", GATE_SESSION_CONF]
+
+
+def gate_options(policy_dir, session_conf, extra=()):
+    """A gate's podman run options: GATE_SECURITY, EXTRA, then the policy directory and
+    session configuration mounted read-only (a session's gate and the gate service's unit)."""
+    return (GATE_SECURITY + list(extra) +
+            ["--volume", "%s:%s:ro" % (policy_dir, GATE_POLICY_DIR),
+             "--volume", "%s:%s:ro" % (session_conf, GATE_SESSION_CONF)])
+
+
 def gate_run(podman, image, name, policy_dir, session_conf, extra=()):
     """Start a gate: policy directory and session configuration mounted read-only.
 
     EXTRA goes before the image (e.g. ["--detach", "--rm"]).
     """
-    return ([podman, "run", "--name", name] + GATE_SECURITY + list(extra) +
-            ["--volume", "%s:%s:ro" % (policy_dir, GATE_POLICY_DIR),
-             "--volume", "%s:%s:ro" % (session_conf, GATE_SESSION_CONF),
-             image, "squid", "-N", "-f", GATE_SESSION_CONF])
+    return [podman, "run", "--name", name] + gate_options(policy_dir, session_conf, extra) + [image] + GATE_COMMAND
 
 
 def squid_parse(podman, image, policy_dir, session_conf):
