@@ -50,9 +50,8 @@ options:
         this policy, else a free one picked now and kept in the unit.
     type: int
   unit_dir:
-    description: The user's quadlet directory.
+    description: The user's quadlet directory. Defaults to C(${XDG_CONFIG_HOME:-~/.config}/containers/systemd).
     type: path
-    default: ${XDG_CONFIG_HOME:-~/.config}/containers/systemd
   systemctl:
     description: The systemctl binary.
     type: str
