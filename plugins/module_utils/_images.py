@@ -11,9 +11,9 @@ kept after it: a failure names it and shows its last lines.
 A refresh (ensure's REFRESH_STAMP) pulls the base again unless it is a localhost/ one,
 builds without podman's layer cache (so apt installs today's packages) and records its
 stamp in RECORDS_DIR/refreshed/<repository name>; every later ensure hashes that stamp
-too, so the refreshed image has a tag of its own and every later run finds it. Each
-ensure marks the tag it returns in RECORDS_DIR/used/ (its mtime: the last use), which
-retention reads.
+too, so the refreshed image has a tag of its own and every later run finds it. An
+ensure outside check mode, and every session start, marks the tags it uses in
+RECORDS_DIR/used/ (mark_used: the mtime is the last use), which retention reads.
 """
 
 import json
@@ -31,6 +31,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash,
 DEFAULT_BASE_IMAGE = "docker.io/library/ubuntu:24.04"
 LABEL_PREFIX = "io.aisb."
 PROBE_REPOSITORY = "localhost/aisb-probe"
+# A tag this flow makes: <repository>:<the hash's first TAG_LENGTH hex digits>.
+CONTENT_TAG = re.compile(r"\A[a-z0-9][a-z0-9._/-]*:[0-9a-f]{%d}\Z" % _content_hash.TAG_LENGTH)
 # A refresh stamp: the UTC time of the refresh, to the second.
 REFRESH_STAMP = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
 # Lines of a failed build's log shown in its error.
@@ -177,6 +179,14 @@ def used_mark(tag):
     return "%s-%s" % (repository_name(repository), digest)
 
 
+def mark_used(records_dir, tag):
+    """Mark TAG as used now in RECORDS_DIR/used (its mtime: the last use; retention reads
+    it). Only a content-hash tag (<repository>:<hash>) is marked: a session may be given
+    any image reference."""
+    if CONTENT_TAG.match(tag):
+        write_record(records_dir, "used", used_mark(tag), tag + "\n")
+
+
 def base_image_id(run, podman, reference, pull=True, timeout=None, fresh=False):
     """(ID, pulled) of REFERENCE, pulled once first when it is missing, PULL allows it and
     it is not a localhost/ image; (None, False) when it is missing and was not pulled.
@@ -225,7 +235,7 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
     tag = _content_hash.image_tag(repository, digest)
     if run(_podman.image_exists(podman, tag))[0] == 0:
         if records_dir and not check_mode:
-            write_record(records_dir, "used", used_mark(tag), tag + "\n")
+            mark_used(records_dir, tag)
         return Image(tag, digest, inputs, built=False, pulled=pulled)
     log = build_log(log_dir, tag) if log_dir else None
     if check_mode:
@@ -256,7 +266,7 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
         # Only once built: a failed refresh leaves the last good stamp, and its tag, in use.
         if refresh_stamp is not None:
             write_record(records_dir, "refreshed", repository_name(repository), refresh_stamp + "\n")
-        write_record(records_dir, "used", used_mark(tag), tag + "\n")
+        mark_used(records_dir, tag)
     return Image(tag, digest, inputs, built=True, pulled=pulled, log=log, seconds=seconds)
 
 

@@ -111,8 +111,12 @@ def images(ws):
 
 
 def test_prune_removes_what_it_should_and_nothing_else(workstation, project):
-    # The current tags: what a session used last.
+    # The current tags: what a session used last (it marks them, even when nothing is built).
+    started = time.time()
     current = record_of(workstation, run_agent(workstation, command=["true"]).stdout)
+    for tag in (current["image"]["tag"], current["gate_image"]):
+        mark = workstation.path(f"{USED}/{tag.rsplit('/', 1)[-1].replace(':', '-')}")
+        assert mark.read_text() == tag + "\n" and mark.stat().st_mtime >= started - 1
     old_gate, old_running = "localhost/aisb-gate:00000000000000aa", "localhost/aisb-sandbox:00000000000000bb"
     others = ["localhost/aisb-test-other:1", "localhost/aisb-sandboxes:00000000000000cc"]
     for index, tag in enumerate([old_gate, old_running] + others):

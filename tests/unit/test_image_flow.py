@@ -228,3 +228,11 @@ def test_a_malformed_refresh_stamp_is_refused_naming_where_it_came_from(tmp_path
     stored.write_text(stamp + "junk")
     with pytest.raises(ValueError, match=str(stored)):
         _images.stored_refresh_stamp(str(tmp_path), "localhost/x")
+
+
+def test_only_content_hash_tags_are_marked_used(tmp_path):
+    for reference in ("localhost:5000/img", "sha256:" + "a" * 64, "localhost/x:latest", "../x:0123456789abcdef"):
+        _images.mark_used(str(tmp_path), reference)
+    assert not (tmp_path / "used").exists()
+    _images.mark_used(str(tmp_path), "localhost/aisb-gate:0123456789abcdef")
+    assert (tmp_path / "used" / "aisb-gate-0123456789abcdef").read_text() == "localhost/aisb-gate:0123456789abcdef\n"
