@@ -16,7 +16,7 @@ description:
     pulled once when missing.
   - Labels on the image record the full hash and the hashed inputs.
   - A refresh (O(refresh_stamp)) rebuilds from a freshly pulled base (a C(localhost/) base
-    is never pulled: it is as fresh as its last import) without podman's layer cache, so
+    is never pulled, it is as fresh as its last import) without podman's layer cache, so
     the package installs fetch today's packages. The stamp is hashed too and stored in
     O(records_dir) once the build succeeds; every later run hashes the stored stamp, so
     the refreshed image gets a tag of its own and later runs find it, never the old one.
