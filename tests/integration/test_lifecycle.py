@@ -12,7 +12,7 @@ import pytest
 
 from scenario import playbook, task_status
 from sessions import record_of, run_agent
-from workstation import AISB_STATE, BASE_IMAGE
+from workstation import AISB_STATE, BASE_IMAGE, TRANSFER_DIR
 
 SHELL = ["-e", "aisb_harness=shell"]  # the light recipe: a refresh builds in a minute, not ten
 REFRESHED = f"{AISB_STATE}/images/refreshed"
@@ -79,7 +79,7 @@ def test_a_refresh_gives_new_tags_that_later_sessions_use(workstation, project, 
 
 def fake_image(ws, tag, label):
     """An image of its own (its own ID) tagged TAG, built from the base in seconds."""
-    context = f"/tmp/fake-{label}"
+    context = f"{TRANSFER_DIR}/fake-{label}"  # the workstation's /tmp is its own tmpfs
     ws.run(["mkdir", "-p", context])
     ws.path(f"{context}/Containerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL aisb.test.fake={label}\n")
     ws.run(["podman", "build", "-q", "--pull=never", "--tag", tag, context])
