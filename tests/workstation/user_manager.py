@@ -33,9 +33,10 @@ class UserManager:
     def cgroups(self):
         """The delegated cgroup in each hierarchy systemd uses: the unified one and the
         named systemd one on a hybrid host, the root on a cgroup v2 one."""
-        roots = [f"{CGROUP_ROOT}/{h}" for h in ("unified", "systemd") if self.ws.path(f"{CGROUP_ROOT}/{h}").is_dir()]
-        if self.ws.path(f"{CGROUP_ROOT}/cgroup.controllers").exists():
-            roots = [CGROUP_ROOT]
+        # Read inside: the workstation's /sys is the build machine's, mounted in its namespace.
+        found = self.ws.sh(f"ls -d {CGROUP_ROOT}/cgroup.controllers {CGROUP_ROOT}/unified {CGROUP_ROOT}/systemd "
+                           "2>/dev/null || true").stdout.split()
+        roots = [CGROUP_ROOT] if f"{CGROUP_ROOT}/cgroup.controllers" in found else found
         return [f"{root}/{self.name}/user@{USER_UID}.service" for root in roots]
 
     def start(self, timeout=60):
@@ -53,7 +54,8 @@ class UserManager:
             if state in ("running", "degraded"):
                 return
             time.sleep(0.5)
-        raise AssertionError(f"the user manager did not start: {self.ws.path(f'/tmp/{self.name}-manager.log').read_text()}")
+        log = self.ws.run(["cat", f"/tmp/{self.name}-manager.log"], check=False).stdout
+        raise AssertionError(f"the user manager did not start: {log}")
 
     def processes(self):
         return [pid for cgroup in self.cgroups() for pid in
