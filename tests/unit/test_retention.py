@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What retention removes: only this collection's unused old images and old sessions."""
 
+import os
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _retention
@@ -72,3 +73,23 @@ def test_sessions_kept_newest_running_reviewed_recent():
     # keep=0, days=0: only the running and the reviewed stay.
     assert [why for _s, why in _retention.sessions_to_remove(sessions, ["aisb-gate-" + sessions[1][0]], NOW, 0, 0)] \
         == [None, None, "its container exists", "its review waits for review.yml", None, None]
+
+
+def test_the_module_reads_marks_and_only_session_named_real_directories(tmp_path):
+    from ansible_collections.aisb.sandbox.plugins.modules import retention
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "aisb-gate-0123456789abcdef").write_text("localhost/aisb-gate:0123456789abcdef\n")
+    os.utime(used / "aisb-gate-0123456789abcdef", (1000, 1000))
+    assert retention.last_used(str(used)) == {"localhost/aisb-gate:0123456789abcdef": 1000}
+    assert retention.last_used(str(tmp_path / "none")) == {}
+    sessions = tmp_path / "sessions"
+    (sessions / "20261101T090000-0000000a" / "review").mkdir(parents=True)
+    (sessions / "20261102T090000-0000000b").mkdir()
+    (sessions / "20261102T090000-0000000b" / "record.json").write_text("{}")
+    os.utime(sessions / "20261102T090000-0000000b" / "record.json", (2000, 2000))
+    (sessions / "notes").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (sessions / "20261103T090000-0000000c").symlink_to(tmp_path / "elsewhere")
+    assert sorted(retention.sessions(str(sessions))) == [("20261101T090000-0000000a", None, True),
+                                                         ("20261102T090000-0000000b", 2000, False)]
