@@ -7,8 +7,9 @@ bench/run runs it with the rest)
 In a provisioned workstation: an origin server (bench/payload_server.py) in the test
 internet (tests/workstation/scenario.Internet: a network namespace behind a veth pair)
 serves plain HTTP and HTTPS with a self-signed certificate. The gate is the long-lived
-one (`ansible-playbook aisb.sandbox.gate`), the same squid configuration a session's
-gate gets, allowing that server's name. The client is the workstation itself, outside
+one (`ansible-playbook aisb.sandbox.gate`: a systemd user service, under a user manager
+started as tests/workstation/user_manager.py does), the same squid configuration a
+session's gate gets, allowing that server's name. The client is the workstation itself, outside
 any sandbox, so the floor is the same client fetching the same URL from the same
 server directly (no pasta in either path; a sandbox's own path is the session's
 business):
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from measure import median, percentile, playbook_argv, row, run_alone
 from scenario import ANSIBLE_ENV, Internet
+from user_manager import UserManager
 from workstation import TRANSFER_DIR
 
 HERE = Path(__file__).resolve().parent
@@ -75,7 +77,7 @@ def check_resolves_here(ws, internet):
 
 
 def gate_playbook(ws, state):
-    """The long-lived gate allowing NAME, up or down; the playbook's output."""
+    """The long-lived gate allowing NAME, started or absent; the playbook's output."""
     allow = {"aisb_allow": [NAME], "aisb_connect_ports": [HTTP_PORT, HTTPS_PORT]}
     done = ws.run(playbook_argv(ws, "gate", "-e", json.dumps(allow), "-e", f"state={state}"),
                   env=ANSIBLE_ENV, timeout=900)
@@ -85,7 +87,7 @@ def gate_playbook(ws, state):
 def start_gate(ws):
     """(container name, proxy address host:port) of the gate. Started after the test
     internet: a container reads the names in /etc/hosts when it is created."""
-    found = re.search(r"(aisb-gate-policy-\S+) listens on http://(\S+?)\"", gate_playbook(ws, "up"))
+    found = re.search(r"(aisb-gate-policy-\S+) listens on http://(\S+) ", gate_playbook(ws, "started"))
     return found.groups()
 
 
@@ -187,6 +189,8 @@ def downloads(ws, pids, proxy, runs, link, target):
 def measure(ws, runs):
     """Figure rows for a provisioned workstation WS."""
     internet = Internet(ws).start()
+    manager = UserManager(ws)
+    manager.start()
     try:
         check_resolves_here(ws, internet)
         start_origin(ws, internet)
@@ -222,7 +226,8 @@ def measure(ws, runs):
                         round(peak / 1e6, 1), "MB", None, None, "<= 40 MB", peak <= 40e6, None))
         return rows
     finally:
-        gate_playbook(ws, "down")
+        gate_playbook(ws, "absent")
+        manager.remove()
         ws.sh(f"ip netns pids {internet.netns} | xargs -r kill", user="root")
         internet.stop()
 

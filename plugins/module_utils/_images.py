@@ -7,10 +7,18 @@ The content_image module (sandbox and gate images) and the host probes' image bo
 through ensure(). Commands go through RUN, a _runner.Runner.
 A build writes its log to LOG_DIR/<repository name>-<hash>.log as it runs (build_log),
 kept after it: a failure names it and shows its last lines.
+
+A refresh (ensure's REFRESH_STAMP) pulls the base again unless it is a localhost/ one,
+builds without podman's layer cache (so apt installs today's packages) and records its
+stamp in RECORDS_DIR/refreshed/<repository name>; every later ensure hashes that stamp
+too, so the refreshed image has a tag of its own and every later run finds it. An
+ensure outside check mode, and every session start, marks the tags it uses in
+RECORDS_DIR/used/ (mark_used: the mtime is the last use), which retention reads.
 """
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -23,6 +31,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash,
 DEFAULT_BASE_IMAGE = "docker.io/library/ubuntu:24.04"
 LABEL_PREFIX = "io.aisb."
 PROBE_REPOSITORY = "localhost/aisb-probe"
+# A tag this flow makes: <repository>:<the hash's first TAG_LENGTH hex digits>.
+CONTENT_TAG = re.compile(r"\A[a-z0-9][a-z0-9._/-]*:[0-9a-f]{%d}\Z" % _content_hash.TAG_LENGTH)
+# A refresh stamp: the UTC time of the refresh, to the second.
+REFRESH_STAMP = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
 # Lines of a failed build's log shown in its error.
 LOG_TAIL_LINES = 15
 PROBE_CONTAINERFILE = """FROM {base}
@@ -126,11 +138,61 @@ def _read(path):
         return handle.read()
 
 
-def base_image_id(run, podman, reference, pull=True, timeout=None):
+def repository_name(repository):
+    """The last part of REPOSITORY (localhost/aisb-sandbox: aisb-sandbox), naming its files."""
+    return repository.rsplit("/", 1)[-1]
+
+
+def check_refresh_stamp(stamp, where):
+    """STAMP when it is a refresh stamp (REFRESH_STAMP); ValueError naming WHERE otherwise."""
+    if not REFRESH_STAMP.match(stamp):
+        raise ValueError("%s: refresh stamp %r is not a UTC time like 2026-12-01T05:30:00Z" % (where, stamp))
+    return stamp
+
+
+def stored_refresh_stamp(records_dir, repository):
+    """The stamp of REPOSITORY's last refresh in RECORDS_DIR, None when it was never
+    refreshed (or RECORDS_DIR is None); ValueError when the file holds anything else."""
+    if records_dir is None:
+        return None
+    path = os.path.join(records_dir, "refreshed", repository_name(repository))
+    try:
+        with open(path) as handle:
+            return check_refresh_stamp(handle.read().strip(), path)
+    except FileNotFoundError:
+        return None
+
+
+def write_record(records_dir, kind, name, text):
+    """Write TEXT to RECORDS_DIR/KIND/NAME whole (a reader sees the old or the new file)."""
+    directory = os.path.join(records_dir, kind)
+    os.makedirs(directory, 0o700, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % name)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(temporary, os.path.join(directory, name))
+
+
+def used_mark(tag):
+    """The name of TAG's last-use mark in RECORDS_DIR/used: <repository name>-<tag's hash>."""
+    repository, digest = tag.rsplit(":", 1)
+    return "%s-%s" % (repository_name(repository), digest)
+
+
+def mark_used(records_dir, tag):
+    """Mark TAG as used now in RECORDS_DIR/used (its mtime: the last use; retention reads
+    it). Only a content-hash tag (<repository>:<hash>) is marked: a session may be given
+    any image reference."""
+    if CONTENT_TAG.match(tag):
+        write_record(records_dir, "used", used_mark(tag), tag + "\n")
+
+
+def base_image_id(run, podman, reference, pull=True, timeout=None, fresh=False):
     """(ID, pulled) of REFERENCE, pulled once first when it is missing, PULL allows it and
-    it is not a localhost/ image; (None, False) when it is missing and was not pulled."""
+    it is not a localhost/ image; (None, False) when it is missing and was not pulled.
+    FRESH: pulled again even when present (a refresh), unless it is a localhost/ image."""
     rc, out, _err = run(_podman.image_id(podman, reference))
-    if rc == 0:
+    if rc == 0 and not (fresh and pull and not _podman.is_local(reference)):
         return out.strip(), False
     if not pull or _podman.is_local(reference):
         return None, False
@@ -145,24 +207,35 @@ def base_image_id(run, podman, reference, pull=True, timeout=None):
 
 
 def ensure(run, podman, repository, files, base_image, check_mode, context=None, build_args=None, extra=None,
-           labels=None, what=None, timeout=None, log_dir=None):
+           labels=None, what=None, timeout=None, log_dir=None, records_dir=None, refresh_stamp=None):
     """REPOSITORY:<hash>, built when no image has that tag: the one ensure-built flow.
 
-    The hash covers FILES ({context path: bytes}), the base image's ID, BUILD_ARGS and
-    EXTRA (_content_hash.build_inputs). The build runs with --pull=never from exactly the
-    hashed base (--from its ID), in CONTEXT (a directory holding FILES; None: FILES are
-    written to a temporary one), labelled io.aisb.content-hash, io.aisb.inputs,
-    io.aisb.base-image and LABELS. Check mode pulls and builds nothing. WHAT names the
-    image in messages (default: its tag). LOG_DIR: where the build writes its log
-    (build_log), made when missing. Raises ImageError.
+    The hash covers FILES ({context path: bytes}), the base image's ID, BUILD_ARGS,
+    EXTRA and the refresh stamp (_content_hash.build_inputs). The build runs with
+    --pull=never from exactly the hashed base (--from its ID), in CONTEXT (a directory
+    holding FILES; None: FILES are written to a temporary one), labelled
+    io.aisb.content-hash, io.aisb.inputs, io.aisb.base-image and LABELS. Check mode
+    pulls, builds and writes nothing. WHAT names the image in messages (default: its
+    tag). LOG_DIR: where the build writes its log (build_log), made when missing.
+    RECORDS_DIR: refresh stamps and last-use marks (None: neither is read or written).
+    REFRESH_STAMP: refresh (see the module's docstring), recording this stamp once built.
+    Raises ImageError, or ValueError for a malformed stamp.
     """
-    base_id, pulled = base_image_id(run, podman, base_image, pull=not check_mode, timeout=timeout)
+    stored = stored_refresh_stamp(records_dir, repository)
+    if refresh_stamp is not None:
+        check_refresh_stamp(refresh_stamp, "refresh_stamp")
+    refreshed = stored if refresh_stamp is None else refresh_stamp
+    # The same stamp again (a second role run in one refresh) is that refresh, done.
+    fresh = refresh_stamp is not None and refresh_stamp != stored
+    base_id, pulled = base_image_id(run, podman, base_image, pull=not check_mode, timeout=timeout, fresh=fresh)
     if base_id is None:
         return Image()
-    inputs = _content_hash.build_inputs(files, base_id, build_args, extra)
+    inputs = _content_hash.build_inputs(files, base_id, build_args, extra, refreshed)
     digest = _content_hash.content_hash(inputs)
     tag = _content_hash.image_tag(repository, digest)
     if run(_podman.image_exists(podman, tag))[0] == 0:
+        if records_dir and not check_mode:
+            mark_used(records_dir, tag)
         return Image(tag, digest, inputs, built=False, pulled=pulled)
     log = build_log(log_dir, tag) if log_dir else None
     if check_mode:
@@ -178,8 +251,8 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
         if context is None:
             write_context(directory, dict((path, (data, 0o644)) for path, data in files.items()))
         started = time.time()
-        rc, out, err = run(_podman.build(podman, tag, directory, base_id, all_labels, build_args, log),
-                           timeout=timeout)
+        rc, out, err = run(_podman.build(podman, tag, directory, base_id, all_labels, build_args, log,
+                                         no_cache=refresh_stamp is not None), timeout=timeout)
         seconds = int(round(time.time() - started))
     finally:
         if context is None:
@@ -189,6 +262,11 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
         raise ImageError("building %s from %s failed after %d s: %s%s" % (
             what or tag, base_image, seconds, _podman.error_line(err),
             "; build log %s, its last lines:\n%s" % (log, tail) if log else ""), rc, out, err, pulled)
+    if records_dir:
+        # Only once built: a failed refresh leaves the last good stamp, and its tag, in use.
+        if refresh_stamp is not None:
+            write_record(records_dir, "refreshed", repository_name(repository), refresh_stamp + "\n")
+        mark_used(records_dir, tag)
     return Image(tag, digest, inputs, built=True, pulled=pulled, log=log, seconds=seconds)
 
 

@@ -60,11 +60,14 @@ def image_exists(podman, reference):
     return [podman, "image", "exists", reference]
 
 
-def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=None):
+def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=None, no_cache=False):
     """Build CONTEXT as TAG from exactly the base image that was hashed (--from its ID);
     the build's output goes to LOGFILE as it runs, when given (podman's final error
-    still goes to stderr)."""
+    still goes to stderr). NO_CACHE: every step runs again (a refresh: a cached apt
+    layer would keep yesterday's packages)."""
     argv = [podman, "build", "--pull=never", "--from", base_image_id, "--tag", tag]
+    if no_cache:
+        argv.append("--no-cache")
     if logfile:
         argv += ["--logfile", logfile]
     for name, value in sorted((build_args or {}).items()):
@@ -74,15 +77,24 @@ def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=
     return argv + [context]
 
 
+# What the gate runs: squid in the foreground on the mounted session configuration.
+GATE_COMMAND = ["squid", "-N", "-f", GATE_SESSION_CONF]
+
+
+def gate_options(policy_dir, session_conf, extra=()):
+    """A gate's podman run options: GATE_SECURITY, EXTRA, then the policy directory and
+    session configuration mounted read-only (a session's gate and the gate service's unit)."""
+    return (GATE_SECURITY + list(extra) +
+            ["--volume", "%s:%s:ro" % (policy_dir, GATE_POLICY_DIR),
+             "--volume", "%s:%s:ro" % (session_conf, GATE_SESSION_CONF)])
+
+
 def gate_run(podman, image, name, policy_dir, session_conf, extra=()):
     """Start a gate: policy directory and session configuration mounted read-only.
 
     EXTRA goes before the image (e.g. ["--detach", "--rm"]).
     """
-    return ([podman, "run", "--name", name] + GATE_SECURITY + list(extra) +
-            ["--volume", "%s:%s:ro" % (policy_dir, GATE_POLICY_DIR),
-             "--volume", "%s:%s:ro" % (session_conf, GATE_SESSION_CONF),
-             image, "squid", "-N", "-f", GATE_SESSION_CONF])
+    return [podman, "run", "--name", name] + gate_options(policy_dir, session_conf, extra) + [image] + GATE_COMMAND
 
 
 def squid_parse(podman, image, policy_dir, session_conf):
@@ -255,3 +267,19 @@ def netns_reader(nsenter, pid, setpriv, nft):
     """
     return [nsenter, "--target", str(int(pid)), "--user", "--net", "--",
             setpriv, "--pdeathsig", "KILL", "--", nft, "--json", "--interactive"]
+
+
+def images_json(podman):
+    """Every image with its tags, ID and creation time, as podman's JSON."""
+    return [podman, "images", "--format", "json"]
+
+
+def containers_json(podman):
+    """Every container, running or not, with its name and image ID, as podman's JSON."""
+    return [podman, "ps", "--all", "--format", "json"]
+
+
+def remove_image(podman, reference):
+    """Remove REFERENCE's tag (and the image with its last tag). Never forced: podman
+    refuses an image a container uses."""
+    return [podman, "rmi", reference]

@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _harness_state, _podman, _project_git
+from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _harness_state, _images, _podman, _project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import new_placeholder, parse_elsewhere
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
@@ -84,6 +84,9 @@ def start(inputs, facts, environ, run):
         plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
         session_dir = session_directory(state_dir(environ), session_id)
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
+        # Retention keeps what sessions use: the images' last use is now.
+        for tag in filter(None, (inputs.image, inputs.gate_image)):
+            _images.mark_used(os.path.join(state_dir(environ), "images"), tag)
         kept = None
         if inputs.harness_state is not None:
             kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable)

@@ -15,6 +15,13 @@ description:
     (C(--from)). A base image under C(localhost/) must already exist; any other is
     pulled once when missing.
   - Labels on the image record the full hash and the hashed inputs.
+  - A refresh (O(refresh_stamp)) rebuilds from a freshly pulled base (a C(localhost/) base
+    is never pulled, it is as fresh as its last import) without podman's layer cache, so
+    the package installs fetch today's packages. The stamp is hashed too and stored in
+    O(records_dir) once the build succeeds; every later run hashes the stored stamp, so
+    the refreshed image gets a tag of its own and later runs find it, never the old one.
+  - Each run marks the tag it returns as used now (C(used/) in O(records_dir)), which
+    the retention module reads.
 version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
@@ -74,12 +81,24 @@ options:
         names it and shows its last lines.
       - Defaults to C(${XDG_STATE_HOME:-~/.local/state}/aisb/images/logs).
     type: path
+  records_dir:
+    description:
+      - Where the images' refresh stamps (C(refreshed/<name's last part>)) and last-use
+        marks (C(used/<name's last part>-<hash>)) are kept.
+      - Defaults to C(${XDG_STATE_HOME:-~/.local/state}/aisb/images).
+    type: path
+  refresh_stamp:
+    description:
+      - Refresh the image, with this stamp (the UTC time of the refresh, like
+        C(2026-12-01T05:30:00Z)) in its hashed inputs. The same stamp as the stored one
+        is that refresh, already done, and builds nothing.
+    type: str
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details:
-      - Reports whether a build would run; pulls and builds nothing.
+      - Reports whether a build would run; pulls, builds and records nothing.
       - When podman, the base image or the rendered context is missing (an earlier task
         would install, import or render it), reports a build with RV(image) null.
   diff_mode:
@@ -109,7 +128,7 @@ hash:
   returned: success
   type: str
 inputs:
-  description: What was hashed, file contents as sha256 digests.
+  description: What was hashed, file contents as sha256 digests; C(refreshed) (the last refresh's stamp) once the image was refreshed.
   returned: success
   type: dict
   sample:
@@ -118,6 +137,7 @@ inputs:
     base_image_id: "sha256:0f1e..."
     build_args: {}
     extra: {}
+    refreshed: "2026-12-01T05:30:00Z"
 built:
   description: Whether this run built the image (or would, in check mode).
   returned: success
@@ -167,6 +187,8 @@ def argspec():
         extra_inputs=dict(type="dict", default={}),
         fact_name=dict(type="str"),
         log_dir=dict(type="path"),
+        records_dir=dict(type="path"),
+        refresh_stamp=dict(type="str"),
         executable=dict(type="str", default="podman"),
     )
 
@@ -193,13 +215,17 @@ def execute_module(module):
     if podman and rendered:
         build_args = dict((name, str(value)) for name, value in params["build_args"].items())
         try:
-            log_dir = params["log_dir"] or os.path.join(_host_facts.state_dir(os.environ), "images", "logs")
+            images_dir = os.path.join(_host_facts.state_dir(os.environ), "images")
             image = _images.ensure(run, podman, params["name"], files, params["base_image"], module.check_mode,
                                    context=params["context"], build_args=build_args, extra=params["extra_inputs"],
-                                   log_dir=log_dir)
+                                   log_dir=params["log_dir"] or os.path.join(images_dir, "logs"),
+                                   records_dir=params["records_dir"] or images_dir,
+                                   refresh_stamp=params["refresh_stamp"])
         except _images.ImageError as error:
             module.fail_json(msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,
                              commands=run.commands)
+        except ValueError as error:
+            module.fail_json(msg=str(error), commands=run.commands)
     if image.tag is None and not module.check_mode:
         module.fail_json(msg="base image %s does not exist: a localhost/ image is never pulled" % params["base_image"],
                          commands=run.commands)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: gate_service
-short_description: A long-lived egress gate for one policy (gate up / gate down)
+short_description: A long-lived egress gate for one policy, as a systemd user service
 version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
@@ -16,30 +16,49 @@ description:
   - Sessions start and remove a gate of their own. This module is the one named
     exception, a gate that outlives any session, for tools that want a standing proxy
     with a fixed policy. It listens on the host's loopback only.
-  - The container is named C(aisb-gate-policy-<policy hash>) and labelled with the
-    policy hash, so C(podman ps) shows which policy it relays for.
-  - O(state=up) starts it unless it runs already (a stopped one is replaced);
-    O(state=down) removes it.
+  - It runs as a systemd user service - a podman quadlet,
+    C(${XDG_CONFIG_HOME:-~/.config}/containers/systemd/aisb-gate-policy-<policy hash>.container),
+    which podman's generator turns into C(aisb-gate-policy-<policy hash>.service). The
+    container runs with the same options as a session's gate, labelled with the policy
+    hash and port, so C(podman ps) shows which policy it relays for and where.
+  - O(state=started) writes the unit (started with the user manager), starts or restarts
+    the service and waits until the gate answers. O(state=stopped) keeps the unit without
+    its start at boot and stops the service. O(state=absent) stops it and removes the
+    unit and the gate's configuration. C(up) and C(down) are the names C(gate.yml) had,
+    for C(started) and C(absent).
+  - Needs the user's systemd manager (C(systemctl --user)); fails naming it when none
+    answers. A gate that is to come back after a reboot needs the user's manager started
+    at boot - C(loginctl enable-linger USER), the operator's decision; RV(lingering) says
+    whether it is.
 author: aisb developers (@aisb)
 options:
   state:
-    description: C(up) or C(down).
+    description: C(started), C(stopped) or C(absent); C(up) is C(started), C(down) is C(absent).
     type: str
-    choices: [up, down]
-    default: up
+    choices: [started, stopped, absent, up, down]
+    default: started
   policy_dir:
     description: Directory of the rendered policy (the gate role's C(aisb_policy_dir)).
     type: path
     required: true
   gate_image:
-    description: The gate image. Required for O(state=up).
+    description: The gate image. Required for O(state=started).
     type: str
   port:
-    description: Host-loopback port to listen on. A free one is picked when not given.
+    description:
+      - Host-loopback port to listen on. When not given, the port of an existing unit for
+        this policy, else a free one picked now and kept in the unit.
     type: int
+  unit_dir:
+    description: The user's quadlet directory. Defaults to C(${XDG_CONFIG_HOME:-~/.config}/containers/systemd).
+    type: path
+  systemctl:
+    description: The systemctl binary.
+    type: str
+    default: systemctl
 attributes:
   check_mode:
-    description: Reports what would change and starts or removes nothing.
+    description: Reports what would change and writes, starts or stops nothing.
     support: full
   diff_mode:
     description: Not supported.
@@ -47,103 +66,186 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Gate up for the current policy
+- name: Gate up for the current policy, as a user service
   aisb.sandbox.gate_service:
     policy_dir: "{{ ansible_facts['aisb_policy_dir'] }}"
     gate_image: "{{ ansible_facts['aisb_gate_image'] }}"
   register: gate
 
-- name: Gate down
+- name: Gate down and gone
   aisb.sandbox.gate_service:
-    state: down
+    state: absent
     policy_dir: "{{ ansible_facts['aisb_policy_dir'] }}"
 """
 
 RETURN = r"""
 name:
-  description: The gate container's name.
+  description: The gate container's name (the unit's, without C(.container)).
+  returned: always
+  type: str
+unit:
+  description: The quadlet file.
   returned: always
   type: str
 port:
   description: The host-loopback port it listens on.
-  returned: when O(state=up)
+  returned: when O(state=started)
   type: int
 proxy:
   description: The proxy URL for clients on this host.
-  returned: when O(state=up)
+  returned: when O(state=started)
   type: str
+lingering:
+  description: Whether the user's manager starts at boot (C(loginctl enable-linger)), so the gate comes back after a reboot.
+  returned: always
+  type: bool
 commands:
-  description: The podman commands that ran.
+  description: The podman and systemctl commands that ran.
   returned: always
   type: list
   elements: list
 """
 
 import os
+import pwd
+import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port, gate_answers
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
-POLICY_LABEL = "aisb.policy"
+STATES = {"up": "started", "down": "absent"}
+LINGER_DIR = "/var/lib/systemd/linger"
 
 
 def argspec():
     return dict(
-        state=dict(type="str", choices=["up", "down"], default="up"),
+        state=dict(type="str", choices=["started", "stopped", "absent", "up", "down"], default="started"),
         policy_dir=dict(type="path", required=True),
         gate_image=dict(type="str"),
         port=dict(type="int"),
+        unit_dir=dict(type="path"),
+        systemctl=dict(type="str", default="systemctl"),
         executable=dict(type="str", default="podman"),
     )
 
 
-def inspect(run, podman, name):
-    """(state, port) of the gate container, or (None, None) when there is none."""
-    rc, out, _err = run(
-        [podman, "container", "inspect", "--format", '{{.State.Status}} {{index .Config.Labels "aisb.port"}}', name])
-    if rc != 0:
-        return None, None
-    state, _sep, port = out.strip().partition(" ")
-    return state, int(port) if port.isdigit() else None
+def read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def write(path, text):
+    """Write TEXT to PATH whole (the generator or the gate reads the old or the new file)."""
+    os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+    with open(path + ".new", "w") as handle:
+        handle.write(text)
+    os.replace(path + ".new", path)
+
+
+class Service(object):
+    """The gate's unit and its service, through RUN (systemctl --user and podman)."""
+
+    def __init__(self, module, run, name):
+        self.module, self.run, self.name = module, run, name
+        self.user = [module.params["systemctl"], "--user"]
+        self.unit = _gate_unit.unit_file(module.params["unit_dir"] or _gate_unit.unit_dir(os.environ), name)
+
+    def require_manager(self):
+        rc, _out, err = self.run(self.user + ["show", "--property=Version"])
+        if rc != 0:
+            user = pwd.getpwuid(os.getuid()).pw_name
+            self.module.fail_json(
+                msg="no systemd user manager answers for %s (systemctl --user: %s): the long-lived gate runs as a "
+                    "user service; log in through a session that starts one, or have it started at boot with "
+                    "sudo loginctl enable-linger %s" % (user, (err.strip() or "rc %d" % rc), user),
+                commands=self.run.commands)
+
+    def active(self):
+        return self.run(self.user + ["is-active", "--quiet", _gate_unit.service(self.name)])[0] == 0
+
+    def systemctl(self, *args):
+        self.run.checked(self.user + list(args))
+
+    def failed(self, msg):
+        _rc, out, err = self.run(self.user + ["status", "--no-pager", "--lines=20", _gate_unit.service(self.name)])
+        self.module.fail_json(msg="%s; systemctl --user status: %s" % (msg, (out + err)[-1500:]),
+                              commands=self.run.commands)
+
+
+def lingering():
+    return os.path.exists(os.path.join(LINGER_DIR, pwd.getpwuid(os.getuid()).pw_name))
 
 
 def execute_module(module):
     params = module.params
-    podman = params["executable"]
-    policy_hash = os.path.basename(params["policy_dir"].rstrip("/"))
+    state = STATES.get(params["state"], params["state"])
+    policy_dir = params["policy_dir"].rstrip("/")
+    policy_hash = os.path.basename(policy_dir)
     name = "aisb-gate-policy-" + policy_hash
-    run = module_runner(module)
-    state, port = inspect(run, podman, name)
-    if params["state"] == "down":
-        if state is not None and not module.check_mode:
-            run.checked(_podman.remove(podman, [name]))
-        return dict(changed=state is not None, name=name, commands=run.commands)
-    if not params["gate_image"]:
-        module.fail_json(msg="gate_image is required for state=up (the gate role's aisb_gate_image)")
-    if state == "running" and (params["port"] is None or params["port"] == port):
-        return dict(changed=False, name=name, port=port, proxy="http://127.0.0.1:%d" % port, commands=run.commands)
-    if module.check_mode:
-        return dict(changed=True, name=name, commands=run.commands)
-    port = params["port"] or free_loopback_port()
-    conf_dir = os.path.join(os.path.dirname(os.path.dirname(params["policy_dir"])), "gates", policy_hash)
-    os.makedirs(conf_dir, exist_ok=True)
+    conf_dir = os.path.join(os.path.dirname(os.path.dirname(policy_dir)), "gates", policy_hash)
     conf = os.path.join(conf_dir, "gate-session.conf")
-    with open(conf, "w") as handle:
-        handle.write(render_session_conf(port, "policy-" + policy_hash, _podman.GATE_POLICY_CONF))
-    run.checked(_podman.remove(podman, [name]))
-    run.checked(_podman.gate_run(podman, params["gate_image"], name, params["policy_dir"], conf,
-                                 extra=["--detach", "--label", "%s=%s" % (POLICY_LABEL, policy_hash),
-                                        "--label", "aisb.port=%d" % port]))
+    run = module_runner(module)
+    unit = Service(module, run, name)
+    unit.require_manager()
+    existing = read(unit.unit)
+    result = dict(name=name, unit=unit.unit, lingering=lingering(), commands=run.commands)
+    if state == "absent":
+        changed = existing is not None or unit.active()
+        if changed and not module.check_mode:
+            run(unit.user + ["stop", _gate_unit.service(name)])  # rc 5 when the unit was never loaded
+            if existing is not None:
+                os.remove(unit.unit)
+            unit.systemctl("daemon-reload")
+            shutil.rmtree(conf_dir, ignore_errors=True)
+        # A gate that gate.yml started as a plain container before it was a service.
+        if not module.check_mode:
+            run.checked(_podman.remove(params["executable"], [name]))
+        return dict(result, changed=changed)
+    if state == "stopped":
+        if existing is None:
+            return dict(result, changed=False)
+        image, port = _gate_unit.unit_image(existing), _gate_unit.unit_port(existing)
+    else:
+        image = params["gate_image"]
+        if not image:
+            module.fail_json(msg="gate_image is required for state=started (the gate role's aisb_gate_image)")
+        port = params["port"] or (_gate_unit.unit_port(existing) if existing else None) or free_loopback_port()
+    try:
+        text = _gate_unit.render_unit(
+            name, image, _podman.gate_options(policy_dir, conf, _gate_unit.CGROUPS_V1_OPTIONS
+                                              if _gate_unit.cgroups_v1() else []),
+            _podman.GATE_COMMAND, policy_hash, port, at_boot=state == "started")
+    except ValueError as error:
+        module.fail_json(msg=str(error), commands=run.commands)
+    conf_text = render_session_conf(port, "policy-" + policy_hash, _podman.GATE_POLICY_CONF)
+    rewrite = text != existing or read(conf) != conf_text
+    active = unit.active()
+    changed = rewrite or active != (state == "started")
+    if state == "started":
+        result.update(port=port, proxy="http://127.0.0.1:%d" % port)
+    if module.check_mode or not changed:
+        return dict(result, changed=changed)
+    if rewrite:
+        write(conf, conf_text)
+        write(unit.unit, text)
+        unit.systemctl("daemon-reload")
+    if state == "stopped":
+        unit.systemctl("stop", _gate_unit.service(name))
+        return dict(result, changed=True)
+    # Type=notify: systemctl returns once conmon reported the container started.
+    if run(unit.user + ["restart" if rewrite else "start", _gate_unit.service(name)])[0] != 0:
+        unit.failed("the gate service %s did not start" % _gate_unit.service(name))
     # Polled until the gate answers: through the Runner's executor, not recorded.
-    if not gate_answers(port, lambda: inspect(run.execute, podman, name)[0] == "running"):
-        _rc, out, err = run(_podman.logs(podman, name))
-        run(_podman.remove(podman, [name]))
-        module.fail_json(msg="the gate did not answer on 127.0.0.1:%d: %s" % (port, (out + err)[-800:]),
-                         commands=run.commands)
-    return dict(changed=True, name=name, port=port, proxy="http://127.0.0.1:%d" % port, commands=run.commands)
+    if not gate_answers(port, lambda: run.execute(unit.user + ["is-active", "--quiet", _gate_unit.service(name)],
+                                                  None)[0] == 0):
+        unit.failed("the gate service %s did not answer on 127.0.0.1:%d" % (_gate_unit.service(name), port))
+    return dict(result, changed=True)
 
 
 def main():

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from scenario import playbook
 from sessions import (FACTS, PROJECT, allow, images_and_policy, new_sandbox, processes, record_of, run_agent,
                       session_containers, session_dirs, session_module, start_in_background, through)
 from terminal import interactive_bash, open_terminal, wait_for_screen
@@ -275,28 +274,6 @@ def test_interactive_session_in_a_real_terminal(workstation, project):
         assert session_containers(workstation) == []
     finally:
         workstation.run(["tmux", "kill-server"], check=False)
-
-
-def gate_playbook(ws, *extra):
-    return playbook(ws, "gate", *allow("allowed.test"), *extra)
-
-
-def test_gate_up_is_long_lived_named_by_its_policy_and_gate_down_removes_it(workstation, internet):
-    up = gate_playbook(workstation)
-    assert up.returncode == 0, up.stdout[-3000:]
-    listed = workstation.run(["podman", "ps", "--filter", "label=aisb.policy",
-                              "--format", '{{.Names}} {{index .Labels "aisb.policy"}} {{index .Labels "aisb.port"}}'])
-    name, policy_hash, port = listed.stdout.split()
-    assert name == f"aisb-gate-policy-{policy_hash}"
-    again = gate_playbook(workstation)
-    assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=0", again.stdout), again.stdout[-2000:]
-    proxy = f"http://127.0.0.1:{port}"
-    assert "hello from allowed.test" in workstation.run(["curl", "-s", "-x", proxy, "http://allowed.test/"]).stdout
-    denied = workstation.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", proxy, "http://other.test/"])
-    assert denied.stdout == "403"
-    down = gate_playbook(workstation, "-e", "state=down")
-    assert down.returncode == 0, down.stdout[-2000:]
-    assert workstation.run(["podman", "ps", "-a", "--filter", "label=aisb.policy", "-q"]).stdout.strip() == ""
 
 
 def test_check_mode_plans_and_starts_nothing(workstation, project):

@@ -170,3 +170,69 @@ def test_a_failed_build_names_its_log_and_shows_its_last_lines(tmp_path):
     assert "failed after 0 s: Error: apt failed; build log %s, its last lines:\n" % log in message
     assert message.endswith("\n".join("STEP %d/30" % step for step in range(16, 31)))
     assert "STEP 15/30" not in message
+
+
+# --- refresh: a new tag from an unchanged context, kept by every later run ---------------
+
+def test_a_refresh_builds_a_new_tag_without_the_layer_cache_and_later_runs_find_it(tmp_path):
+    files = {"Containerfile": b"FROM base\n"}
+    records = str(tmp_path / "images")
+    first = _images.ensure(image_run({"localhost/base:1"}), "podman", "localhost/aisb-x", files, "localhost/base:1",
+                           False, context="/ctx", records_dir=records)
+    assert "refreshed" not in first.inputs  # never refreshed: the tag it had before refreshes existed
+    assert first.tag == _content_hash.image_tag(
+        "localhost/aisb-x", _content_hash.content_hash(_content_hash.build_inputs(files, "sha256:base")))
+    run = image_run({"localhost/base:1", first.tag})
+    refreshed = _images.ensure(run, "podman", "localhost/aisb-x", files, "localhost/base:1", False, context="/ctx",
+                               records_dir=records, refresh_stamp="2026-12-01T05:30:00Z")
+    assert refreshed.built and refreshed.tag != first.tag and refreshed.inputs["refreshed"] == "2026-12-01T05:30:00Z"
+    assert "--no-cache" in build_of(run)
+    assert not any(argv[1] == "pull" for argv in run.argv())  # a localhost/ base is never pulled
+    # A later ordinary run hashes the stored stamp: the refreshed tag, nothing built.
+    later_run = image_run({"localhost/base:1", first.tag, refreshed.tag})
+    later = _images.ensure(later_run, "podman", "localhost/aisb-x", files, "localhost/base:1", False, context="/ctx",
+                           records_dir=records)
+    assert (later.tag, later.built) == (refreshed.tag, False)
+    assert sorted(p.name for p in (tmp_path / "images" / "used").iterdir()) == sorted(
+        _images.used_mark(tag) for tag in (first.tag, refreshed.tag))
+
+
+def test_a_refresh_pulls_a_registry_base_again_and_a_failed_one_keeps_the_last_stamp(tmp_path):
+    files = {"Containerfile": b"FROM base\n"}
+    records = str(tmp_path / "images")
+    base = "docker.io/library/debian:13"
+    run = image_run({base}, pullable={base})
+    _images.ensure(run, "podman", "localhost/aisb-x", files, base, False, context="/ctx", records_dir=records,
+                   refresh_stamp="2026-12-01T05:30:00Z")
+    assert [argv[1] for argv in run.argv()][:2] == ["image", "pull"]
+    assert _images.stored_refresh_stamp(records, "localhost/aisb-x") == "2026-12-01T05:30:00Z"
+    with pytest.raises(_images.ImageError):
+        _images.ensure(image_run({base}, build_rc=1, pullable={base}), "podman", "localhost/aisb-x", files, base,
+                       False, context="/ctx", records_dir=records, refresh_stamp="2026-12-02T05:30:00Z")
+    assert _images.stored_refresh_stamp(records, "localhost/aisb-x") == "2026-12-01T05:30:00Z"
+    # Check mode plans the refresh, pulls nothing and records nothing.
+    planned_run = image_run({base}, pullable={base})
+    planned = _images.ensure(planned_run, "podman", "localhost/aisb-x", files, base, True, context="/ctx",
+                             records_dir=records, refresh_stamp="2026-12-03T05:30:00Z")
+    assert planned.built and not any(argv[1] in ("pull", "build") for argv in planned_run.argv())
+    assert _images.stored_refresh_stamp(records, "localhost/aisb-x") == "2026-12-01T05:30:00Z"
+
+
+@pytest.mark.parametrize("stamp", ["yesterday", "2026-12-01 05:30:00", "2026-12-01T05:30:00Z\nx", ""])
+def test_a_malformed_refresh_stamp_is_refused_naming_where_it_came_from(tmp_path, stamp):
+    with pytest.raises(ValueError, match="refresh_stamp: refresh stamp"):
+        _images.ensure(image_run({"localhost/base:1"}), "podman", "localhost/x", {"Containerfile": b"F\n"},
+                       "localhost/base:1", False, context="/ctx", refresh_stamp=stamp)
+    stored = tmp_path / "refreshed" / "x"
+    stored.parent.mkdir()
+    stored.write_text(stamp + "junk")
+    with pytest.raises(ValueError, match=str(stored)):
+        _images.stored_refresh_stamp(str(tmp_path), "localhost/x")
+
+
+def test_only_content_hash_tags_are_marked_used(tmp_path):
+    for reference in ("localhost:5000/img", "sha256:" + "a" * 64, "localhost/x:latest", "../x:0123456789abcdef"):
+        _images.mark_used(str(tmp_path), reference)
+    assert not (tmp_path / "used").exists()
+    _images.mark_used(str(tmp_path), "localhost/aisb-gate:0123456789abcdef")
+    assert (tmp_path / "used" / "aisb-gate-0123456789abcdef").read_text() == "localhost/aisb-gate:0123456789abcdef\n"

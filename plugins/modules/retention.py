@@ -1,0 +1,180 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: retention
+short_description: Remove this collection's old images and old session directories
+description:
+  - Images of C(localhost/aisb-sandbox), C(localhost/aisb-gate) and C(localhost/aisb-probe)
+    only, never another repository's. Kept - each repository's current tag (the one a
+    run used last, from the last-use marks content_image writes, else the newest), the
+    image C(localhost/aisb-probe:current) names, any image a container uses (running or
+    stopped), and any tag used within O(days). The rest is removed with C(podman rmi),
+    never forced, with its build log and last-use mark.
+  - Session directories (C(sessions/<session id>/) in the state directory) - kept are the
+    newest O(keep_sessions), those whose containers exist, those holding a review that
+    waits for C(review.yml), and those that ended (or started, without a record) within
+    O(days). The rest is removed, records and transcripts with them.
+  - Nothing else in the state directory is touched.
+version_added: 0.1.0
+extends_documentation_fragment:
+  - aisb.sandbox.podman
+author: aisb developers (@aisb)
+options:
+  days:
+    description: How many days records and unused images are kept. 0 keeps only what is current, in use or among the newest sessions.
+    type: int
+    default: 30
+  keep_sessions:
+    description: How many of the newest session directories are kept whatever their age.
+    type: int
+    default: 20
+  state_dir:
+    description: The state directory. Defaults to C(${XDG_STATE_HOME:-~/.local/state}/aisb).
+    type: path
+attributes:
+  check_mode:
+    description: Lists what would be removed and removes nothing.
+    support: full
+  diff_mode:
+    description: The images and session directories before and after.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: What would go after 14 days (run with --check)
+  aisb.sandbox.retention:
+    days: 14
+  check_mode: true
+  register: retention
+
+- name: Prune
+  aisb.sandbox.retention:
+    days: 14
+    keep_sessions: 50
+"""
+
+RETURN = r"""
+removed:
+  description: What was removed (in check mode, what would be).
+  returned: always
+  type: dict
+  sample: {images: ["localhost/aisb-gate:0f3a9c0d1e4b5a67"], sessions: ["20261101T090000-1a2b3c4d"]}
+kept:
+  description: What stays and why, by image tag and by session id.
+  returned: always
+  type: dict
+  sample:
+    images: {"localhost/aisb-gate:9a3a9c0d1e4b5a67": current}
+    sessions: {"20261201T053000-5e6f7a8b": among the newest 20}
+commands:
+  description: The podman commands that ran.
+  returned: always
+  type: list
+  elements: list
+"""
+
+import json
+import os
+import shutil
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _images, _podman, _retention
+from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID
+
+
+def argspec():
+    return dict(
+        days=dict(type="int", default=30),
+        keep_sessions=dict(type="int", default=20),
+        state_dir=dict(type="path"),
+        executable=dict(type="str", default="podman"),
+    )
+
+
+def last_used(used_dir):
+    """{tag: mtime} from the last-use marks in USED_DIR (each holds its tag)."""
+    marks = {}
+    for name in os.listdir(used_dir) if os.path.isdir(used_dir) else []:
+        path = os.path.join(used_dir, name)
+        with open(path) as handle:
+            marks[handle.read().strip()] = os.stat(path).st_mtime
+    return marks
+
+
+def sessions(sessions_dir):
+    """[(session id, record's mtime or None, has a review directory)] under SESSIONS_DIR."""
+    found = []
+    for name in os.listdir(sessions_dir) if os.path.isdir(sessions_dir) else []:
+        path = os.path.join(sessions_dir, name)
+        if SESSION_ID.match(name) and os.path.isdir(path) and not os.path.islink(path):
+            record = os.path.join(path, RECORD)
+            found.append((name, os.stat(record).st_mtime if os.path.isfile(record) else None,
+                          os.path.isdir(os.path.join(path, "review"))))
+    return found
+
+
+def remove_quietly(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def execute_module(module):
+    params = module.params
+    if params["days"] < 0 or params["keep_sessions"] < 0:
+        module.fail_json(msg="days (%d) and keep_sessions (%d) must be 0 or more" % (
+            params["days"], params["keep_sessions"]))
+    podman = params["executable"]
+    state = params["state_dir"] or _host_facts.state_dir(os.environ)
+    images_dir = os.path.join(state, "images")
+    run = module_runner(module)
+    images = json.loads(run.checked(_podman.images_json(podman)) or "[]")
+    containers = json.loads(run.checked(_podman.containers_json(podman)) or "[]")
+    now = time.time()
+    image_verdicts = _retention.images_to_remove(
+        _retention.image_tags(images), last_used(os.path.join(images_dir, "used")),
+        set(container["ImageID"] for container in containers), _retention.alias_ids(images), now, params["days"])
+    container_names = [name for container in containers for name in container.get("Names") or []]
+    session_verdicts = _retention.sessions_to_remove(
+        sessions(os.path.join(state, "sessions")), container_names, now, params["days"], params["keep_sessions"])
+    removed = dict(images=[tag for tag, why in image_verdicts if why is None],
+                   sessions=[session for session, why in session_verdicts if why is None])
+    kept = dict(images=dict((tag, why) for tag, why in image_verdicts if why),
+                sessions=dict((session, why) for session, why in session_verdicts if why))
+    if not module.check_mode:
+        for tag in list(removed["images"]):
+            rc, _out, err = run(_podman.remove_image(podman, tag))
+            if rc != 0:
+                # A session created a container from it since the listing: podman refused.
+                removed["images"].remove(tag)
+                kept["images"][tag] = "podman refused: %s" % _podman.error_line(err)
+                continue
+            remove_quietly(os.path.join(images_dir, "used", _images.used_mark(tag)))
+            remove_quietly(_images.build_log(os.path.join(images_dir, "logs"), tag))
+        for session in removed["sessions"]:
+            shutil.rmtree(os.path.join(state, "sessions", session))
+    result = dict(changed=bool(removed["images"] or removed["sessions"]), removed=removed, kept=kept,
+                  commands=run.commands)
+    if module._diff:
+        result["diff"] = dict(
+            before="".join(line + "\n" for line in sorted(list(kept["images"]) + removed["images"]) +
+                           sorted(list(kept["sessions"]) + removed["sessions"])),
+            after="".join(line + "\n" for line in sorted(kept["images"]) + sorted(kept["sessions"])))
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
+    module.exit_json(**execute_module(module))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What retention removes: only this collection's unused old images and old sessions."""
+
+import os
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _retention
+
+NOW = 1_800_000_000
+DAY = _retention.DAY
+
+
+def verdicts(pairs):
+    return dict(pairs)
+
+
+def test_only_this_collections_repositories_and_never_the_probe_alias():
+    images = [
+        {"Id": "a", "Names": ["localhost/aisb-sandbox:1111", "localhost/aisb-sandbox-copy:1"], "Created": 5},
+        {"Id": "b", "Names": ["localhost/aisb-probe:2222", "localhost/aisb-probe:current"], "Created": 6},
+        {"Id": "c", "Names": ["docker.io/library/debian:13", "localhost/other:aisb-gate"], "Created": 7},
+        {"Id": "d", "Names": None, "Created": 8},
+    ]
+    assert _retention.image_tags(images) == [("localhost/aisb-probe:2222", "b", 6),
+                                             ("localhost/aisb-sandbox:1111", "a", 5)]
+    assert _retention.alias_ids(images) == {"b"}
+
+
+def test_images_kept_current_in_use_aliased_recent_and_the_rest_removed():
+    old = NOW - 40 * DAY
+    tags = [
+        ("localhost/aisb-sandbox:old1", "i1", old),         # removed
+        ("localhost/aisb-sandbox:used", "i2", old),         # a stopped container uses it
+        ("localhost/aisb-sandbox:recent", "i3", old),       # used 3 days ago
+        ("localhost/aisb-sandbox:current", "i4", old - DAY),  # created earliest, used last
+        ("localhost/aisb-sandbox:twin", "i4", old),         # the current image's other tag
+        ("localhost/aisb-probe:p1", "p1", old),             # the alias names it
+        ("localhost/aisb-probe:p2", "p2", old - 5),         # removed
+        ("localhost/aisb-gate:only", "g1", old - 100 * DAY),  # the only gate tag: current
+    ]
+    last_used = {"localhost/aisb-sandbox:recent": NOW - 3 * DAY, "localhost/aisb-sandbox:current": NOW - DAY}
+    result = verdicts(_retention.images_to_remove(tags, last_used, {"i2"}, {"p1"}, NOW, 30))
+    assert result == {
+        "localhost/aisb-sandbox:old1": None,
+        "localhost/aisb-sandbox:used": "a container uses it",
+        "localhost/aisb-sandbox:recent": "used within 30 days",
+        "localhost/aisb-sandbox:current": "current",
+        "localhost/aisb-sandbox:twin": "a kept tag names the same image",
+        "localhost/aisb-probe:p1": "current",
+        "localhost/aisb-probe:p2": None,
+        "localhost/aisb-gate:only": "current",
+    }
+    # Zero days: only the current, the used and the aliased stay.
+    assert verdicts(_retention.images_to_remove(tags, last_used, {"i2"}, {"p1"}, NOW, 0))[
+        "localhost/aisb-sandbox:recent"] is None
+
+
+def test_sessions_kept_newest_running_reviewed_recent():
+    def sid(days_ago, suffix):
+        return time.strftime("%Y%m%dT%H%M%S", time.gmtime(NOW - days_ago * DAY)) + "-" + suffix
+    sessions = [
+        (sid(1, "00000001"), NOW - DAY, False),      # newest
+        (sid(50, "00000002"), None, False),          # a container with its id exists
+        (sid(51, "00000003"), NOW - 51 * DAY, True),  # a review waits
+        (sid(52, "00000004"), NOW - 2 * DAY, False),  # started long ago, ended 2 days ago
+        (sid(60, "00000005"), NOW - 60 * DAY, False),  # removed
+        (sid(61, "00000006"), None, False),          # no record, started 61 days ago: removed
+    ]
+    result = _retention.sessions_to_remove(sessions, ["aisb-sandbox-" + sessions[1][0], "unrelated"], NOW, 30, 1)
+    assert [why for _session, why in result] == [
+        "among the newest 1", "within 30 days", "its container exists", "its review waits for review.yml", None, None]
+    assert [session for session, _why in result][4:] == [sessions[4][0], sessions[5][0]]
+    # keep=0, days=0: only the running and the reviewed stay.
+    assert [why for _s, why in _retention.sessions_to_remove(sessions, ["aisb-gate-" + sessions[1][0]], NOW, 0, 0)] \
+        == [None, None, "its container exists", "its review waits for review.yml", None, None]
+
+
+def test_the_module_reads_marks_and_only_session_named_real_directories(tmp_path):
+    from ansible_collections.aisb.sandbox.plugins.modules import retention
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "aisb-gate-0123456789abcdef").write_text("localhost/aisb-gate:0123456789abcdef\n")
+    os.utime(used / "aisb-gate-0123456789abcdef", (1000, 1000))
+    assert retention.last_used(str(used)) == {"localhost/aisb-gate:0123456789abcdef": 1000}
+    assert retention.last_used(str(tmp_path / "none")) == {}
+    sessions = tmp_path / "sessions"
+    (sessions / "20261101T090000-0000000a" / "review").mkdir(parents=True)
+    (sessions / "20261102T090000-0000000b").mkdir()
+    (sessions / "20261102T090000-0000000b" / "record.json").write_text("{}")
+    os.utime(sessions / "20261102T090000-0000000b" / "record.json", (2000, 2000))
+    (sessions / "notes").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (sessions / "20261103T090000-0000000c").symlink_to(tmp_path / "elsewhere")
+    assert sorted(retention.sessions(str(sessions))) == [("20261101T090000-0000000a", None, True),
+                                                         ("20261102T090000-0000000b", 2000, False)]
