@@ -24,7 +24,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, SessionInputs, build_environment, check_command, resolve_project)
+    SessionInputError, SessionInputs, build_environment, check_command, harness_credential_urls, resolve_project)
 
 
 def resolve_names(names, getaddrinfo=socket.getaddrinfo):
@@ -105,9 +105,10 @@ def admit(params, environ, run, interactive=False, now=None):
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
-        check_session_use(credentials, environment, network)
-        names = no_gate_names(policy) if network == "no-gate" else ()
         harness = params.get("harness")
+        credential_urls = harness_credential_urls(harness)
+        check_session_use(credentials, environment, network, credential_urls)
+        names = no_gate_names(policy) if network == "no-gate" else ()
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
@@ -153,5 +154,5 @@ def admit(params, environ, run, interactive=False, now=None):
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"], credentials=credentials, harness_files=harness_files,
-        harness_mounts=harness_mounts, harness_state=harness_state)
+        harness_mounts=harness_mounts, harness_state=harness_state, credential_urls=credential_urls)
     return inputs, facts, problems, warnings
