@@ -48,7 +48,7 @@ options:
         C(env_values) are variables the harness always gets (its switches for update
         checks and telemetry) unless O(environment) or O(pass_environment) name them.
         Its C(credential_urls) map a key variable to the variable the harness reads that
-        provider's base URL from (Claude Code, C(ANTHROPIC_BASE_URL)): with a
+        provider's base URL from (Claude Code, C(ANTHROPIC_BASE_URL)). With a
         O(credentials) entry for that key variable, the session points it at the
         entry's injector, keeping the path of an C(https://) value on the entry's host
         given in O(environment), refusing one elsewhere. Its other keys are the image
