@@ -27,6 +27,7 @@ import yaml
 
 from measure import REPO, median, playbook_argv, row, run_alone, timed
 from scenario import ANSIBLE_ENV, PROVISION_VARS, Internet, operator_vars
+from sessions import record_of
 
 # providers.py takes the test CA's certificates from tests/.
 sys.path.insert(0, str(REPO / "tests"))
@@ -91,11 +92,8 @@ def trivial_run(ws, name, recipe):
     provider when one session of it shows the answer, else the harness's --version."""
     prompted = session_argv(ws, name, "-e", f"prompt={PROMPT}")
     done = ws.run(prompted, env=ANSIBLE_ENV, check=False, timeout=1800)
-    record = re.search(r'"record": "([^"]+)"', done.stdout)
-    if done.returncode == 0 and record:
-        transcript = json.loads(ws.path(record.group(1)).read_text())["transcript"]
-        if ANSWER in ws.path(transcript).read_text():
-            return "a prompt answered by the fake provider", prompted
+    if done.returncode == 0 and ANSWER in ws.path(record_of(ws, done.stdout)["transcript"]).read_text():
+        return "a prompt answered by the fake provider", prompted
     version = recipe["command"] + ["--version"]
     return "`%s`" % " ".join(version), session_argv(ws, name, "-e", json.dumps({"command": version}))
 
