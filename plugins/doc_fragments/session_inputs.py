@@ -121,6 +121,9 @@ options:
         loopback (the injector); the sandbox reaches a provider at
         C($AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH), pi through its C(models.json), a
         recipe with C(credential_urls) (Claude Code) through its base-URL variable.
+      - An entry whose host and port are a private allow entry's (C(host:port=address))
+        sends its key to that address only, never resolving the name; an entry for such
+        a name on another port fails before the session starts.
       - Needs O(network=allow). See docs/security.md, provider keys.
     type: raw
     default: []

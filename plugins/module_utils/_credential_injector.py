@@ -14,7 +14,9 @@ A request is relayed only when the entry's header carries the session's placehol
 (so no other local process can borrow the key: it does not know the placeholder); the
 header is then replaced by prefix + key. Upstream TLS is verified against the host's
 trust store for the entry's name, and the name must not resolve to an address the gate
-would refuse (_policy.refused_destination). Responses are passed on as they arrive
+would refuse (_policy.refused_destination), unless the entry's host and port are a
+private entry's ('host:port=address'): then the key goes to that address only, and the
+name is never resolved. Responses are passed on as they arrive
 (server-sent events included). Each decision is kept for the record, without the key.
 """
 
@@ -43,20 +45,27 @@ class InjectorError(Exception):
 
 class VerifiedConnection(http.client.HTTPSConnection):
     """HTTPS to a name whose addresses are checked against the refused destinations
-    before connecting (REFUSED: the address -> the refused network or None); the
-    certificate is verified for the name."""
+    before connecting (REFUSED: the address -> the refused network or None), or to
+    PINNED, a private entry's address, without resolving the name; the certificate is
+    verified for the name. .peer is the address connected to."""
 
-    def __init__(self, host, port, timeout, context, refused):
+    def __init__(self, host, port, timeout, context, refused, pinned=None):
         super().__init__(host, port, timeout=timeout, context=context)
         self._refused = refused
+        self._pinned = pinned
+        self.peer = None
 
     def connect(self):
-        infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
-        allowed = [info for info in infos if self._refused(info[4][0]) is None]
-        if not allowed:
-            raise InjectorError(502, "%s resolves only to refused destinations (%s)"
-                                % (self.host, ", ".join(sorted(set(i[4][0] for i in infos)))))
+        if self._pinned is not None:
+            allowed = [(socket.AF_INET, socket.SOCK_STREAM, 0, "", (self._pinned, self.port))]
+        else:
+            infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+            allowed = [info for info in infos if self._refused(info[4][0]) is None]
+            if not allowed:
+                raise InjectorError(502, "%s resolves only to refused destinations (%s)"
+                                    % (self.host, ", ".join(sorted(set(i[4][0] for i in infos)))))
         family, kind, proto, _name, address = allowed[0]
+        self.peer = address[0]
         sock = socket.socket(family, kind, proto)
         sock.settimeout(self.timeout)
         try:
@@ -83,10 +92,13 @@ class CredentialInjector(object):
     PLACEHOLDERS ({variable: placeholder}) on 127.0.0.1, a free port; start() it, read
     .port, close() it. .decisions holds {"injected": [...], "refused": [...]}.
     CONTEXT verifies the providers (default: the host's trust store); REFUSED judges
-    their addresses (default: the gate's list)."""
+    their addresses (default: the gate's list); PRIVATE, the policy's private entries
+    ((name, port, address)), pins an entry of that name and port to that address."""
 
-    def __init__(self, entries, placeholders, context=None, refused=refused_destination):
-        self.routes = dict((route(entry), dict(entry, placeholder=placeholders[entry["variable"]]))
+    def __init__(self, entries, placeholders, context=None, refused=refused_destination, private=()):
+        pinned = dict(((name, port), address) for name, port, address in private)
+        self.routes = dict((route(entry), dict(entry, placeholder=placeholders[entry["variable"]],
+                                               pinned=pinned.get((entry["host"], entry["port"]))))
                            for entry in entries)
         self.context = context or ssl.create_default_context()
         # Strict X.509 checks on every Python, as 3.13's default has them: the same
@@ -194,7 +206,8 @@ def _handler_for(injector):
             connection = self._upstream.get(key)
             if connection is None:
                 connection = self._upstream[key] = VerifiedConnection(
-                    entry["host"], entry["port"], UPSTREAM_TIMEOUT, injector.context, injector.refused)
+                    entry["host"], entry["port"], UPSTREAM_TIMEOUT, injector.context, injector.refused,
+                    entry["pinned"])
             headers = [(name, value) for name, value in self.headers.items()
                        if name.lower() not in HOP_HEADERS and name.lower() != entry["header"].lower()]
             headers.append((entry["header"], entry["prefix"] + entry["key"]))
@@ -207,8 +220,8 @@ def _handler_for(injector):
             connection.endheaders(body)
             response = connection.getresponse()
             # Noted before the body is relayed: a stream may last as long as the session.
-            injector.note("injected", host=route(entry), method=self.command, path=logged_path,
-                          status=response.status)
+            injector.note("injected", host=route(entry), address=connection.peer, method=self.command,
+                          path=logged_path, status=response.status)
             self._relay_response(response)
             if response.will_close:
                 connection.close()

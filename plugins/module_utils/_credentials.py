@@ -193,3 +193,18 @@ def check_session_use(entries, environment, network, url_variables=None):
     if entries and network != "allow":
         raise SessionInputError("%s need network allow: the sandbox reaches their injector where it reaches the "
                                 "gate (network is %s)" % (OPTION, network))
+
+
+def check_private_hosts(entries, private):
+    """Refuse an entry whose host is a private entry's name (PRIVATE: the policy's
+    (name, port, address)) on a port no such entry names: the injector sends a key for a
+    private entry's name and port to its pinned address only, and never resolves the name."""
+    pinned = {}
+    for name, port, address in private:
+        pinned.setdefault(name, {})[port] = "%s:%d=%s" % (name, port, address)
+    for index, entry in enumerate(entries):
+        ports = pinned.get(entry["host"], {})
+        if ports and entry["port"] not in ports:
+            _fail(index, "host %s port %d: %s is a private entry's name (aisb_allow %s): a key for it goes only "
+                         "to the pinned address, on that entry's port; give that port"
+                  % (entry["host"], entry["port"], entry["host"], ", ".join(ports[one] for one in sorted(ports))))

@@ -159,14 +159,28 @@ def _private(entry, text):
     if port is None or host.startswith(("[", ".")) or _network(entry, host) is not None:
         _fail(entry, "a private entry is one name and its port, then '=' and the address: "
                      "'models.lan:8000=10.0.0.5'")
-    try:
-        parsed = ipaddress.IPv4Address(address)
-    except ValueError:
-        _fail(entry, "%r is not an IPv4 address (one address, no prefix length)" % address)
+    parsed = _private_address(entry, address)
     if not any(parsed in network for network in _PRIVATE_NETWORKS) or str(parsed) == MAPPED_LOOPBACK:
         _fail(entry, "a private entry names an address of the local network (%s, not %s); any other "
                      "address is reached by a plain entry" % (", ".join(PRIVATE_RANGES), MAPPED_LOOPBACK))
     return _name(entry, host), port, str(parsed)
+
+
+def _private_address(entry, text):
+    """The IPv4 address TEXT of a private entry; an IPv6 one is refused, saying why."""
+    try:
+        parsed = ipaddress.ip_address(text[1:-1] if text.startswith("[") and text.endswith("]") else text)
+    except ValueError:
+        _fail(entry, "%r is not an IPv4 address (one address, no prefix length)" % text)
+    if parsed.version == 6 and parsed.ipv4_mapped is not None:
+        _fail(entry, "write the IPv4-mapped address %s as plain IPv4: '=%s'" % (text, parsed.ipv4_mapped))
+    if parsed.version == 6:
+        # ULA holds a cloud's metadata service (fd00:ec2::254), link-local needs an
+        # interface squid's cache_peer cannot name, ::1 is the host: none was measured as
+        # a peer, and each would need its own exceptions.
+        _fail(entry, "%s is IPv6: a private entry names one IPv4 address (%s); IPv6 addresses (ULA fc00::/7, "
+                     "link-local fe80::/10, ::1) are not accepted" % (parsed, ", ".join(PRIVATE_RANGES)))
+    return parsed
 
 
 def _entry(entry):

@@ -63,9 +63,9 @@ def _read(directory, name):
 
 
 def read_policy(directory):
-    """The Policy rendered into DIRECTORY, or PolicyError saying which file is not what
-    policy.json's entries render to. Each file is read once: what is parsed is what is
-    compared."""
+    """(Policy, its allow entries as given) rendered into DIRECTORY, or PolicyError saying
+    which file is not what policy.json's entries render to. Each file is read once: what
+    is parsed is what is compared."""
     fix = "run the gate role (provision.yml or run_agent.yml) to render the policy again"
     try:
         record_bytes = _read(directory, POLICY_RECORD)
@@ -88,4 +88,4 @@ def read_policy(directory):
         raise PolicyError("policy_dir %r: %s cannot be read (%s); %s"
                           % (directory, SQUID_POLICY_CONF, error.strerror, fix))
     refuse_unless_rendered(SQUID_POLICY_CONF, squid_bytes)
-    return policy
+    return policy, list(record["allow"])

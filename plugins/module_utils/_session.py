@@ -79,7 +79,7 @@ def start(inputs, facts, environ, run):
     injector = None
     if inputs.credentials:
         placeholders = dict((entry["variable"], new_placeholder()) for entry in inputs.credentials)
-        injector = CredentialInjector(inputs.credentials, placeholders)
+        injector = CredentialInjector(inputs.credentials, placeholders, private=inputs.policy.private)
     try:
         plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
         session_dir = session_directory(state_dir(environ), session_id)
@@ -145,6 +145,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "image": {"tag": inputs.image},
         "gate_image": inputs.gate_image,
         "policy_dir": inputs.policy_dir,
+        # The policy's allow entries, each with its origin: team, user or harness.
+        "allow": inputs.allow,
         "policy": plan["policy_text"],
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan["limits"],

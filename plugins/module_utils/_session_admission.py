@@ -15,7 +15,8 @@ import socket
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _harness_state
-from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_resolved, check_session_use
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
+    check_private_hosts, check_resolved, check_session_use)
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, state_dir)
@@ -25,6 +26,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import re
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, SessionInputs, build_environment, check_command, harness_credential_urls, resolve_project)
+from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
+    TEAM_FILE, TeamError, check_session, read_team_file)
 
 
 def resolve_names(names, getaddrinfo=socket.getaddrinfo):
@@ -89,6 +92,30 @@ def session_project(raw, environ):
     return resolve_project(raw, home, [state_dir(environ)] + podman_directories(environ, home))
 
 
+def allow_origins(entries, origins, harness):
+    """The policy's allow ENTRIES for the record, each with where it came from: ORIGINS'
+    word (team or user: run_agent.yml's team_settings), else the HARNESS recipe's
+    ("harness"), else "unspecified" (a session started without origins)."""
+    recipe = (harness or {}).get("allow") or []
+    return [{"entry": entry, "origin": origins.get(entry) or ("harness" if entry in recipe else "unspecified")}
+            for entry in entries]
+
+
+def check_team_file(params, entries, policy, harness, team_file=TEAM_FILE):
+    """TeamError unless this host's team file (none: nothing to check) allows what the
+    session was given: its policy's entries beyond the HARNESS recipe's, CONNECT ports,
+    network, limits and the switches (_team.check_session)."""
+    recipe = (harness or {}).get("allow") or []
+    limits = dict((name, value) for name, value in (params.get("limits") or {}).items() if value is not None)
+    given = {"allow": [entry for entry in entries if entry not in recipe], "connect_ports": list(policy.connect_ports),
+             "network": params["network"], "limits": limits, "require_limits": params.get("require_limits", False),
+             "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct"}
+    try:
+        check_session(read_team_file(team_file), given, team_file)
+    except TeamError as error:
+        raise TeamError("the session's own settings, checked again: %s" % error)
+
+
 def admit(params, environ, run, interactive=False, now=None):
     """Check PARAMS (the session's options, as the action resolved them) and the host
     facts; return (inputs, facts, problems, warnings), INPUTS a SessionInputs.
@@ -101,18 +128,21 @@ def admit(params, environ, run, interactive=False, now=None):
     network = params["network"]
     try:
         project = session_project(params["project"], environ)
-        policy = read_policy(params.get("policy_dir")) if network != "none" else parse_policy([])
+        policy, entries = read_policy(params.get("policy_dir")) if network != "none" else (parse_policy([]), [])
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
         harness = params.get("harness")
         credential_urls = harness_credential_urls(harness)
         check_session_use(credentials, environment, network, credential_urls)
+        check_private_hosts(credentials, policy.private)
         names = no_gate_names(policy) if network == "no-gate" else ()
+        allow = allow_origins(entries, params.get("allow_origins") or {}, harness)
+        check_team_file(params, entries, policy, harness)
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
-    except (SessionInputError, PolicyError) as error:
+    except (SessionInputError, PolicyError, TeamError) as error:
         return None, None, [str(error)], warnings
     facts = params.get("host_facts") or {}
     refusal = no_gate_refusal(facts.get("verdict") or {}) if network == "no-gate" else None
@@ -154,5 +184,6 @@ def admit(params, environ, run, interactive=False, now=None):
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"], credentials=credentials, harness_files=harness_files,
-        harness_mounts=harness_mounts, harness_state=harness_state, credential_urls=credential_urls)
+        harness_mounts=harness_mounts, harness_state=harness_state, allow=allow,
+        credential_urls=credential_urls)
     return inputs, facts, problems, warnings

@@ -78,6 +78,8 @@ class SessionInputs(typing.NamedTuple):
     harness_mounts: typing.List[typing.Tuple[str, str]] = []
     # _harness_state.plan: the project's kept directories, or None.
     harness_state: typing.Optional[typing.Dict[str, typing.Any]] = None
+    # The policy's allow entries, each with its origin (_session_admission.allow_origins).
+    allow: typing.List[typing.Dict[str, str]] = []
     # The recipe's credential_urls: {key variable: the variable of its provider's base URL}.
     credential_urls: typing.Dict[str, str] = {}
 

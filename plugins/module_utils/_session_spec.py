@@ -47,6 +47,8 @@ def argument_spec():
         require_limits=dict(type="bool", default=False),
         allow_unenforced=dict(type="bool", default=False),
         project_mode=dict(type="str", choices=["direct", "review"], default="direct"),
+        # Allow entry -> team or user (aisb.sandbox.team_settings), for the record.
+        allow_origins=dict(type="dict", default={}),
         executable=dict(type="str", default="podman"),
     )
 

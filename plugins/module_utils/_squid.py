@@ -238,20 +238,30 @@ def parse_gate_log(text):
 
     One per request of the sandbox: a CONNECT whose ClientHello was read counts once, as
     the verdict on it (logged before any server is contacted, sni set); the spliced
-    tunnel's end (a server contacted, the same sni) is the same request again.
+    tunnel's end (a server contacted, the same sni) is the same request again, and gives
+    the verdict its dst: the oldest allowed verdict of that CONNECT and SNI still
+    without one (tunnels to one name may end in another order than they began).
     """
     decisions = {"allowed": [], "denied": []}
+    # (url, sni) -> the allowed verdicts whose tunnel has not ended yet, oldest first.
+    open_tunnels = {}
     for line in text.splitlines():
         match = GATE_LOG_LINE.match(line.strip())
         # The readiness probe connects and leaves before sending a request.
         if not match or match.group("url").startswith("error:"):
             continue
+        tunnel = (match.group("url"), match.group("sni"))
         if match.group("sni") != "-" and match.group("hier") != "HIER_NONE":
+            if open_tunnels.get(tunnel):
+                open_tunnels[tunnel].pop(0)["dst"] = match.group("dst")
             continue
         refused_hello = match.group("tls") not in ("-", "splice")
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
         # Where squid connected ("-": nowhere yet, as for a ClientHello's verdict).
-        decisions["denied" if denied else "allowed"].append(dict(log_entry(match), dst=match.group("dst")))
+        entry = dict(log_entry(match), dst=match.group("dst"))
+        decisions["denied" if denied else "allowed"].append(entry)
+        if not denied and match.group("sni") != "-":
+            open_tunnels.setdefault(tunnel, []).append(entry)
     return decisions
 
 

@@ -31,6 +31,8 @@ options:
       - C(host:port=address) (C(models.lan:8000=10.0.0.5)) lets that name on that port
         only reach that private IPv4 address (10/8, 172.16/12, 192.168/16, 100.64/10),
         through the gate, which never resolves the name; a self-hosted model server.
+      - An IPv6 address there is refused (ULA, link-local, C(::1)); an IPv4-mapped one
+        is told its plain IPv4 form.
       - An empty list is legal; the gate then denies everything.
     type: list
     elements: raw

@@ -92,6 +92,14 @@ options:
     description: Refuse to start when O(limits) cannot be enforced on this host.
     type: bool
     default: false
+  allow_origins:
+    description:
+      - Where each allow entry came from, C(team) or C(user) (M(aisb.sandbox.team_settings)'s
+        C(allow_origins)), for the record's C(allow) - the O(policy_dir)'s entries, each
+        with its origin; an entry of the O(harness) recipe's own not named here is
+        C(harness), any other C(unspecified).
+    type: dict
+    default: {}
   allow_unenforced:
     description:
       - Start even when the host facts say enforcement does not hold, and let the

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
-    check_credentials, check_resolved, check_session_use, resolve_credentials)
+    check_credentials, check_private_hosts, check_resolved, check_session_use, resolve_credentials)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 
 KEY = "sk-unit-secret-value"
@@ -116,3 +117,15 @@ def test_a_session_refuses_a_variable_given_twice_or_no_gate():
         check_session_use(resolved, {}, "no-gate")
     check_session_use(resolved, {"OTHER": "x"}, "allow")
     check_session_use([], {}, "none")
+
+
+def test_a_private_entrys_name_takes_a_key_on_its_pinned_port_only():
+    private = parse_policy(["models.lan:443=10.0.0.5", "models.lan:8443=10.0.0.6", "other.lan:443=10.0.0.7"]).private
+    for port in (443, 8443):
+        check_private_hosts(resolve_credentials([entry(host="models.lan", port=port)], {}), private)
+    check_private_hosts(resolve_credentials([entry()], {}), private)
+    with pytest.raises(SessionInputError, match=r"aisb_credentials\[0\]: host models.lan port 8000: models.lan is a "
+                                                r"private entry's name \(aisb_allow models.lan:443=10.0.0.5, "
+                                                r"models.lan:8443=10.0.0.6\): a key for it goes only to the pinned "
+                                                r"address, on that entry's port; give that port"):
+        check_private_hosts(resolve_credentials([entry(host="models.lan", port=8000)], {}), private)

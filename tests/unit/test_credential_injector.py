@@ -49,17 +49,23 @@ class Provider(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    """An HTTPS server for 'localhost' on 127.0.0.1 with a certificate of a CA made here."""
-    work = tmp_path_factory.mktemp("provider")
-    certificates.make(work, "localhost")
+def serve(work, name):
+    """An HTTPS server for NAME on 127.0.0.1 with a certificate of a CA made in WORK:
+    (server, {port, ca})."""
+    certificates.make(work, name)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(work / "server.crt", work / "server.key")
     server = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield {"port": server.server_address[1], "ca": str(work / "ca.crt")}
+    return server, {"port": server.server_address[1], "ca": str(work / "ca.crt")}
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory):
+    """An HTTPS server for 'localhost' on 127.0.0.1."""
+    server, where = serve(tmp_path_factory.mktemp("provider"), "localhost")
+    yield where
     server.shutdown()
 
 
@@ -151,3 +157,34 @@ def test_a_refused_destination_is_not_connected_to(provider):
         assert response.status == 502 and b"refused destinations" in response.read()
     finally:
         injector.close()
+
+
+# A name no resolver knows: only the pin can take the injector to the server.
+PRIVATE_NAME = "models.aisb-unresolvable.lan"
+
+
+def test_a_private_entry_takes_the_key_to_its_pinned_address_only(tmp_path_factory):
+    """An entry whose host and port are a private entry's: the injector connects to the
+    pinned address (a refused destination, 127.0.0.1 here) without resolving the name,
+    verifies the certificate for the name, and records the address; the same name on
+    another port, or a pin for another port, is not pinned and stays refused."""
+    server, where = serve(tmp_path_factory.mktemp("private"), PRIVATE_NAME)
+    entries = [{"host": PRIVATE_NAME, "port": port, "header": "x-api-key", "prefix": "", "variable": variable,
+                "key": KEY} for port, variable in ((where["port"], "ANTHROPIC_API_KEY"), (1, "OPENAI_API_KEY"))]
+    private = ((PRIVATE_NAME, where["port"], "127.0.0.1"), (PRIVATE_NAME, 2, "127.0.0.1"))
+    injector = CredentialInjector(entries, {"ANTHROPIC_API_KEY": PLACEHOLDER, "OPENAI_API_KEY": PLACEHOLDER},
+                                  context=ssl.create_default_context(cafile=where["ca"]), private=private).start()
+    Provider.seen.clear()
+    try:
+        path = "/%s:%d/v1" % (PRIVATE_NAME, where["port"])
+        _connection, response = request(injector, path, {"x-api-key": PLACEHOLDER}, b"{}")
+        assert response.status == 200 and response.read() == b"ok {}"
+        _connection, response = request(injector, "/%s:1/v1" % PRIVATE_NAME, {"x-api-key": PLACEHOLDER}, b"{}")
+        assert response.status == 502, response.read()
+    finally:
+        injector.close()
+        server.shutdown()
+    assert [seen["headers"]["x-api-key"] for seen in Provider.seen] == [KEY]
+    assert [(d["host"], d["address"]) for d in injector.decisions["injected"]] == [
+        ("%s:%d" % (PRIVATE_NAME, where["port"]), "127.0.0.1")]
+    assert [d["host"] for d in injector.decisions["refused"]] == ["%s:1" % PRIVATE_NAME]

@@ -8,9 +8,9 @@ import os
 import pytest
 from fake_podman import fake_podman
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _session_admission, _session_spec
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _session_admission, _session_spec, _team
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import render, write_files
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy, render, write_files
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import argument_spec
 
@@ -178,3 +178,70 @@ def test_no_gate_is_refused_where_tcp_forward_holds(host):
     refusal = _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": True})
     assert "gate_path is tcp-forward" in refusal and "use network allow" in refusal
     assert _session_admission.no_gate_refusal({"gate_path": "tcp-forward", "model_holds": False}) is None
+
+
+def test_the_record_s_allow_entries_carry_their_origins(host):
+    """Each of the policy's entries with the word team_settings gave it, the harness
+    recipe's own as harness, and any other as unspecified: what the gate enforces, not
+    what was asked for."""
+    harness = {"command": ["pi"], "allow": ["198.18.0.7"]}
+    (inputs, _facts, problems, _warnings), _commands = admit(
+        host, allow_origins={"example.com": "team", "never-rendered.test": "user"}, harness=harness)
+    assert problems == []
+    assert inputs.allow == [{"entry": "198.18.0.7", "origin": "harness"}, {"entry": "example.com", "origin": "team"}]
+    (inputs, _facts, problems, _warnings), _commands = admit(host)
+    assert [entry["origin"] for entry in inputs.allow] == ["unspecified", "unspecified"]
+
+
+@pytest.fixture
+def team_file(tmp_path, monkeypatch):
+    """A team file that allows example.com, sets a memory limit and lets developers add
+    nothing; tmp_path's owner stands for root (the tests are not root)."""
+    monkeypatch.setattr(_team, "root_only", lambda info: info.st_uid == os.getuid() and not info.st_mode & 0o022)
+    directory = tmp_path / "etc-aisb"
+    directory.mkdir(mode=0o755)
+    path = directory / "team.json"
+    path.write_text(_team.render_team({"settings": {"allow": ["example.com"], "limits": {"memory": "4g"}}}))
+    return str(path)
+
+
+def check_team_file(host, team_file, **overrides):
+    given = params(host, **overrides)
+    policy, entries = read_policy(host["policy_dir"])
+    _session_admission.check_team_file(given, entries, policy, {"allow": ["198.18.0.7"]}, team_file)
+
+
+def test_the_session_checks_the_team_file_again(host, team_file):
+    """run_agent.yml's variables can be overridden with -e (gate_allow, say): the session
+    refuses what the team file does not allow, whatever run_agent.yml computed."""
+    check_team_file(host, team_file, limits={"memory": "4g", "pids": None, "cpus": None})
+    for overrides, needle in [
+        ({"limits": {}}, "leave out or change memory"),
+        ({"limits": {"memory": "64g"}}, "aisb_limits is refused"),
+        ({"network": "no-gate", "limits": {"memory": "4g"}}, "aisb_network is refused"),
+        ({"allow_unenforced": True, "limits": {"memory": "4g"}}, "aisb_allow_unenforced is refused"),
+    ]:
+        with pytest.raises(_team.TeamError) as error:
+            check_team_file(host, team_file, **overrides)
+        assert needle in str(error.value) and team_file in str(error.value)
+
+
+def test_the_session_refuses_a_policy_entry_the_team_file_does_not_allow(host, team_file):
+    """198.18.0.7 is the recipe's own here; a policy entry that is neither the team's nor
+    the recipe's is a developer addition the team did not allow."""
+    policy, entries = read_policy(host["policy_dir"])
+    with pytest.raises(_team.TeamError, match="aisb_allow is refused: the team file"):
+        _session_admission.check_team_file(params(host, limits={"memory": "4g"}), entries, policy, {}, team_file)
+
+
+def test_a_key_for_a_private_entrys_name_on_another_port_is_refused_before_anything_runs(host):
+    write_files(host["policy_dir"], render(ALLOW + ["models.lan:443=10.0.0.5"], [443])[2])
+    key = {"host": "models.lan", "port": 8443, "header": "x-api-key", "prefix": "", "variable": "ANTHROPIC_API_KEY",
+           "key": "sk-unit"}
+    (inputs, _facts, problems, _warnings), commands = admit(host, credentials=json.dumps([key]))
+    assert inputs is None and commands == []
+    assert problems == ["aisb_credentials[0]: host models.lan port 8443: models.lan is a private entry's name "
+                        "(aisb_allow models.lan:443=10.0.0.5): a key for it goes only to the pinned address, on "
+                        "that entry's port; give that port"]
+    (inputs, _facts, problems, _warnings), _commands = admit(host, credentials=json.dumps([dict(key, port=443)]))
+    assert problems == [] and inputs.credentials[0]["port"] == 443

@@ -225,6 +225,27 @@ def test_a_tunnel_counts_once_as_the_verdict_on_its_client_hello():
     assert [d["time"] for d in decisions["denied"]] == [2.001, 3.001, 4.001, 5.001]
 
 
+def test_a_tunnels_end_gives_its_verdict_the_address_connected_to():
+    """The verdict on a ClientHello is logged before any server is contacted (dst=-);
+    the spliced tunnel's end names the address: the record's entry gets it, the oldest
+    open tunnel of that CONNECT and SNI first. A refused ClientHello never gets one."""
+    def line(t, status, url, dst, hier, tls, sni):
+        return ("%s session=sid client=127.0.0.1 %s CONNECT %s dst=%s hier=%s tls=%s sni=%s"
+                % (t, status, url, dst, hier, tls, sni))
+    log = "\n".join([
+        line("1.001", "NONE_NONE/200", "models.lan:443", "-", "HIER_NONE", "splice", "models.lan"),
+        line("1.002", "NONE_NONE/200", "models.lan:443", "-", "HIER_NONE", "splice", "models.lan"),
+        line("1.003", "NONE_NONE/200", "models.lan:443", "-", "HIER_NONE", "terminate", "other.lan"),
+        line("1.004", "NONE_NONE/200", "b-tls.test:443", "-", "HIER_NONE", "splice", "b-tls.test"),
+        line("2.001", "TCP_TUNNEL/200", "models.lan:443", "10.0.0.5", "FIRSTUP_PARENT", "splice", "models.lan"),
+        line("2.002", "TCP_TUNNEL/200", "other.lan:443", "10.0.0.9", "HIER_DIRECT", "splice", "other.lan"),
+    ])
+    decisions = parse_gate_log(log)
+    assert [(d["time"], d["url"], d["dst"]) for d in decisions["allowed"]] == [
+        (1.001, "models.lan:443", "10.0.0.5"), (1.002, "models.lan:443", "-"), (1.004, "b-tls.test:443", "-")]
+    assert [(d["time"], d["dst"]) for d in decisions["denied"]] == [(1.003, "-")]
+
+
 def test_gate_log_skips_connections_that_sent_no_request():
     log = ("1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers"
            " dst=- hier=HIER_NONE tls=- sni=-")

@@ -76,9 +76,10 @@ def addresses(internet):
 
 
 class PlainProvider(Provider):
-    """fake_provider.py on plain HTTP at ADDRESS:PORT inside INTERNET's namespace."""
+    """fake_provider.py on plain HTTP at ADDRESS:PORT inside INTERNET's namespace, or on
+    HTTPS given CREDENTIALS (its certificate and key files in the workstation)."""
 
-    def __init__(self, ws, internet, address, port, answer):
+    def __init__(self, ws, internet, address, port, answer, credentials="- -"):
         self.ws, self.internet, self.address, self.port = ws, internet, address, port
         self.work = f"{TRANSFER_DIR}/provider-{address}-{port}"
         self.log = f"{self.work}/requests.log"
@@ -87,7 +88,7 @@ class PlainProvider(Provider):
             ip -n {internet.netns} addr replace {address}/32 dev eth0
             ip route replace {address}/32 via {internet.address}
         """
-        _start(ws, internet, self.work, setup, address, port, "- -", self.log, answer)
+        _start(ws, internet, self.work, setup, address, port, credentials, self.log, answer)
 
     def stop(self):
         self.ws.sh(f"""

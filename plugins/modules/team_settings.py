@@ -1,0 +1,122 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: aisb developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: team_settings
+short_description: A session's settings - the workstation's team file with the developer's values on top
+version_added: 0.1.0
+description:
+  - Playbook C(aisb.sandbox.run_agent) runs it after checking that C(project) is given, before
+    anything else - every later task takes its settings from RV(settings).
+  - This module, on the workstation, reads the team file C(/etc/aisb/team.json)
+    (M(aisb.sandbox.team_file) writes it). A file that is a link, not root's, writable by
+    group or others, in such a directory, or not a valid team file is refused - the
+    settings would not be the team's.
+  - Its action plugin, on the controller, applies the developer's values (the options;
+    each left out is not given). For a setting the team file's C(user_may_add) names,
+    list entries and dict names are added to the team's, other values replace it. A value
+    for any other setting is refused, naming the team file, unless it changes nothing.
+  - Without a team file every given value applies and the rest take the collection's
+    defaults, as before team files.
+  - The result is hidden (C(no_log)) when the settings carry environment values or
+    provider credentials.
+author: aisb developers (@aisb)
+options:
+  allow:
+    description: The developer's allow entries (C(aisb_allow)), as M(aisb.sandbox.gate_policy) takes them.
+    type: list
+    elements: raw
+  connect_ports:
+    description: The developer's CONNECT ports (C(aisb_connect_ports)).
+    type: list
+    elements: raw
+  pass_environment:
+    description: Names passed from the developer's shell (C(aisb_pass_environment)).
+    type: list
+    elements: str
+  environment:
+    description: Environment values (C(aisb_environment)), a dict.
+    type: raw
+  credentials:
+    description: Provider credential entries (C(aisb_credentials)).
+    type: raw
+  limits:
+    description: Resource limits (C(aisb_limits)) - C(memory), C(pids), C(cpus).
+    type: dict
+  require_limits:
+    description: Refuse a host where the limits are not enforced (C(aisb_require_limits)).
+    type: bool
+  network:
+    description: The network mode (C(aisb_network)).
+    type: str
+    choices: [allow, none, no-gate]
+  harness:
+    description: The harness, a recipe name or a recipe (C(aisb_harness)).
+    type: raw
+  harness_config:
+    description: The harness configuration's directory (C(aisb_harness_config)).
+    type: str
+  project_mode:
+    description: C(direct) or C(review) (C(aisb_project_mode)).
+    type: str
+    choices: [direct, review]
+  allow_unenforced:
+    description: Start where enforcement cannot be verified (C(aisb_allow_unenforced)).
+    type: bool
+attributes:
+  check_mode:
+    description: Reads as usual; it never changes anything.
+    support: full
+  diff_mode:
+    description: No diff.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Apply the team's settings
+  aisb.sandbox.team_settings:
+    allow: "{{ aisb_allow | default(omit) }}"
+    network: "{{ aisb_network | default(omit) }}"
+  register: run_agent_team
+"""
+
+RETURN = r"""
+settings:
+  description:
+    - Every setting, by name without C(aisb_) - C(allow), C(connect_ports),
+      C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
+      C(network), C(harness), C(harness_config), C(project_mode), C(allow_unenforced).
+  returned: success
+  type: dict
+allow_origins:
+  description: Each allow entry of RV(settings) and where it came from, C(team) or C(user).
+  returned: success
+  type: dict
+  sample: {github.com: team, pypi.org: user}
+team_file:
+  description: The team file applied, or null when the workstation has none.
+  returned: always
+  type: str
+  sample: /etc/aisb/team.json
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils._team import TEAM_FILE, TeamError, read_team_file, user_spec
+
+
+def main():
+    module = AnsibleModule(argument_spec=user_spec(), supports_check_mode=True)
+    try:
+        team = read_team_file()
+    except TeamError as error:
+        module.fail_json(msg=str(error), status="refused", path=TEAM_FILE)
+    module.exit_json(changed=False, team=team, path=TEAM_FILE)
+
+
+if __name__ == "__main__":
+    main()

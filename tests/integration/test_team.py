@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The team's settings on a real workstation: provision.yml installs the team file
+root's; run_agent.yml applies it with no inventory and no settings on the command line
+(real gate, real traffic); a developer's value is added, with its origin in the record,
+where the team file allows it and refused, before anything starts, where it does not;
+neither the developer nor the sandbox can change the file."""
+
+import hashlib
+import json
+
+import pytest
+
+from scenario import ANSIBLE_ENV, playbook, provision
+from sessions import record_of, run_agent, session_dirs
+from workstation import TRANSFER_DIR
+
+TEAM_FILE = "/etc/aisb/team.json"
+# Allows allowed.test, gives the harness one variable, lets developers add allow entries.
+MODULE_TEAM = {"settings": {"allow": ["allowed.test"], "network": "allow",
+                            "environment": {"AISB_TEAM_NOTE": "from-the-team"}},
+               "user_may_add": ["allow"]}
+FETCH = ("echo team-note=$AISB_TEAM_NOTE; for n in allowed.test other.test; do curl -s -o /dev/null -w \"$n=%{http_code}\\n\" http://$n/; done; "
+         "ls -d /etc/aisb/team.json 2>&1; echo tampered > /etc/aisb/team.json 2>&1; true")
+
+
+def install_team(ws, team):
+    """TEAM as the team file, written by the team_file module as root (provision.yml's task)."""
+    result = ws.run(["ansible", "localhost", "-b", "-m", "aisb.sandbox.team_file", "-a", json.dumps({"team": team})],
+                    check=False, env=ANSIBLE_ENV)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def digest(ws):
+    return hashlib.sha256(ws.path(TEAM_FILE).read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def team(workstation, internet):
+    """The workstation provisioned again, now with a team that allows allowed.test and lets
+    developers add allow entries only; the team file removed afterwards."""
+    variables = f"{TRANSFER_DIR}/team-vars.json"
+    workstation.path(variables).write_text(json.dumps({"aisb_team": MODULE_TEAM}))
+    result = provision(workstation, "-e", "@" + variables)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "Install the team's session settings" in result.stdout
+    yield workstation
+    workstation.run(["rm", "-f", TEAM_FILE], user="root")
+
+
+def test_provision_installs_the_team_file_root_s_and_the_developer_cannot_change_it(team):
+    stat = team.run(["stat", "-c", "%U:%G %a", TEAM_FILE, "/etc/aisb"]).stdout.split("\n")
+    assert stat[:2] == ["root:root 644", "root:root 755"]
+    assert json.loads(team.path(TEAM_FILE).read_text())["settings"] == MODULE_TEAM["settings"]
+    before = digest(team)
+    for attack in (f"echo '{{}}' > {TEAM_FILE}", f"rm -f {TEAM_FILE}", f"mv {TEAM_FILE} /tmp/t",
+                   f"ln -sf /tmp/mine.json {TEAM_FILE}", "chmod 666 /etc/aisb/team.json",
+                   f"cp {TEAM_FILE} /tmp/t.json && mv -f /tmp/t.json {TEAM_FILE}"):
+        attempt = team.run(["sh", "-c", attack], check=False)
+        assert attempt.returncode != 0, attack
+    assert digest(team) == before
+
+
+def test_a_session_applies_the_team_file_with_no_inventory_and_no_settings(team, project):
+    before = digest(team)
+    result = run_agent(team, command=["bash", "-c", FETCH])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(team, result.stdout)
+    transcript = team.path(record["transcript"]).read_text()
+    assert "allowed.test=200" in transcript and "other.test=403" in transcript, transcript
+    # The team's environment reaches the harness, and its value is in no task's output.
+    assert "team-note=from-the-team" in transcript and "from-the-team" not in result.stdout, transcript
+    # The sandbox does not see the team file, and what it writes there is its own.
+    assert "No such file or directory" in transcript, transcript
+    assert digest(team) == before
+    origins = dict((entry["entry"], entry["origin"]) for entry in record["allow"])
+    assert origins.pop("allowed.test") == "team"
+    assert origins and set(origins.values()) == {"harness"}, record["allow"]  # pi's recipe's own
+
+
+def test_a_developer_addition_the_team_allows_is_applied_and_recorded_as_theirs(team, project):
+    result = run_agent(team, "-e", json.dumps({"aisb_allow": ["other.test"]}), command=["bash", "-c", FETCH])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(team, result.stdout)
+    transcript = team.path(record["transcript"]).read_text()
+    assert "allowed.test=200" in transcript and "other.test=200" in transcript, transcript
+    origins = dict((entry["entry"], entry["origin"]) for entry in record["allow"])
+    assert origins["allowed.test"] == "team" and origins["other.test"] == "user"
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"aisb_network": "none"}, "aisb_network is refused: the team file /etc/aisb/team.json sets network"),
+    ({"aisb_allow_unenforced": True}, "aisb_allow_unenforced is refused: the team file /etc/aisb/team.json"),
+    ({"aisb_limits": {"pids": 5}}, "aisb_limits is refused"),
+])
+def test_a_developer_value_the_team_forbids_is_refused_before_anything_starts(team, project, extra, needle):
+    sessions = session_dirs(team)
+    result = run_agent(team, "-e", json.dumps(extra), command=["true"])
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and needle in output, output[-3000:]
+    assert "lets developers add to allow only" in output and "changed=0" in output, output[-3000:]
+    assert session_dirs(team) == sessions
+
+
+def test_a_team_that_lets_developers_add_nothing_refuses_an_allow_entry(team, project):
+    install_team(team, {"settings": {"allow": ["allowed.test"]}})
+    try:
+        result = run_agent(team, "-e", json.dumps({"aisb_allow": ["other.test"]}), command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert "aisb_allow is refused: the team file /etc/aisb/team.json sets allow" in output, output[-3000:]
+        assert "lets developers add to nothing" in output, output[-3000:]
+        # Around run_agent.yml's own check: extra vars win over the play's and the roles'
+        # variables, so the gate renders other.test; the session refuses that policy.
+        sessions = session_dirs(team)
+        result = run_agent(team, "-e", json.dumps({"gate_allow": ["other.test"]}), command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert "the session's own settings, checked again: aisb_allow is refused" in output, output[-3000:]
+        assert session_dirs(team) == sessions
+    finally:
+        install_team(team, MODULE_TEAM)
+
+
+@pytest.mark.parametrize("override, needle", [
+    ({"network": "none"}, "aisb_network is refused"),
+    ({"allow_unenforced": True}, "aisb_allow_unenforced is refused"),
+    ({"limits": {}}, "the session's limits leave out or change memory"),
+])
+def test_overriding_run_agent_s_own_settings_is_refused_by_the_session(team, project, override, needle):
+    """-e run_agent_settings=... replaces what team_settings computed for every later task:
+    the session reads the team file itself and refuses."""
+    install_team(team, {"settings": {"allow": ["allowed.test"], "limits": {"memory": "2g"}}, "user_may_add": ["allow"]})
+    try:
+        settings = {"allow": ["allowed.test"], "connect_ports": [443], "pass_environment": [], "environment": {},
+                    "credentials": [], "limits": {"memory": "2g"}, "require_limits": False, "network": "allow",
+                    "harness": "pi", "harness_config": None, "project_mode": "direct", "allow_unenforced": False}
+        sessions = session_dirs(team)
+        result = run_agent(team, "-e", json.dumps({"run_agent_settings": dict(settings, **override)}),
+                           command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert "the session's own settings, checked again" in output and needle in output, output[-3000:]
+        assert session_dirs(team) == sessions
+    finally:
+        install_team(team, MODULE_TEAM)
+
+
+def test_a_team_file_the_developer_could_have_written_is_refused(team, project):
+    team.run(["chown", "dev", TEAM_FILE], user="root")
+    try:
+        result = run_agent(team, command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0 and "team file /etc/aisb/team.json belongs to uid 1000" in output, output[-3000:]
+    finally:
+        team.run(["chown", "root", TEAM_FILE], user="root")
+
+
+def test_a_wrong_team_setting_fails_provisioning_naming_it_and_writes_nothing(team):
+    before = digest(team)
+    result = team.run(["ansible", "localhost", "-b", "-m", "aisb.sandbox.team_file", "-a",
+                       json.dumps({"team": {"settings": {"network": "open"}}})], check=False, env=ANSIBLE_ENV)
+    assert result.returncode != 0 and "settings.network 'open' is not one of allow, none, no-gate" in result.stdout
+    assert digest(team) == before
+
+
+def test_run_agent_without_a_project_says_what_it_is_and_how_to_pass_it(team):
+    result = playbook(team, "run_agent", "-e", json.dumps({"command": ["true"]}))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "project is missing: it is the directory the agent works in" in output
+    assert "-e project=~/src/app" in output and "missing required arguments" not in output

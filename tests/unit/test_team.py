@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The team file: checked as the sessions check each setting, refused when anybody but
+root could have written it, and the developer's values applied only where it says."""
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _team
+from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
+    DEFAULTS, TeamError, apply_team, check_team, read_team_file, render_team)
+
+TEAM = {"format": 1, "settings": {"allow": ["github.com", ".npmjs.org"], "network": "allow",
+                                  "limits": {"memory": "4g"}, "environment": {"CI": "1"}},
+        "user_may_add": ["allow", "environment"]}
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"format": 2}, "format must be 1, got 2"),
+    ({"extra": 1}, "unknown keys extra"),
+    ({"settings": {"allow": ["exa mple.com"]}}, "settings.allow: allow entry 'exa mple.com'"),
+    ({"settings": {"allow": "github.com"}}, "settings.allow must be a list, got str"),
+    ({"settings": {"connect_ports": [0]}}, "settings.connect_ports"),
+    ({"settings": {"network": "open"}}, "settings.network 'open' is not one of allow, none, no-gate"),
+    ({"settings": {"project_mode": "yolo"}}, "settings.project_mode 'yolo' is not one of direct, review"),
+    ({"settings": {"allow_unenforced": "yes"}}, "settings.allow_unenforced must be true or false"),
+    ({"settings": {"limits": {"disk": "1g"}}}, "unknown limit 'disk'; the limits are cpus, memory, pids"),
+    ({"settings": {"limits": {"pids": "many"}}}, "pids must be int, got 'many'"),
+    ({"settings": {"pass_environment": ["HTTP_PROXY"]}}, "set by the session itself"),
+    ({"settings": {"environment": {"1X": "v"}}}, "not a valid environment variable name"),
+    ({"settings": {"harness_config": "relative/dir"}}, "settings.harness_config must be an absolute path"),
+    ({"settings": {"network_mode": "allow"}}, "settings.network_mode is not a setting; the settings are allow,"),
+    ({"settings": {"credentials": [{"host": "api.example.com", "header": "x-api-key", "variable": "K",
+                                    "value": "secret"}]}}, "never goes in it"),
+    ({"user_may_add": ["network", "everything"]}, "user_may_add names 'everything', which is not a setting"),
+    ({"user_may_add": "allow"}, "user_may_add must be a list of setting names"),
+    ({"user_may_add": ["allow", "allow"]}, "names a setting twice"),
+])
+def test_a_wrong_team_setting_is_named_with_what_is_allowed(change, needle):
+    data = dict(TEAM, **change)
+    with pytest.raises(TeamError) as error:
+        check_team(data, "/etc/aisb/team.json")
+    assert needle in str(error.value) and "/etc/aisb/team.json" in str(error.value)
+
+
+def test_render_checks_and_keeps_only_what_the_sessions_read():
+    text = render_team({"settings": {"connect_ports": [443, 8443]}, "user_may_add": ["allow"]})
+    assert json.loads(text) == {"format": 1, "settings": {"connect_ports": [443, 8443]}, "user_may_add": ["allow"]}
+    with pytest.raises(TeamError, match="aisb_team: unknown keys usr_may_add"):
+        render_team({"usr_may_add": ["allow"]})
+    with pytest.raises(TeamError, match="aisb_team must be a dict"):
+        render_team(["allow"])
+
+
+def test_no_team_file_lets_every_developer_value_apply():
+    settings, origins = apply_team(None, {"allow": ["pypi.org"], "network": "none", "limits": {"pids": 10}})
+    assert settings == dict(DEFAULTS, allow=["pypi.org"], network="none", limits={"pids": 10})
+    assert origins == {"pypi.org": "user"}
+
+
+def test_the_team_s_settings_apply_with_no_developer_value():
+    settings, origins = apply_team(check_team(TEAM), {})
+    assert settings["allow"] == ["github.com", ".npmjs.org"] and settings["limits"] == {"memory": "4g"}
+    assert settings["network"] == "allow" and settings["harness"] == "pi"
+    assert origins == {"github.com": "team", ".npmjs.org": "team"}
+
+
+def test_a_developer_adds_where_the_team_lets_them_and_each_entry_keeps_its_origin():
+    settings, origins = apply_team(check_team(TEAM), {"allow": ["pypi.org", "github.com"], "environment": {"X": "1"}})
+    assert settings["allow"] == ["github.com", ".npmjs.org", "pypi.org"]
+    assert settings["environment"] == {"CI": "1", "X": "1"}
+    assert origins == {"github.com": "team", ".npmjs.org": "team", "pypi.org": "user"}
+
+
+@pytest.mark.parametrize("user, needle", [
+    ({"network": "no-gate"}, "aisb_network is refused: the team file /etc/aisb/team.json sets network"),
+    ({"limits": {"memory": "64g"}}, "aisb_limits is refused"),
+    ({"allow_unenforced": True}, "leaves allow_unenforced at false"),
+    ({"connect_ports": [443, 22]}, "aisb_connect_ports is refused"),
+    ({"harness": "shell"}, "aisb_harness is refused"),
+    ({"environment": {"CI": "0"}}, "aisb_environment changes CI, which the team file /etc/aisb/team.json sets"),
+    ({"allow": ["exa mple.com"]}, "aisb_allow: allow entry 'exa mple.com'"),
+])
+def test_a_developer_value_the_team_forbids_is_refused_naming_the_team_file(user, needle):
+    with pytest.raises(TeamError) as error:
+        apply_team(check_team(TEAM), user)
+    assert needle in str(error.value)
+    if "refused" in needle:
+        assert "lets developers add to allow, environment only" in str(error.value)
+
+
+def test_json_text_is_taken_as_the_session_takes_it():
+    settings, _origins = apply_team(check_team(TEAM), {"environment": json.dumps({"X": "1"})})
+    assert settings["environment"] == {"CI": "1", "X": "1"}
+    settings, _origins = apply_team(None, {"credentials": json.dumps([{
+        "host": "api.example.com", "header": "x-api-key", "variable": "K", "from_environment": "K"}])})
+    assert settings["credentials"] == [{"host": "api.example.com", "port": 443, "header": "x-api-key", "prefix": "",
+                                        "variable": "K", "from_environment": "K"}]
+
+
+def test_a_developer_value_that_changes_nothing_is_no_refusal():
+    settings, _origins = apply_team(check_team(TEAM), {"network": "allow", "connect_ports": [443],
+                                                       "limits": {"memory": "4g"}, "allow_unenforced": False})
+    assert settings["network"] == "allow" and settings["connect_ports"] == [443]
+
+
+def test_an_empty_user_may_add_refuses_every_addition():
+    team = check_team({"format": 1, "settings": {"allow": ["github.com"]}})
+    with pytest.raises(TeamError, match="lets developers add to nothing"):
+        apply_team(team, {"allow": ["pypi.org"]})
+
+
+@pytest.fixture
+def team_dir(tmp_path, monkeypatch):
+    """A team file's directory; tmp_path's owner stands for root (the tests are not root)."""
+    directory = tmp_path / "aisb"
+    directory.mkdir(mode=0o755)
+    monkeypatch.setattr(_team, "root_only", lambda info: info.st_uid == os.getuid() and not info.st_mode & 0o022)
+    return directory
+
+
+def test_no_team_file_reads_as_none(team_dir):
+    assert read_team_file(str(team_dir / "team.json")) is None
+    assert read_team_file(str(team_dir / "missing" / "team.json")) is None
+
+
+def test_a_team_file_reads_back_as_checked(team_dir):
+    path = team_dir / "team.json"
+    path.write_text(render_team({"settings": TEAM["settings"], "user_may_add": TEAM["user_may_add"]}))
+    path.chmod(0o644)
+    assert read_team_file(str(path)) == check_team(TEAM)
+
+
+@pytest.mark.parametrize("tamper, needle", [
+    (lambda d: (d / "team.json").chmod(0o666), "mode 0666: it must be root's and writable by root alone"),
+    (lambda d: d.chmod(0o777), "the team file's directory"),
+    (lambda d: ((d / "team.json").unlink(), (d / "team.json").symlink_to(d / "elsewhere.json")),
+     "a link: the team file must be the file itself"),
+    (lambda d: (d / "team.json").write_text("{"), "is not JSON"),
+    (lambda d: (d / "team.json").write_text(json.dumps(dict(TEAM, settings={"network": "open"}))),
+     "settings.network 'open' is not one of"),
+])
+def test_a_team_file_anybody_but_root_could_have_written_is_refused(team_dir, tamper, needle):
+    path = team_dir / "team.json"
+    (team_dir / "elsewhere.json").write_text(json.dumps(TEAM))
+    path.write_text(json.dumps(TEAM))
+    path.chmod(0o644)
+    tamper(team_dir)
+    with pytest.raises(TeamError) as error:
+        read_team_file(str(path))
+    assert needle in str(error.value) and str(team_dir) in str(error.value)
+
+
+def test_a_team_file_of_another_owner_is_refused(tmp_path):
+    """The real check: this file is the test user's, not root's."""
+    path = tmp_path / "team.json"
+    path.write_text(json.dumps(TEAM))
+    path.chmod(0o644)
+    if os.getuid() == 0:
+        os.chown(path, 1000, 1000)
+    with pytest.raises(TeamError, match="belongs to uid"):
+        read_team_file(str(path))
