@@ -6,14 +6,15 @@ usage: bench/run [--runs N] [--slow-runs N] [--out PREFIX] [--no-fleet] [--updat
 Provisions three disposable workstations at once (tests/workstation/fleet.py: Debian 13,
 Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session start
 (bench/session.py), review mode (bench/review.py), the spike (bench/spike.py), the gate
-(bench/gate.py), re-provisioning (bench/reprovision.py); then verify.yml over 1 to 3 of
+(bench/gate.py), re-provisioning (bench/reprovision.py), every harness recipe's image
+and warm start (bench/recipes.py); then verify.yml over 1 to 3 of
 them (bench/verify.py). The credential injector (bench/credential_injector.py) runs on
 the build machine itself.
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
 PREFIX.md (default bench/results/latest); --update-docs also puts the table into
 docs/performance.md. Medians of N runs (default 5); full spikes,
-re-provisioning and verify.yml, seconds to tens of seconds a run, take --slow-runs
-(default 3).
+re-provisioning, the recipes' warm starts and verify.yml, seconds to tens of seconds a
+run, take --slow-runs (default 3).
 """
 
 import argparse
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import credential_injector
 import gate
+import recipes
 import reprovision
 import review
 import session
@@ -137,6 +139,7 @@ def main():
                               ("spike", lambda: spike.measure(ws, args.runs, args.slow_runs)),
                               ("gate", lambda: gate.measure(ws, args.runs)),
                               ("provision", lambda: reprovision.measure(ws, args.slow_runs)),
+                              ("recipes", lambda: recipes.measure(ws, args.slow_runs)),
                               ("credentials", lambda: credential_injector.measure(args.runs)[0])):
             rows += timed_section(results, name, section)
         if fleet is not None:

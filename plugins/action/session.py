@@ -31,7 +31,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import c
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, harness_command, harness_names)
+    SessionInputError, build_environment, environment_values, harness_command, harness_credential_urls, harness_names,
+    harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import playbook_terminal
@@ -55,7 +56,8 @@ def resolve_controller_options(args, controller_env):
 
     The command: ARGS' own, or the harness recipe's with the prompt. The environment:
     the given values, the pass-through names' values and the recipe's names that are set
-    here, except those that provider credentials fill with a placeholder. The credentials:
+    here, then the recipe's env_values for names none of those set, except those that
+    provider credentials fill (a placeholder, a base URL to the injector). The credentials:
     each key read from its source here. The harness configuration: its directory's files,
     read and checked here. Interactive unless told, when no command or
     prompt says what to run."""
@@ -68,14 +70,20 @@ def resolve_controller_options(args, controller_env):
         raise SessionInputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
     harness_config = read_config(directory, harness)
     names = args["pass_environment"]
-    placeholders = set(entry["variable"] for entry in credentials)
+    given = environment_values(args["environment"])
+    url_variables = harness_credential_urls(harness)
+    # Filled by the session: the placeholders, and the base URLs leading to their injector.
+    filled = set(entry["variable"] for entry in credentials)
+    filled |= set(url_variables[v] for v in filled if v in url_variables)
     optional = [n for n in harness_names(harness) if n in controller_env and n not in names
-                and n not in args["environment"] and n not in placeholders]
+                and n not in given and n not in filled]
     # Values named in variables, plus names passed through from this controller's
-    # environment: nothing else reaches the sandbox.
-    environment = build_environment(args["environment"], names + optional, controller_env)
+    # environment, over the recipe's fixed values: nothing else reaches the sandbox.
+    environment = build_environment(given, names + optional, controller_env)
+    environment = dict(dict((n, v) for n, v in harness_values(harness).items() if n not in filled),
+                       **environment)
     # Here too, not only at admission: a refused key never leaves the controller.
-    check_session_use(credentials, environment, args.get("network", "allow"))
+    check_session_use(credentials, environment, args.get("network", "allow"), url_variables)
     interactive = args["interactive"]
     if interactive is None:
         interactive = args["command"] is None and prompt is None

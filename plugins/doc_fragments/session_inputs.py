@@ -44,8 +44,15 @@ options:
         C(prompt) the arguments put before a prompt (for pi, C([-p])), and its C(env) the
         names passed through from the controller's environment when set there (the
         recipe's API key names, say). Its C(config) says where O(harness_config) goes,
-        its C(state) which directories persist per project (O(harness_state)). Its other
-        keys are the image build's.
+        its C(state) which directories persist per project (O(harness_state)). Its
+        C(env_values) are variables the harness always gets (its switches for update
+        checks and telemetry) unless O(environment) or O(pass_environment) name them.
+        Its C(credential_urls) map a key variable to the variable the harness reads that
+        provider's base URL from (Claude Code, C(ANTHROPIC_BASE_URL)). With a
+        O(credentials) entry for that key variable, the session points it at the
+        entry's injector, keeping the path of an C(https://) value on the entry's host
+        given in O(environment), refusing one elsewhere. Its other keys are the image
+        build's.
     type: dict
   harness_config:
     description:
@@ -112,7 +119,8 @@ options:
       - The action plugin reads each key on the controller and sends the entries with
         their keys as JSON text. The session's own process serves them on the host's
         loopback (the injector); the sandbox reaches a provider at
-        C($AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH), and pi through its C(models.json).
+        C($AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH), pi through its C(models.json), a
+        recipe with C(credential_urls) (Claude Code) through its base-URL variable.
       - An entry whose host and port are a private allow entry's (C(host:port=address))
         sends its key to that address only, never resolving the name; an entry for such
         a name on another port fails before the session starts.

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What a session's provider credentials make of it, besides the injector itself
 (_credential_injector): the per-session placeholders, the harness's view (its variables,
-the injector's URL, pi's models.json), the gate's refusal of a placeholder sent anywhere
+the injector's URL, a recipe's base-URL variables, pi's models.json), the gate's refusal of a placeholder sent anywhere
 else, and that refusal read back from the gate's log.
 
 Pure. The sandbox only ever sees placeholders; the keys stay with the injector.
@@ -59,6 +59,26 @@ def harness_environment(placeholders, proxy_url):
     return environment
 
 
+def by_route(entries):
+    """{"host:port": entry} for ENTRIES."""
+    return dict(("%s:%d" % (entry["host"], entry["port"]), entry) for entry in entries)
+
+
+def base_urls(entries, url_variables, proxy_url, environment):
+    """{URL variable: URL} for each of ENTRIES whose variable the recipe's credential_urls
+    (URL_VARIABLES, {key variable: URL variable}) names: where the harness reads that
+    provider's base URL (Claude Code: ANTHROPIC_BASE_URL), moved to the injector. A value
+    the operator gave in ENVIRONMENT keeps its path behind the injector (it is on the
+    entry's host and port: _credentials.check_session_use refused it otherwise)."""
+    urls = {}
+    for entry in entries:
+        variable = url_variables.get(entry["variable"])
+        if variable:
+            urls[variable] = (injector_url(environment.get(variable), by_route([entry]), proxy_url)
+                              or "%s/%s" % (proxy_url, route(entry)))
+    return urls
+
+
 def pi_models(entries, proxy_url, operator_text=None):
     """pi's models.json text with each provider ENTRIES reach moved to the injector, or
     None when there is nothing to write. OPERATOR_TEXT, the operator's own models.json
@@ -68,11 +88,11 @@ def pi_models(entries, proxy_url, operator_text=None):
     whatever the operator's file said (the key goes only where its entry says)."""
     models = json.loads(operator_text) if operator_text else {}
     providers = models.setdefault("providers", {})
-    by_route = dict(("%s:%d" % (entry["host"], entry["port"]), entry) for entry in entries)
+    routes = by_route(entries)
     for provider in providers.values():
         # Shapes as _harness_config checked them: objects all the way down.
         for holder in [provider] + list(provider.get("models") or []):
-            moved = injector_url(holder.get("baseUrl"), by_route, proxy_url)
+            moved = injector_url(holder.get("baseUrl"), routes, proxy_url)
             if moved:
                 holder["baseUrl"] = moved
     for entry in entries:
@@ -84,8 +104,8 @@ def pi_models(entries, proxy_url, operator_text=None):
     return json.dumps(models, indent=2, sort_keys=True) + "\n"
 
 
-def injector_url(url, by_route, proxy_url):
-    """URL moved behind the injector when it is HTTPS to a route in BY_ROUTE
+def injector_url(url, routes, proxy_url):
+    """URL moved behind the injector when it is HTTPS to a route in ROUTES
     ({"host:port": entry}), else None."""
     if not isinstance(url, str):
         return None
@@ -94,7 +114,7 @@ def injector_url(url, by_route, proxy_url):
         port = parts.port or DEFAULT_PORT
     except ValueError:
         return None
-    entry = by_route.get("%s:%d" % ((parts.hostname or "").lower(), port))
+    entry = routes.get("%s:%d" % ((parts.hostname or "").lower(), port))
     if parts.scheme != "https" or entry is None:
         return None
     return "%s/%s%s" % (proxy_url, route(entry), parts.path.rstrip("/"))

@@ -19,7 +19,7 @@ import os
 import re
 import stat
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import DEFAULT_PORT
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import DEFAULT_PORT, by_route, injector_url
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, check_env_name)
 
@@ -167,13 +167,29 @@ def check_resolved(entries):
             for entry in check_credentials(as_values)]
 
 
-def check_session_use(entries, environment, network):
+def check_session_use(entries, environment, network, url_variables=None):
     """Refuse resolved ENTRIES a session cannot honour: a variable the ENVIRONMENT also
-    sets (the key would be its value), or a NETWORK without the gate's address."""
+    sets (the key would be its value), a base-URL variable (the recipe's credential_urls,
+    URL_VARIABLES) that two entries fill or that the ENVIRONMENT points away from the
+    entry's host and port (the placeholder would go there), or a NETWORK without the
+    gate's address."""
+    filled = {}
     for index, entry in enumerate(entries):
         if entry["variable"] in environment:
             _fail(index, "variable %s is also given in environment or pass_environment: the harness gets a "
                          "placeholder there, never a value" % entry["variable"])
+        url_variable = (url_variables or {}).get(entry["variable"])
+        if not url_variable:
+            continue
+        if url_variable in filled:
+            _fail(index, "the harness reads one base URL from %s, which %s[%d] already points at its injector"
+                         % (url_variable, OPTION, filled[url_variable]))
+        filled[url_variable] = index
+        given = environment.get(url_variable)
+        if given is not None and injector_url(given, by_route([entry]), "") is None:
+            _fail(index, "environment %s=%s is not an https:// URL on %s port %d: the harness reaches this "
+                         "provider through its injector at %s; unset it, or give https://%s[:%d]/PATH"
+                  % (url_variable, given, entry["host"], entry["port"], url_variable, entry["host"], entry["port"]))
     if entries and network != "allow":
         raise SessionInputError("%s need network allow: the sandbox reaches their injector where it reaches the "
                                 "gate (network is %s)" % (OPTION, network))

@@ -26,6 +26,9 @@ SESSION_SUBDIR = "harness-config"
 # The sandbox's home: a recipe's paths are the harness user's own.
 HOME = "/home/agent"
 NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]*/?\Z")
+# Where harnesses keep keys and subscription logins (pi's auth.json, Claude Code's
+# .credentials.json): never configuration.
+LOGIN_FILES = ("auth.json", ".credentials.json")
 
 
 def recipe_config(harness):
@@ -105,12 +108,12 @@ def check_config(files, harness):
     for entry in files:
         path, text = entry["path"], entry["text"]
         parts = path.split("/") if isinstance(path, str) else [""]
+        if parts[0] in LOGIN_FILES:
+            raise SessionInputError("%s %s is refused: keys go in aisb_credentials, logins stay in a session "
+                                    "(docs/harnesses.md)" % (OPTION, parts[0]))
         if not all(NAME.match(part) and not part.endswith("/") for part in parts):
             raise SessionInputError("%s path %r is not a relative path of plain names" % (OPTION, path))
         if parts[0] not in names or names[parts[0]] != (len(parts) > 1):
-            if parts[0] == "auth.json":
-                raise SessionInputError("%s auth.json is refused: keys go in aisb_credentials, logins stay in a "
-                                        "session (docs/harnesses.md)" % OPTION)
             raise SessionInputError("%s %s is not something this harness reads; allowed: %s"
                                     % (OPTION, path, _allowed(names)))
         if not isinstance(text, str) or "\0" in text:

@@ -25,7 +25,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, SessionInputs, build_environment, check_command, resolve_project)
+    SessionInputError, SessionInputs, build_environment, check_command, harness_credential_urls, resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
     TEAM_FILE, TeamError, check_session, read_team_file)
 
@@ -132,10 +132,11 @@ def admit(params, environ, run, interactive=False, now=None):
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
-        check_session_use(credentials, environment, network)
+        harness = params.get("harness")
+        credential_urls = harness_credential_urls(harness)
+        check_session_use(credentials, environment, network, credential_urls)
         check_private_hosts(credentials, policy.private)
         names = no_gate_names(policy) if network == "no-gate" else ()
-        harness = params.get("harness")
         allow = allow_origins(entries, params.get("allow_origins") or {}, harness)
         check_team_file(params, entries, policy, harness)
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
@@ -183,5 +184,6 @@ def admit(params, environ, run, interactive=False, now=None):
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"], credentials=credentials, harness_files=harness_files,
-        harness_mounts=harness_mounts, harness_state=harness_state, allow=allow)
+        harness_mounts=harness_mounts, harness_state=harness_state, allow=allow,
+        credential_urls=credential_urls)
     return inputs, facts, problems, warnings

@@ -80,6 +80,8 @@ class SessionInputs(typing.NamedTuple):
     harness_state: typing.Optional[typing.Dict[str, typing.Any]] = None
     # The policy's allow entries, each with its origin (_session_admission.allow_origins).
     allow: typing.List[typing.Dict[str, str]] = []
+    # The recipe's credential_urls: {key variable: the variable of its provider's base URL}.
+    credential_urls: typing.Dict[str, str] = {}
 
 
 class SessionInputError(ValueError):
@@ -249,6 +251,31 @@ def harness_command(harness, command=None, prompt=None):
         raise SessionInputError("harness command and prompt must be lists of strings, got %r and %r"
                                 % (argv, before_prompt))
     return check_command(argv + before_prompt + [prompt] if prompt is not None else argv)
+
+
+def harness_values(harness):
+    """The recipe's env_values ({name: value}: what the harness always gets, such as its
+    switches for update checks and telemetry), checked like any value; {} without them."""
+    values = (harness or {}).get("env_values") or {}
+    if not isinstance(values, dict):
+        raise SessionInputError("harness env_values must be a dict of variable names and values, got %r" % (values,))
+    for name, value in values.items():
+        check_env_name(name, "harness env_values")
+        check_env_value(name, value, "harness env_values")
+    return dict(values)
+
+
+def harness_credential_urls(harness):
+    """The recipe's credential_urls ({key variable: URL variable}: where the harness reads
+    the base URL of the provider a credential's variable is for), checked; {} without."""
+    urls = (harness or {}).get("credential_urls") or {}
+    if not isinstance(urls, dict):
+        raise SessionInputError("harness credential_urls must be a dict of a key variable and the variable of its "
+                                "provider's base URL, got %r" % (urls,))
+    for key_variable, url_variable in urls.items():
+        check_env_name(key_variable, "harness credential_urls")
+        check_env_name(url_variable, "harness credential_urls %s" % key_variable)
+    return dict(urls)
 
 
 def harness_names(harness):

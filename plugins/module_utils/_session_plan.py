@@ -132,6 +132,8 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         # The injector is reached like the gate, at the gate's address: one more pinned port.
         policy = policy._replace(pins=tuple(sorted(set(policy.pins) | {(gate[0], injector_port)})))
         injector_url = "http://%s:%s" % (gate[0], injector_port)
+        environment.update(_credential_plan.base_urls(inputs.credentials, inputs.credential_urls, injector_url,
+                                                      environment))
         environment.update(_credential_plan.harness_environment(placeholders, injector_url))
         operator_models = dict((inside, name) for name, inside in read_only_mounts).get(_credential_plan.PI_MODELS_PATH)
         models = _credential_plan.pi_models(inputs.credentials, injector_url, session_files.get(operator_models))

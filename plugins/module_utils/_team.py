@@ -83,7 +83,7 @@ def _check_value(key, value, where):
                 raise TeamError("%s %r is not one of %s" % (where, value, ", ".join(CHOICES[key])))
         elif key == "harness":
             if not (isinstance(value, str) and value) and not isinstance(value, dict):
-                raise TeamError("%s must name a recipe (pi, shell) or be a recipe (a dict), got %r" % (where, value))
+                raise TeamError("%s must name a recipe (pi, claude-code, shell) or be a recipe (a dict), got %r" % (where, value))
         elif key == "harness_config":
             if value is not None and not (isinstance(value, str) and os.path.isabs(value)):
                 raise TeamError("%s must be an absolute path on the workstation, got %r" % (where, value))

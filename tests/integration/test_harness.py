@@ -173,3 +173,28 @@ def test_pi_starts_without_downloading_anything(workstation, provider):
     assert "/usr/bin/fdfind" in transcript and "/usr/bin/rg" in transcript
     assert "Downloading" not in image and "Failed to download" not in image, image[-3000:]
     assert "bin: ls: cannot access" in transcript, "pi installed tools of its own"
+
+
+def test_pi_asks_the_network_for_nothing_at_start(workstation, provider):
+    """pi's TUI in a project it never ran in, without the operator's settings (which turn
+    its install telemetry off): the recipe's env_values turn off its version check and
+    telemetry, so the gate sees no request. The control: the same start without them."""
+    def start(prefix):
+        script = f"""
+            TERM=xterm script -qfec "stty cols 100 rows 30; exec {prefix}pi" /tmp/tui >/dev/null &
+            for _ in $(seq 240); do grep -q 'startup help' /tmp/tui 2>/dev/null && break; sleep 0.5; done
+            sleep 8
+            kill -KILL $!
+            grep -c 'startup help' /tmp/tui
+        """
+        project = f"/home/dev/src/harness-start-{uuid.uuid4().hex[:8]}"
+        workstation.sh(f"mkdir -p {project}")
+        record, transcript = finished(workstation, session(workstation, project=project, config=None,
+                                                           command=["bash", "-c", script]))
+        assert transcript.split()[-1] != "0", "pi's TUI never came up: " + transcript[-3000:]
+        return record["gate"]
+
+    gate = start("")
+    assert gate["allowed"] == [] and gate["denied"] == [], gate
+    control = start("env -u PI_SKIP_VERSION_CHECK -u PI_TELEMETRY ")
+    assert {"pi.dev:443"} <= {e["url"] for e in control["denied"]}, control

@@ -109,3 +109,28 @@ def test_the_record_keeps_the_entries_without_their_keys():
     assert report["injected"] == [] and report["elsewhere"][0]["url"] == "http://allowed.test/leak"
     assert KEY not in json.dumps(report)
     assert credentials_report(inputs(), None, log) is None
+
+
+URLS = {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL", "OPENAI_API_KEY": "OPENAI_BASE_URL"}
+
+
+def test_a_recipes_base_url_variables_lead_to_the_injector_for_their_entry():
+    """Claude Code reads ANTHROPIC_BASE_URL: the session points it at the injector's route
+    for the entry of the key variable it goes with, and the placeholder beside it."""
+    plan = _session_plan.plan_session("sid", inputs(credentials=ENTRIES, credential_urls=URLS), FACTS, 40001,
+                                      (PLACEHOLDERS, 40002))
+    environment = plan["environment"]
+    assert environment["ANTHROPIC_BASE_URL"] == "http://100.64.0.1:40002/api.anthropic.com"
+    assert environment["OPENAI_BASE_URL"] == "http://100.64.0.1:40002/models.test:9443"
+    assert environment["ANTHROPIC_API_KEY"] == "aisb-placeholder-a"
+    assert KEY not in json.dumps(plan)
+
+
+def test_an_operators_base_url_on_the_entrys_host_keeps_its_path_behind_the_injector():
+    urls = _credential_plan.base_urls(ENTRIES, URLS, "http://g:1", {"OPENAI_BASE_URL": "https://models.test:9443/v1/"})
+    assert urls == {"ANTHROPIC_BASE_URL": "http://g:1/api.anthropic.com", "OPENAI_BASE_URL": "http://g:1/models.test:9443/v1"}
+
+
+def test_without_a_recipes_base_url_variables_nothing_is_added():
+    assert _credential_plan.base_urls(ENTRIES, {}, "http://g:1", {}) == {}
+    assert "ANTHROPIC_BASE_URL" not in planned()["environment"]

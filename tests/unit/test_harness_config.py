@@ -43,6 +43,7 @@ def test_the_directory_is_read_as_the_recipe_names_it(tmp_path):
 
 @pytest.mark.parametrize("files, message", [
     ({"auth.json": "{}"}, "auth.json is refused: keys go in aisb_credentials"),
+    ({".credentials.json": "{}"}, r"\.credentials\.json is refused: keys go in aisb_credentials"),
     ({"notes.txt": "x"}, "notes.txt is not something this harness reads; allowed: AGENTS.md, models.json, "
                          "prompts/, settings.json, skills/"),
     ({"AGENTS.md/x": "x"}, "AGENTS.md/x is not something this harness reads"),

@@ -48,3 +48,58 @@ def test_options_left_unset_are_not_sent_to_the_module():
     assert "gate_path" not in module_args and "gate_image" not in module_args
     module_args, _interactive = resolve_controller_options(args(credentials=[], gate_path="tcp-forward"), {})
     assert module_args["gate_path"] == "tcp-forward"
+
+
+CLAUDE = {"command": ["claude"], "prompt": ["-p"], "env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DISABLE_X"],
+          "env_values": {"DISABLE_X": "1", "QUIET": "1"}, "credential_urls": {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL"}}
+
+
+def test_the_recipes_fixed_values_reach_the_harness_unless_the_operator_sets_them():
+    module_args, _interactive = resolve_controller_options(args(harness=CLAUDE, credentials=[]), {})
+    assert json.loads(module_args["environment"]) == {"DISABLE_X": "1", "QUIET": "1"}
+    module_args, _interactive = resolve_controller_options(
+        args(harness=CLAUDE, credentials=[], environment={"QUIET": "0"}), {"DISABLE_X": "0"})
+    assert json.loads(module_args["environment"]) == {"DISABLE_X": "0", "QUIET": "0"}
+
+
+def test_a_base_url_a_credential_fills_is_not_passed_through_from_the_controller():
+    module_args, _interactive = resolve_controller_options(
+        args(harness=CLAUDE), {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "https://elsewhere.example"})
+    assert "ANTHROPIC_BASE_URL" not in json.loads(module_args["environment"])
+
+
+@pytest.mark.parametrize("url", ["https://elsewhere.example", "http://api.anthropic.com", "https://api.anthropic.com:8443"])
+def test_an_operators_base_url_away_from_the_credentials_host_is_refused(url):
+    with pytest.raises(SessionInputError, match=r"aisb_credentials\[0\]: environment ANTHROPIC_BASE_URL=%s is not an "
+                                                r"https:// URL on api.anthropic.com port 443" % url):
+        resolve_controller_options(args(harness=CLAUDE, environment={"ANTHROPIC_BASE_URL": url}),
+                                   {"ANTHROPIC_API_KEY": KEY})
+
+
+def test_an_operators_base_url_on_the_credentials_host_is_kept():
+    module_args, _interactive = resolve_controller_options(
+        args(harness=CLAUDE, environment={"ANTHROPIC_BASE_URL": "https://api.anthropic.com/proxy"}),
+        {"ANTHROPIC_API_KEY": KEY})
+    assert json.loads(module_args["environment"])["ANTHROPIC_BASE_URL"] == "https://api.anthropic.com/proxy"
+
+
+def test_two_credentials_for_one_base_url_are_refused():
+    recipe = dict(CLAUDE, credential_urls={"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL", "TOKEN": "ANTHROPIC_BASE_URL"})
+    credentials = args()["credentials"] + [{"host": "other.example", "header": "authorization", "variable": "TOKEN",
+                                            "value": "t"}]
+    with pytest.raises(SessionInputError, match=r"aisb_credentials\[1\]: the harness reads one base URL from "
+                                                r"ANTHROPIC_BASE_URL, which aisb_credentials\[0\] already"):
+        resolve_controller_options(args(harness=recipe, credentials=credentials), {"ANTHROPIC_API_KEY": KEY})
+
+
+@pytest.mark.parametrize("recipe, message", [
+    ({"env_values": ["X"]}, "harness env_values must be a dict"),
+    ({"env_values": {"HTTPS_PROXY": "x"}}, "harness env_values name 'HTTPS_PROXY' is set by the session itself"),
+    ({"env_values": {"X": 1}}, "harness env_values X must be a string"),
+    ({"env_values": {"bad name": "1"}}, "harness env_values name 'bad name' is not a valid"),
+    ({"credential_urls": ["X"]}, "harness credential_urls must be a dict"),
+    ({"credential_urls": {"K": "NO_PROXY"}}, "harness credential_urls K name 'NO_PROXY' is set by the session"),
+])
+def test_a_bad_recipe_value_is_refused_naming_it(recipe, message):
+    with pytest.raises(SessionInputError, match=message):
+        resolve_controller_options(args(harness=dict(CLAUDE, **recipe), credentials=[]), {})

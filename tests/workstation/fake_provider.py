@@ -3,7 +3,8 @@
 plain HTTP (a local or self-hosted model server) when CERT is "-", Anthropic-compatible
 enough for pi (POST /v1/messages, streamed as server-sent events when asked). It logs
 every request's headers (one JSON line each), so what reached the provider is seen, not
-inferred.
+inferred. A request whose body holds FAIL_MARK gets an Anthropic error answer (HTTP 400,
+which harnesses do not retry): a failing run.
 
 usage: fake_provider.py ADDRESS PORT CERT|- KEY|- LOGFILE ANSWER
 """
@@ -12,6 +13,8 @@ import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FAIL_MARK = b"AISB-FAKE-PROVIDER-FAIL"
 
 
 def events(answer):
@@ -53,6 +56,15 @@ def handler_for(log, lock, answer):
         def do_POST(self):
             body = self._body()
             self._log(body)
+            if FAIL_MARK in body:
+                reply = json.dumps({"type": "error", "error": {
+                    "type": "invalid_request_error", "message": "fake provider refused: %s" % FAIL_MARK.decode()}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+                return
             try:
                 stream = bool(json.loads(body or b"{}").get("stream"))
             except ValueError:

@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Every harness recipe's image and warm start (issue 16 item 8).
+
+usage: python3 bench/recipes.py [RUNS]   (as root on the build machine; default 3 runs;
+bench/run runs it with the rest)
+
+For each recipe in roles/image/vars/main.yml's image_recipes, in a provisioned
+workstation:
+  - its image's build, cold from the cached base image (once: minutes; the recipe's
+    image is removed first when it exists, and podman's rmi takes its build layers
+    with it), as the image role's content_image reports it, and the image's size
+    beside the base image's;
+  - the warm session start: run_agent.yml, wall time, headless with a trivial prompt
+    against the fake provider (tests/workstation/fake_provider.py, Anthropic Messages,
+    its key injected for ANTHROPIC_API_KEY) when the recipe answers it that way; else
+    the harness's `--version`, and the row says which. Beside it, run_agent.yml with the
+    command `true` on the same image: the session without the harness.
+A measurement, not a test: it asserts nothing.
+"""
+
+import json
+import re
+import sys
+import uuid
+
+import yaml
+
+from measure import REPO, median, playbook_argv, row, run_alone, timed
+from scenario import ANSIBLE_ENV, PROVISION_VARS, Internet, operator_vars
+from sessions import record_of
+
+# providers.py takes the test CA's certificates from tests/.
+sys.path.insert(0, str(REPO / "tests"))
+from providers import NAME as PROVIDER, PORT as PROVIDER_PORT, fake_provider  # noqa: E402  pylint: disable=wrong-import-position
+
+PROJECT = "/home/dev/bench-recipes"
+BUILD_PLAY = "/home/dev/bench-recipe-image.yml"
+# The image role alone, as run_agent.yml includes it, saying what it built and how long it took.
+PLAY = """- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Build the recipe's image
+      ansible.builtin.include_role:
+        name: aisb.sandbox.image
+      vars:
+        image_state_dir: /home/dev/.local/state/aisb
+    - name: Say what was built
+      ansible.builtin.debug:
+        msg: "BENCH-IMAGE {{ ansible_facts['aisb_sandbox_image'] }} {{ image_build.seconds | default('none') }}"
+"""
+ANSWER = "BENCH-RECIPE-ANSWER"
+PROMPT = "Say the answer."
+KEY = "sk-bench-" + uuid.uuid4().hex
+CREDENTIALS = [{"host": PROVIDER, "port": PROVIDER_PORT, "header": "x-api-key", "variable": "ANTHROPIC_API_KEY",
+                "value": KEY}]
+
+
+def recipes():
+    """The recipes' names and their recipes, as the image role has them."""
+    return yaml.safe_load((REPO / "roles" / "image" / "vars" / "main.yml").read_text())["image_recipes"]
+
+
+def build(ws, name):
+    """(tag, seconds) of one build of recipe NAME's image; seconds is None when none was built."""
+    done = ws.run(["ansible-playbook", BUILD_PLAY, "-e", operator_vars(ws), "-e", f"aisb_harness={name}"],
+                  env=ANSIBLE_ENV, timeout=3600)
+    tag, seconds = re.search(r"BENCH-IMAGE (\S+) (\S+)\"", done.stdout).groups()
+    return tag, None if seconds == "none" else float(seconds)
+
+
+def cold_build(ws, name):
+    """(tag, seconds) of a build of NAME's image from the cached base alone."""
+    tag, seconds = build(ws, name)
+    if seconds is None:
+        ws.run(["podman", "rmi", tag])
+        tag, seconds = build(ws, name)
+    return tag, seconds
+
+
+def size(ws, image):
+    """IMAGE's size in MB (podman's, 10^6 bytes)."""
+    return int(ws.run(["podman", "image", "inspect", "--format", "{{.Size}}", image]).stdout) / 1e6
+
+
+def session_argv(ws, name, *extra):
+    return playbook_argv(ws, "run_agent", "-e", f"aisb_harness={name}", "-e", f"project={PROJECT}",
+                         "-e", json.dumps({"aisb_credentials": CREDENTIALS}), *extra)
+
+
+def trivial_run(ws, name, recipe):
+    """(what the run is, its run_agent.yml arguments): a prompt answered by the fake
+    provider when one session of it shows the answer, else the harness's --version."""
+    prompted = session_argv(ws, name, "-e", f"prompt={PROMPT}")
+    done = ws.run(prompted, env=ANSIBLE_ENV, check=False, timeout=1800)
+    if done.returncode == 0 and ANSWER in ws.path(record_of(ws, done.stdout)["transcript"]).read_text():
+        return "a prompt answered by the fake provider", prompted
+    version = recipe["command"] + ["--version"]
+    return "`%s`" % " ".join(version), session_argv(ws, name, "-e", json.dumps({"command": version}))
+
+
+def measure(ws, runs):
+    """Figure rows for a provisioned workstation WS."""
+    ws.sh(f"mkdir -p {PROJECT}")
+    ws.path(BUILD_PLAY).write_text(PLAY)
+    base_size = size(ws, PROVISION_VARS["aisb_base_image"])
+    rows = []
+    internet = Internet(ws).start()
+    try:
+        with fake_provider(ws, internet, ANSWER):
+            for name, recipe in recipes().items():
+                tag, seconds = cold_build(ws, name)
+                rows.append(row("recipes", f"{name}: image build, cold from the cached base", round(seconds), "s",
+                                runs=1, samples=[seconds]))
+                rows.append(row("recipes", f"{name}: image size", round(size(ws, tag)), "MB", round(base_size),
+                                "the base image"))
+                what, argv = trivial_run(ws, name, recipe)
+                floor_runs = timed(ws, session_argv(ws, name, "-e", json.dumps({"command": ["true"]})), runs)
+                start_runs = timed(ws, argv, runs)
+                rows.append(row("recipes", f"{name}: `run_agent.yml` warm, {what}", round(median(start_runs), 2),
+                                "s", round(median(floor_runs), 2), "the same with the command `true`", runs=runs,
+                                samples=start_runs, floor_samples=floor_runs))
+    finally:
+        internet.stop()
+    return rows
+
+
+if __name__ == "__main__":
+    run_alone(measure, 3)
