@@ -31,7 +31,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import c
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, harness_command, harness_names)
+    SessionInputError, build_environment, environment_values, harness_command, harness_names, harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import playbook_terminal
@@ -69,11 +69,16 @@ def resolve_controller_options(args, controller_env):
     harness_config = read_config(directory, harness)
     names = args["pass_environment"]
     placeholders = set(entry["variable"] for entry in credentials)
+    given = environment_values(args["environment"])
     optional = [n for n in harness_names(harness) if n in controller_env and n not in names
-                and n not in args["environment"] and n not in placeholders]
+                and n not in given and n not in placeholders]
+    # The recipe's fixed values, under the operator's own and the placeholders.
+    values = dict((n, v) for n, v in harness_values(harness).items()
+                  if n not in names and n not in optional and n not in placeholders)
+    values.update(given)
     # Values named in variables, plus names passed through from this controller's
     # environment: nothing else reaches the sandbox.
-    environment = build_environment(args["environment"], names + optional, controller_env)
+    environment = build_environment(values, names + optional, controller_env)
     # Here too, not only at admission: a refused key never leaves the controller.
     check_session_use(credentials, environment, args.get("network", "allow"))
     interactive = args["interactive"]

@@ -34,15 +34,28 @@ def recipe_config(harness):
     config = (harness or {}).get("config")
     if config is None:
         return None
-    if not isinstance(config, dict) or set(config) != {"dir", "names"}:
-        raise SessionInputError("harness config must be a dict with dir and names, got %r" % (config,))
+    if not isinstance(config, dict) or not {"dir", "names"} <= set(config) <= {"dir", "names", "endpoints"}:
+        raise SessionInputError("harness config must be a dict with dir, names and optionally endpoints, got %r"
+                                % (config,))
     inside, names = config["dir"], config["names"]
     if not isinstance(inside, str) or posixpath.normpath(inside) != inside or not inside.startswith(HOME + "/"):
         raise SessionInputError("harness config dir %r must be a normalised path under %s" % (inside, HOME))
     if not isinstance(names, list) or not all(isinstance(n, str) and NAME.match(n) for n in names):
         raise SessionInputError("harness config names must be plain file names (a directory's ending in /), got %r"
                                 % (names,))
+    endpoints = config.get("endpoints", [])
+    if not isinstance(endpoints, list) or not all(isinstance(n, str) and n in names and not n.endswith("/")
+                                                  for n in endpoints):
+        raise SessionInputError("harness config endpoints must be file names among its names, got %r"
+                                % (endpoints,))
     return inside, dict((n.rstrip("/"), n.endswith("/")) for n in names)
+
+
+def endpoint_paths(files, harness):
+    """The paths of checked FILES in which a session with credentials moves the provider
+    URLs behind the injector: the recipe's config.endpoints (codex's config.toml, ...)."""
+    endpoints = set((harness or {}).get("config", {}).get("endpoints", []))
+    return [f["path"] for f in files if f["path"] in endpoints]
 
 
 def _allowed(names):

@@ -76,6 +76,8 @@ class SessionInputs(typing.NamedTuple):
     # session's directory, path inside).
     harness_files: typing.List[typing.Dict[str, str]] = []
     harness_mounts: typing.List[typing.Tuple[str, str]] = []
+    # Their paths whose provider URLs a session with credentials moves to the injector.
+    harness_endpoints: typing.List[str] = []
     # _harness_state.plan: the project's kept directories, or None.
     harness_state: typing.Optional[typing.Dict[str, typing.Any]] = None
 
@@ -247,6 +249,18 @@ def harness_command(harness, command=None, prompt=None):
         raise SessionInputError("harness command and prompt must be lists of strings, got %r and %r"
                                 % (argv, before_prompt))
     return check_command(argv + before_prompt + [prompt] if prompt is not None else argv)
+
+
+def harness_values(harness):
+    """The recipe's env_values ({NAME: value}, fixed values the harness gets), checked
+    like the operator's environment."""
+    values = (harness or {}).get("env_values") or {}
+    if not isinstance(values, dict):
+        raise SessionInputError("harness env_values must be a dict of names and values, got %r" % (values,))
+    for name, value in values.items():
+        check_env_name(name, "harness env_values")
+        check_env_value(name, value, "harness env_values")
+    return values
 
 
 def harness_names(harness):
