@@ -48,3 +48,19 @@ def test_options_left_unset_are_not_sent_to_the_module():
     assert "gate_path" not in module_args and "gate_image" not in module_args
     module_args, _interactive = resolve_controller_options(args(credentials=[], gate_path="tcp-forward"), {})
     assert module_args["gate_path"] == "tcp-forward"
+
+
+def test_a_recipes_fixed_values_yield_to_the_operators_and_to_a_placeholder():
+    recipe = dict(RECIPE, env_values={"OPENCODE_DISABLE_MODELS_FETCH": "1", "TUNED": "recipe",
+                                      "ANTHROPIC_API_KEY": "recipe"})
+    module_args, _interactive = resolve_controller_options(
+        args(harness=recipe, environment={"TUNED": "operator"}), {"ANTHROPIC_API_KEY": KEY})
+    assert json.loads(module_args["environment"]) == {"OPENCODE_DISABLE_MODELS_FETCH": "1", "TUNED": "operator"}
+
+
+@pytest.mark.parametrize("values, message", [
+    (["A"], "must be a dict"), ({"HTTPS_PROXY": "x"}, "set by the session itself"),
+    ({"1A": "x"}, "not a valid environment variable name"), ({"A": 1}, "A must be a string")])
+def test_a_recipes_bad_fixed_values_are_refused_by_name(values, message):
+    with pytest.raises(SessionInputError, match="harness env_values.*" + message):
+        resolve_controller_options(args(harness=dict(RECIPE, env_values=values), credentials=[]), {})
