@@ -26,6 +26,10 @@ SESSION_SUBDIR = "harness-config"
 # The sandbox's home: a recipe's paths are the harness user's own.
 HOME = "/home/agent"
 NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]*/?\Z")
+# codex's config.toml: a provider's literal key (its env_key names a variable instead).
+CODEX_TOKEN = re.compile(r"experimental_bearer_token", re.I)
+# opencode.json: a provider's apiKey is a variable's value ({env:NAME}), never the key.
+OPENCODE_ENV_KEY = re.compile(r"\A\{env:[A-Za-z_][A-Za-z0-9_]*\}\Z")
 
 
 def recipe_config(harness):
@@ -133,6 +137,9 @@ def check_config(files, harness):
             raise SessionInputError("%s holds more than %d bytes" % (OPTION, MAX_BYTES))
         if len(parts) == 1 and path.endswith(".json"):
             _check_json(path, text)
+        if path == "config.toml" and CODEX_TOKEN.search(text):
+            raise SessionInputError("%s config.toml sets experimental_bearer_token, a key in the configuration: "
+                                    "name its variable in env_key and give the key in aisb_credentials" % OPTION)
     return sorted(files, key=lambda f: f["path"])
 
 
@@ -143,6 +150,12 @@ def _check_json(path, text):
         raise SessionInputError("%s %s is not JSON: %s" % (OPTION, path, error))
     if not isinstance(value, dict):
         raise SessionInputError("%s %s must hold a JSON object" % (OPTION, path))
+    if path == "opencode.json":
+        for where, key in opencode_api_keys(value):
+            if not isinstance(key, str) or not OPENCODE_ENV_KEY.match(key):
+                raise SessionInputError(
+                    "%s opencode.json %s must be {env:NAME}, not a key: keys go in aisb_credentials (the harness "
+                    "gets a placeholder in that variable)" % (OPTION, where))
     if path == "models.json":
         providers = value.get("providers", {})
         if not isinstance(providers, dict) or not all(
@@ -156,6 +169,15 @@ def _check_json(path, text):
                 raise SessionInputError(
                     "%s models.json %s must name an environment variable, not hold a key or a command: keys go in "
                     "aisb_credentials (the harness gets a placeholder in that variable)" % (OPTION, where))
+
+
+def opencode_api_keys(config):
+    """(where, value) for every provider's options.apiKey in opencode's CONFIG."""
+    providers = config.get("provider", {})
+    for name, provider in sorted(providers.items() if isinstance(providers, dict) else []):
+        options = provider.get("options") if isinstance(provider, dict) else None
+        if isinstance(options, dict) and "apiKey" in options:
+            yield "provider.%s.options.apiKey" % name, options["apiKey"]
 
 
 def api_keys(models):

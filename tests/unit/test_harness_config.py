@@ -183,3 +183,23 @@ def test_endpoints_must_be_files_the_recipe_names():
             _harness_config.recipe_config(recipe)
     with pytest.raises(SessionInputError, match="optionally endpoints"):
         _harness_config.recipe_config({"config": {"dir": "/home/agent/.codex", "names": [], "extra": 1}})
+
+
+OPENCODE = {"command": ["opencode"], "config": {"dir": "/home/agent/.config/opencode", "names": ["opencode.json"]}}
+
+
+@pytest.mark.parametrize("recipe, files, message", [
+    (CODEX, {"config.toml": '[model_providers.p]\nexperimental_bearer_token = "sk-live"\n'},
+     "config.toml sets experimental_bearer_token"),
+    (OPENCODE, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "sk-live-123"}}}})},
+     r"provider.p.options.apiKey must be \{env:NAME\}"),
+    (OPENCODE, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "{env:A} sk-live"}}}})},
+     r"provider.p.options.apiKey must be"),
+])
+def test_a_key_in_codex_or_opencode_configuration_is_refused_by_name(tmp_path, recipe, files, message):
+    write(tmp_path, files)
+    with pytest.raises(SessionInputError, match="aisb_harness_config.*" + message):
+        _harness_config.read_config(str(tmp_path), recipe)
+    write(tmp_path, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "{env:P_KEY}"}}}}),
+                     "config.toml": 'env_key = "P_KEY"\n'})
+    assert _harness_config.check_config([{"path": p, "text": (tmp_path / p).read_text()} for p in files], recipe)
