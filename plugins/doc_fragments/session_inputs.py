@@ -57,7 +57,7 @@ options:
         C(themes/)), as UTF-8 text, without links, 4 MiB at most. JSON files must hold an
         object; a C(models.json) C(apiKey) must name a variable, an C(opencode.json)
         C(apiKey) be C({env:NAME}), and a C(config.toml) (codex) hold no
-        C(experimental_bearer_token): never a key.
+        C(experimental_bearer_token), never a key.
       - The action plugin reads and checks it on the controller and sends its files as
         JSON text; the session writes them into its directory and mounts each read-only
         where the harness reads it. With O(credentials), pi's C(models.json) is the
