@@ -61,11 +61,16 @@ options:
         names (pi, C(~/.pi/agent)'s C(settings.json), C(models.json), C(keybindings.json),
         C(AGENTS.md), C(SYSTEM.md), C(APPEND_SYSTEM.md), C(prompts/), C(skills/),
         C(themes/)), as UTF-8 text, without links, 4 MiB at most. JSON files must hold an
-        object; a C(models.json) C(apiKey) must name a variable, never hold a key.
+        object; a C(models.json) C(apiKey) must name a variable, an C(opencode.json)
+        C(apiKey) be C({env:NAME}), and a C(config.toml) (codex) hold no
+        C(experimental_bearer_token), never a key.
       - The action plugin reads and checks it on the controller and sends its files as
         JSON text; the session writes them into its directory and mounts each read-only
         where the harness reads it. With O(credentials), pi's C(models.json) is the
-        operator's with the credentials' providers moved to the injector.
+        operator's with the credentials' providers moved to the injector, and in the
+        recipe's C(config.endpoints) files (codex's C(config.toml), opencode's
+        C(opencode.json)) every C(https://HOST[:PORT]) URL of a credential's provider
+        is moved behind the injector.
       - See docs/harnesses.md.
     type: raw
   harness_state:

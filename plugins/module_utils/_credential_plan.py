@@ -104,6 +104,20 @@ def pi_models(entries, proxy_url, operator_text=None):
     return json.dumps(models, indent=2, sort_keys=True) + "\n"
 
 
+def moved_urls(text, entries, proxy_url):
+    """TEXT (a harness's configuration, any format) with every https:// URL on an entry's
+    host and port moved behind the injector, its path kept: https://HOST[:PORT]/v1 becomes
+    PROXY_URL/HOST[:PORT]/v1. The host must end there (a longer name or another port is
+    someone else's)."""
+    for entry in entries:
+        port = ":%d" % entry["port"]
+        pattern = re.compile(r"https://%s(?:%s)%s(?=[/\"'\s]|\Z)" % (
+            re.escape(entry["host"]), re.escape(port), "?" if entry["port"] == DEFAULT_PORT else ""), re.I)
+        moved = "%s/%s" % (proxy_url, route(entry))
+        text = pattern.sub(lambda _match, moved=moved: moved, text)
+    return text
+
+
 def injector_url(url, routes, proxy_url):
     """URL moved behind the injector when it is HTTPS to a route in ROUTES
     ({"host:port": entry}), else None."""

@@ -29,6 +29,10 @@ NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]*/?\Z")
 # Where harnesses keep keys and subscription logins (pi's auth.json, Claude Code's
 # .credentials.json): never configuration.
 LOGIN_FILES = ("auth.json", ".credentials.json")
+# codex's config.toml: a provider's literal key (its env_key names a variable instead).
+CODEX_TOKEN = re.compile(r"experimental_bearer_token", re.I)
+# opencode.json: a provider's apiKey is a variable's value ({env:NAME}), never the key.
+OPENCODE_ENV_KEY = re.compile(r"\A\{env:[A-Za-z_][A-Za-z0-9_]*\}\Z")
 
 
 def recipe_config(harness):
@@ -37,15 +41,28 @@ def recipe_config(harness):
     config = (harness or {}).get("config")
     if config is None:
         return None
-    if not isinstance(config, dict) or set(config) != {"dir", "names"}:
-        raise SessionInputError("harness config must be a dict with dir and names, got %r" % (config,))
+    if not isinstance(config, dict) or not {"dir", "names"} <= set(config) <= {"dir", "names", "endpoints"}:
+        raise SessionInputError("harness config must be a dict with dir, names and optionally endpoints, got %r"
+                                % (config,))
     inside, names = config["dir"], config["names"]
     if not isinstance(inside, str) or posixpath.normpath(inside) != inside or not inside.startswith(HOME + "/"):
         raise SessionInputError("harness config dir %r must be a normalised path under %s" % (inside, HOME))
     if not isinstance(names, list) or not all(isinstance(n, str) and NAME.match(n) for n in names):
         raise SessionInputError("harness config names must be plain file names (a directory's ending in /), got %r"
                                 % (names,))
+    endpoints = config.get("endpoints", [])
+    if not isinstance(endpoints, list) or not all(isinstance(n, str) and n in names and not n.endswith("/")
+                                                  for n in endpoints):
+        raise SessionInputError("harness config endpoints must be file names among its names, got %r"
+                                % (endpoints,))
     return inside, dict((n.rstrip("/"), n.endswith("/")) for n in names)
+
+
+def endpoint_paths(files, harness):
+    """The paths of checked FILES in which a session with credentials moves the provider
+    URLs behind the injector: the recipe's config.endpoints (codex's config.toml, ...)."""
+    endpoints = set((harness or {}).get("config", {}).get("endpoints", []))
+    return [f["path"] for f in files if f["path"] in endpoints]
 
 
 def _allowed(names):
@@ -123,6 +140,9 @@ def check_config(files, harness):
             raise SessionInputError("%s holds more than %d bytes" % (OPTION, MAX_BYTES))
         if len(parts) == 1 and path.endswith(".json"):
             _check_json(path, text)
+        if path == "config.toml" and CODEX_TOKEN.search(text):
+            raise SessionInputError("%s config.toml sets experimental_bearer_token, a key in the configuration: "
+                                    "name its variable in env_key and give the key in aisb_credentials" % OPTION)
     return sorted(files, key=lambda f: f["path"])
 
 
@@ -133,6 +153,12 @@ def _check_json(path, text):
         raise SessionInputError("%s %s is not JSON: %s" % (OPTION, path, error))
     if not isinstance(value, dict):
         raise SessionInputError("%s %s must hold a JSON object" % (OPTION, path))
+    if path == "opencode.json":
+        for where, key in opencode_api_keys(value):
+            if not isinstance(key, str) or not OPENCODE_ENV_KEY.match(key):
+                raise SessionInputError(
+                    "%s opencode.json %s must be {env:NAME}, not a key: keys go in aisb_credentials (the harness "
+                    "gets a placeholder in that variable)" % (OPTION, where))
     if path == "models.json":
         providers = value.get("providers", {})
         if not isinstance(providers, dict) or not all(
@@ -146,6 +172,15 @@ def _check_json(path, text):
                 raise SessionInputError(
                     "%s models.json %s must name an environment variable, not hold a key or a command: keys go in "
                     "aisb_credentials (the harness gets a placeholder in that variable)" % (OPTION, where))
+
+
+def opencode_api_keys(config):
+    """(where, value) for every provider's options.apiKey in opencode's CONFIG."""
+    providers = config.get("provider", {})
+    for name, provider in sorted(providers.items() if isinstance(providers, dict) else []):
+        options = provider.get("options") if isinstance(provider, dict) else None
+        if isinstance(options, dict) and "apiKey" in options:
+            yield "provider.%s.options.apiKey" % name, options["apiKey"]
 
 
 def api_keys(models):

@@ -141,6 +141,7 @@ def admit(params, environ, run, interactive=False, now=None):
         check_team_file(params, entries, policy, harness)
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
+        harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
     except (SessionInputError, PolicyError, TeamError) as error:
         return None, None, [str(error)], warnings
@@ -184,6 +185,6 @@ def admit(params, environ, run, interactive=False, now=None):
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"], credentials=credentials, harness_files=harness_files,
-        harness_mounts=harness_mounts, harness_state=harness_state, allow=allow,
+        harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
         credential_urls=credential_urls)
     return inputs, facts, problems, warnings

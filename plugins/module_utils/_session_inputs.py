@@ -76,6 +76,8 @@ class SessionInputs(typing.NamedTuple):
     # session's directory, path inside).
     harness_files: typing.List[typing.Dict[str, str]] = []
     harness_mounts: typing.List[typing.Tuple[str, str]] = []
+    # Their paths whose provider URLs a session with credentials moves to the injector.
+    harness_endpoints: typing.List[str] = []
     # _harness_state.plan: the project's kept directories, or None.
     harness_state: typing.Optional[typing.Dict[str, typing.Any]] = None
     # The policy's allow entries, each with its origin (_session_admission.allow_origins).

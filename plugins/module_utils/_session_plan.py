@@ -124,8 +124,9 @@ def plan_session(session_id, inputs, facts, port, injector=None):
     policy = inputs.policy
     environment = dict(inputs.environment)
     environment.update(proxy_environment(proxy_url, [gate[0]] if injector_port else []))
-    # The operator's harness configuration, then pi's models.json from the credentials:
-    # merged into the operator's when both go to the same path.
+    # The operator's harness configuration, its provider URLs moved behind the injector
+    # in the recipe's endpoint files, then pi's models.json from the credentials: merged
+    # into the operator's when both go to the same path.
     session_files = dict((posixpath.join(SESSION_SUBDIR, f["path"]), f["text"]) for f in inputs.harness_files)
     read_only_mounts = list(inputs.harness_mounts)
     if injector_port:
@@ -135,6 +136,9 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         environment.update(_credential_plan.base_urls(inputs.credentials, inputs.credential_urls, injector_url,
                                                       environment))
         environment.update(_credential_plan.harness_environment(placeholders, injector_url))
+        for path in inputs.harness_endpoints:
+            name = posixpath.join(SESSION_SUBDIR, path)
+            session_files[name] = _credential_plan.moved_urls(session_files[name], inputs.credentials, injector_url)
         operator_models = dict((inside, name) for name, inside in read_only_mounts).get(_credential_plan.PI_MODELS_PATH)
         models = _credential_plan.pi_models(inputs.credentials, injector_url, session_files.get(operator_models))
         if operator_models:

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from fake_provider import FAIL_MARK
 from providers import NAME, PORT, fake_provider
 from sessions import record_of, run_agent
 from workstation import AISB_STATE
@@ -21,8 +22,6 @@ CONFIG = "/home/dev/claude-config"
 TAG = uuid.uuid4().hex[:8]
 ANSWER = "FAKE-CLAUDE-ANSWER-" + TAG
 KEY = "sk-aisb-claude-" + uuid.uuid4().hex
-# The fake provider answers a request holding this with HTTP 400 (fake_provider.FAIL_MARK).
-FAIL_MARK = "AISB-FAKE-PROVIDER-FAIL"
 MARKS = {name: "%s-MARK-%s" % (name.upper(), TAG) for name in ("memory", "command")}
 CLAUDE_DIR = "/home/agent/.claude"
 HARNESS = ["-e", "aisb_harness=claude-code"]

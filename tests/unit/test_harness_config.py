@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _harness_config, _session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 
 from test_session_plan import FACTS, inputs
@@ -130,3 +130,77 @@ def test_a_built_in_provider_goes_where_its_credential_says():
                       credentials=[entry]), FACTS, 40001, ({"ANTHROPIC_API_KEY": "aisb-placeholder-a"}, 40002))
     merged = json.loads(dict(plan["session_files"])["harness-config/models.json"])
     assert merged["providers"]["anthropic"]["baseUrl"] == "http://100.64.0.1:40002/models.test:9443"
+
+
+CODEX = {"command": ["codex"], "config": {"dir": "/home/agent/.codex", "names": ["config.toml", "AGENTS.md"],
+                                          "endpoints": ["config.toml"]}}
+CONFIG_TOML = """model_provider = "fake"
+[model_providers.fake]
+base_url = "https://models.test:9443/v1"
+[model_providers.near]
+base_url = "https://models.test:9444/v1"
+[model_providers.longer]
+base_url = "https://models.test.evil:9443/v1"
+[model_providers.plain]
+base_url = "http://models.test:9443/v1"
+"""
+
+
+def codex_plan(files, credentials):
+    return _session_plan.plan_session(
+        "sid", inputs(harness_files=files, harness_mounts=_harness_config.mounts(files, CODEX),
+                      harness_endpoints=_harness_config.endpoint_paths(files, CODEX), credentials=credentials),
+        FACTS, 40001, ({"FAKE_KEY": "aisb-placeholder-a"}, 40002))
+
+
+def test_an_endpoint_files_provider_urls_go_behind_the_injector_and_nothing_else():
+    files = [{"path": "AGENTS.md", "text": "see https://models.test:9443/v1"},
+             {"path": "config.toml", "text": CONFIG_TOML}]
+    written = dict(codex_plan(files, [ENTRY])["session_files"])
+    assert written["harness-config/config.toml"] == CONFIG_TOML.replace(
+        '"https://models.test:9443/v1"', '"http://100.64.0.1:40002/models.test:9443/v1"')
+    # Not an endpoint file: as the operator wrote it.
+    assert written["harness-config/AGENTS.md"] == "see https://models.test:9443/v1"
+
+
+@pytest.mark.parametrize("url, moved", [
+    ("https://api.openai.com/v1", "http://100.64.0.1:40002/api.openai.com/v1"),
+    ("https://API.openai.com:443/v1", "http://100.64.0.1:40002/api.openai.com/v1"),
+    ("https://api.openai.com", "http://100.64.0.1:40002/api.openai.com"),
+    ("https://api.openai.com:8443/v1", None), ("https://api.openai.com.evil/v1", None),
+    ("https://xapi.openai.com/v1", None), ("http://api.openai.com/v1", None)])
+def test_only_https_on_the_entrys_own_host_and_port_moves(url, moved):
+    entry = dict(ENTRY, host="api.openai.com", port=443)
+    text = 'base_url = "%s"\n' % url
+    assert _credential_plan.moved_urls(text, [entry], "http://100.64.0.1:40002") == (
+        'base_url = "%s"\n' % moved if moved else text)
+
+
+def test_endpoints_must_be_files_the_recipe_names():
+    for endpoints in (["auth.json"], ["prompts/"], "config.toml"):
+        recipe = {"config": {"dir": "/home/agent/.codex", "names": ["config.toml", "prompts/"],
+                             "endpoints": endpoints}}
+        with pytest.raises(SessionInputError, match="endpoints must be file names among its names"):
+            _harness_config.recipe_config(recipe)
+    with pytest.raises(SessionInputError, match="optionally endpoints"):
+        _harness_config.recipe_config({"config": {"dir": "/home/agent/.codex", "names": [], "extra": 1}})
+
+
+OPENCODE = {"command": ["opencode"], "config": {"dir": "/home/agent/.config/opencode", "names": ["opencode.json"]}}
+
+
+@pytest.mark.parametrize("recipe, files, message", [
+    (CODEX, {"config.toml": '[model_providers.p]\nexperimental_bearer_token = "sk-live"\n'},
+     "config.toml sets experimental_bearer_token"),
+    (OPENCODE, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "sk-live-123"}}}})},
+     r"provider.p.options.apiKey must be \{env:NAME\}"),
+    (OPENCODE, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "{env:A} sk-live"}}}})},
+     r"provider.p.options.apiKey must be"),
+])
+def test_a_key_in_codex_or_opencode_configuration_is_refused_by_name(tmp_path, recipe, files, message):
+    write(tmp_path, files)
+    with pytest.raises(SessionInputError, match="aisb_harness_config.*" + message):
+        _harness_config.read_config(str(tmp_path), recipe)
+    write(tmp_path, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "{env:P_KEY}"}}}}),
+                     "config.toml": 'env_key = "P_KEY"\n'})
+    assert _harness_config.check_config([{"path": p, "text": (tmp_path / p).read_text()} for p in files], recipe)
