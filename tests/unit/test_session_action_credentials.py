@@ -103,17 +103,11 @@ def test_two_credentials_for_one_base_url_are_refused():
 def test_a_bad_recipe_value_is_refused_naming_it(recipe, message):
     with pytest.raises(SessionInputError, match=message):
         resolve_controller_options(args(harness=dict(CLAUDE, **recipe), credentials=[]), {})
+
+
 def test_a_recipes_fixed_values_yield_to_the_operators_and_to_a_placeholder():
     recipe = dict(RECIPE, env_values={"OPENCODE_DISABLE_MODELS_FETCH": "1", "TUNED": "recipe",
                                       "ANTHROPIC_API_KEY": "recipe"})
     module_args, _interactive = resolve_controller_options(
         args(harness=recipe, environment={"TUNED": "operator"}), {"ANTHROPIC_API_KEY": KEY})
     assert json.loads(module_args["environment"]) == {"OPENCODE_DISABLE_MODELS_FETCH": "1", "TUNED": "operator"}
-
-
-@pytest.mark.parametrize("values, message", [
-    (["A"], "must be a dict"), ({"HTTPS_PROXY": "x"}, "set by the session itself"),
-    ({"1A": "x"}, "not a valid environment variable name"), ({"A": 1}, "A must be a string")])
-def test_a_recipes_bad_fixed_values_are_refused_by_name(values, message):
-    with pytest.raises(SessionInputError, match="harness env_values.*" + message):
-        resolve_controller_options(args(harness=dict(RECIPE, env_values=values), credentials=[]), {})
