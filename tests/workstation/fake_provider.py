@@ -89,11 +89,12 @@ def messages_reply(answer):
 
 
 def error_reply(path):
-    """A 400 in the shape of PATH's API: the harness must report it and fail."""
+    """A 400 in the shape of PATH's API, its message naming FAIL_MARK (the harness must
+    report it, so a test sees the provider's own answer in the transcript, and fail)."""
+    message = "fake provider refused: %s" % FAIL_MARK
     if path.rstrip("/").endswith("/messages"):
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": "fake provider refused"}}
-    return {"error": {"message": "fake provider refused", "type": "invalid_request_error", "param": None,
-                      "code": "fake_refusal"}}
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "fake_refusal"}}
 
 
 def handler_for(log, lock, answer):
