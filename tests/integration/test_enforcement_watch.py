@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from sessions import (PROJECT, images_and_policy, newest, processes, record_of, run_agent, session_containers,
+from sessions import (PROJECT, images_and_policy, processes, provisioned_sandbox_image, record_of, run_agent, session_containers,
                       session_module, start_in_background)
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
@@ -41,7 +41,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def weakened_image(workstation):
     """The sandbox image with a setpriv that leaves the harness NET_ADMIN."""
-    base = newest(workstation, "localhost/aisb-sandbox")
+    base = provisioned_sandbox_image(workstation)
     context = "/home/dev/weakened-context"
     workstation.sh(f"rm -rf {context} && mkdir -p {context}")
     workstation.path(f"{context}/setpriv").write_text(WEAKENED_SETPRIV)

@@ -12,7 +12,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _podman as pod
 from ansible_collections.aisb.sandbox.plugins.module_utils import _policy as policy_lib
 from ansible_collections.aisb.sandbox.plugins.module_utils import _squid as squid_lib
 from scenario import closed_port, free_port, provision, task_status
-from sessions import built_images, newest
+from sessions import built_images, newest, provisioned_sandbox_image
 from workstation import BASE_IMAGE, REPO
 
 GATE_ADDR = "100.64.0.1"
@@ -26,7 +26,7 @@ def provision_with(ws, extra_vars):
 
 @pytest.fixture(scope="module")
 def sandbox_image(workstation):
-    return newest(workstation, "localhost/aisb-sandbox")
+    return provisioned_sandbox_image(workstation)
 
 
 @pytest.fixture(scope="module")

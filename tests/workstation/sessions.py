@@ -64,12 +64,25 @@ def built_images(ws):
     return found
 
 
-def newest(ws, repository):
-    """The tag of REPOSITORY's most recently built image."""
+def newest(ws, repository, command=None):
+    """The tag of REPOSITORY's most recently built image; with COMMAND, of the sandbox
+    images built for the recipe whose command that is (the workstation holds one image
+    per recipe a test built)."""
     candidates = [(created, name) for name, (_id, created) in built_images(ws).items()
-                  if name.startswith(repository + ":")]
-    assert candidates, f"no {repository} image"
+                  if name.startswith(repository + ":") and (command is None or recipe_command(ws, name) == command)]
+    assert candidates, f"no {repository} image" + (f" for the command {command}" if command else "")
     return max(candidates)[1]
+
+
+def recipe_command(ws, image):
+    """The command of the harness recipe IMAGE was built for (its hashed inputs' label)."""
+    labels = json.loads(ws.run(["podman", "image", "inspect", "--format", "{{json .Labels}}", image]).stdout)
+    return json.loads(labels["io.aisb.inputs"])["extra"]["recipe"]["command"]
+
+
+def provisioned_sandbox_image(ws):
+    """The newest sandbox image of the recipe provisioning builds (pi, the default)."""
+    return newest(ws, "localhost/aisb-sandbox", command=["pi"])
 
 
 def images_and_policy(ws):
@@ -81,7 +94,7 @@ def images_and_policy(ws):
                       for p in ws.path(f"{AISB_STATE}/policies").iterdir())
     assert policies, "provisioning rendered no policy"
     policy_dir = f"{AISB_STATE}/policies/{policies[0][1]}"
-    return {"image": newest(ws, "localhost/aisb-sandbox"), "gate_image": newest(ws, "localhost/aisb-gate"),
+    return {"image": provisioned_sandbox_image(ws), "gate_image": newest(ws, "localhost/aisb-gate"),
             "policy_dir": policy_dir, "host_facts": facts}
 
 
