@@ -10,28 +10,21 @@ workstation:
     image is removed first when it exists, and podman's rmi takes its build layers
     with it), as the image role's content_image reports it, and the image's size
     beside the base image's;
-  - the warm session start: run_agent.yml, wall time, headless with a trivial prompt
-    against the fake provider (tests/workstation/fake_provider.py, Anthropic Messages,
-    its key injected for ANTHROPIC_API_KEY) when the recipe answers it that way; else
-    the harness's `--version`, and the row says which. Beside it, run_agent.yml with the
-    command `true` on the same image: the session without the harness.
+  - the warm session start: run_agent.yml, wall time, running the harness's own
+    `--version` (every recipe starts its harness that way, with no provider: a prompt
+    would measure a provider's answer, and a harness whose provider the gate refuses
+    retries for many minutes, as codex does). Beside it, run_agent.yml with the command
+    `true` on the same image: the session without the harness.
 A measurement, not a test: it asserts nothing.
 """
 
 import json
 import re
-import sys
-import uuid
 
 import yaml
 
 from measure import REPO, median, playbook_argv, row, run_alone, timed
-from scenario import ANSIBLE_ENV, PROVISION_VARS, Internet, operator_vars
-from sessions import record_of
-
-# providers.py takes the test CA's certificates from tests/.
-sys.path.insert(0, str(REPO / "tests"))
-from providers import NAME as PROVIDER, PORT as PROVIDER_PORT, fake_provider  # noqa: E402  pylint: disable=wrong-import-position
+from scenario import ANSIBLE_ENV, PROVISION_VARS, operator_vars
 
 PROJECT = "/home/dev/bench-recipes"
 BUILD_PLAY = "/home/dev/bench-recipe-image.yml"
@@ -48,11 +41,6 @@ PLAY = """- hosts: localhost
       ansible.builtin.debug:
         msg: "BENCH-IMAGE {{ ansible_facts['aisb_sandbox_image'] }} {{ image_build.seconds | default('none') }}"
 """
-ANSWER = "BENCH-RECIPE-ANSWER"
-PROMPT = "Say the answer."
-KEY = "sk-bench-" + uuid.uuid4().hex
-CREDENTIALS = [{"host": PROVIDER, "port": PROVIDER_PORT, "header": "x-api-key", "variable": "ANTHROPIC_API_KEY",
-                "value": KEY}]
 
 
 def recipes():
@@ -82,20 +70,10 @@ def size(ws, image):
     return int(ws.run(["podman", "image", "inspect", "--format", "{{.Size}}", image]).stdout) / 1e6
 
 
-def session_argv(ws, name, *extra):
+def session_argv(ws, name, command):
+    """run_agent.yml with recipe NAME's image running COMMAND."""
     return playbook_argv(ws, "run_agent", "-e", f"aisb_harness={name}", "-e", f"project={PROJECT}",
-                         "-e", json.dumps({"aisb_credentials": CREDENTIALS}), *extra)
-
-
-def trivial_run(ws, name, recipe):
-    """(what the run is, its run_agent.yml arguments): a prompt answered by the fake
-    provider when one session of it shows the answer, else the harness's --version."""
-    prompted = session_argv(ws, name, "-e", f"prompt={PROMPT}")
-    done = ws.run(prompted, env=ANSIBLE_ENV, check=False, timeout=1800)
-    if done.returncode == 0 and ANSWER in ws.path(record_of(ws, done.stdout)["transcript"]).read_text():
-        return "a prompt answered by the fake provider", prompted
-    version = recipe["command"] + ["--version"]
-    return "`%s`" % " ".join(version), session_argv(ws, name, "-e", json.dumps({"command": version}))
+                         "-e", json.dumps({"command": command}))
 
 
 def measure(ws, runs):
@@ -104,23 +82,18 @@ def measure(ws, runs):
     ws.path(BUILD_PLAY).write_text(PLAY)
     base_size = size(ws, PROVISION_VARS["aisb_base_image"])
     rows = []
-    internet = Internet(ws).start()
-    try:
-        with fake_provider(ws, internet, ANSWER):
-            for name, recipe in recipes().items():
-                tag, seconds = cold_build(ws, name)
-                rows.append(row("recipes", f"{name}: image build, cold from the cached base", round(seconds), "s",
-                                runs=1, samples=[seconds]))
-                rows.append(row("recipes", f"{name}: image size", round(size(ws, tag)), "MB", round(base_size),
-                                "the base image"))
-                what, argv = trivial_run(ws, name, recipe)
-                floor_runs = timed(ws, session_argv(ws, name, "-e", json.dumps({"command": ["true"]})), runs)
-                start_runs = timed(ws, argv, runs)
-                rows.append(row("recipes", f"{name}: `run_agent.yml` warm, {what}", round(median(start_runs), 2),
-                                "s", round(median(floor_runs), 2), "the same with the command `true`", runs=runs,
-                                samples=start_runs, floor_samples=floor_runs))
-    finally:
-        internet.stop()
+    for name, recipe in recipes().items():
+        tag, seconds = cold_build(ws, name)
+        rows.append(row("recipes", f"{name}: image build, cold from the cached base", round(seconds), "s",
+                        runs=1, samples=[seconds]))
+        rows.append(row("recipes", f"{name}: image size", round(size(ws, tag)), "MB", round(base_size),
+                        "the base image"))
+        version = recipe["command"] + ["--version"]
+        floor_runs = timed(ws, session_argv(ws, name, ["true"]), runs)
+        start_runs = timed(ws, session_argv(ws, name, version), runs)
+        rows.append(row("recipes", "%s: `run_agent.yml` warm, `%s`" % (name, " ".join(version)),
+                        round(median(start_runs), 2), "s", round(median(floor_runs), 2),
+                        "the same with the command `true`", runs=runs, samples=start_runs, floor_samples=floor_runs))
     return rows
 
 
