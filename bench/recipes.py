@@ -20,10 +20,9 @@ A measurement, not a test: it asserts nothing.
 import json
 import re
 
-import yaml
-
-from measure import REPO, median, playbook_argv, row, run_alone, timed
+from measure import median, playbook_argv, row, run_alone, timed
 from scenario import ANSIBLE_ENV, PROVISION_VARS, operator_vars
+from sessions import image_recipes
 
 PROJECT = "/home/dev/bench-recipes"
 BUILD_PLAY = "/home/dev/bench-recipe-image.yml"
@@ -40,11 +39,6 @@ PLAY = """- hosts: localhost
       ansible.builtin.debug:
         msg: "BENCH-IMAGE {{ ansible_facts['aisb_sandbox_image'] }} {{ image_build.seconds | default('none') }}"
 """
-
-
-def recipes():
-    """The recipes' names and their recipes, as the image role has them."""
-    return yaml.safe_load((REPO / "roles" / "image" / "vars" / "main.yml").read_text())["image_recipes"]
 
 
 def cold_build(ws, name):
@@ -74,7 +68,7 @@ def measure(ws, runs):
     ws.path(BUILD_PLAY).write_text(PLAY)
     base_size = size(ws, PROVISION_VARS["aisb_base_image"])
     rows = []
-    for name, recipe in recipes().items():
+    for name, recipe in image_recipes().items():
         tag, seconds = cold_build(ws, name)
         rows.append(row("recipes", f"{name}: image build, cold from the cached base", round(seconds), "s",
                         runs=1, samples=[seconds]))

@@ -8,9 +8,11 @@ import re
 import subprocess
 import time
 
+import yaml
+
 from scenario import ANSIBLE_ENV, operator_vars
 from spike_host import FACTS
-from workstation import AISB_STATE
+from workstation import AISB_STATE, REPO
 
 PROJECT = "/home/dev/src/app"
 
@@ -78,6 +80,11 @@ def recipe_command(ws, image):
     """The command of the harness recipe IMAGE was built for (its hashed inputs' label)."""
     labels = json.loads(ws.run(["podman", "image", "inspect", "--format", "{{json .Labels}}", image]).stdout)
     return json.loads(labels["io.aisb.inputs"])["extra"]["recipe"]["command"]
+
+
+def image_recipes():
+    """The image role's harness recipes, by name, as the role reads them."""
+    return yaml.safe_load((REPO / "roles" / "image" / "vars" / "main.yml").read_text())["image_recipes"]
 
 
 def provisioned_sandbox_image(ws):
