@@ -8,7 +8,8 @@ import json
 import pytest
 
 from scenario import TRANSFER_DIR, Internet, install_tripwire, provisioned_variant
-from sessions import PROJECT, allow, clock, containers_created, record_of, run_agent, session_containers
+from sessions import (PROJECT, allow, clock, containers_created, provisioned_sandbox_image, record_of, run_agent,
+                      session_containers)
 from spike_host import FACTS, run_leak_control
 
 WRAPPER_DIR = "/home/dev/.local/libexec/no-loopback-pasta"
@@ -184,9 +185,10 @@ def test_without_the_table_the_same_traffic_arrives(host, nets):
     a, b = nets
     before_a, before_b = len(a.requests()), len(b.requests())
     before_wires = len(host.path(b.tripwires).read_text().splitlines())
-    image = host.run(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/aisb-sandbox"]).stdout
+    # pi's image, the sessions': not whichever recipe's image podman lists first.
+    image = provisioned_sandbox_image(host)
     done = host.run(["podman", "run", "--rm", "--network=pasta:--no-map-gw", "--add-host", f"allowed.test:{a.address}",
-                     "--volume", f"{PROJECT}:/project", "--entrypoint", "bash", image.split()[0],
+                     "--volume", f"{PROJECT}:/project", "--entrypoint", "bash", image,
                      "/project/traffic.sh"], timeout=300)
     results = dict(line.split()[1:3] for line in done.stdout.splitlines() if line.startswith("RESULT "))
     assert {k: v for k, v in results.items() if k != "resolver"} == {
