@@ -36,8 +36,11 @@ NO_GATE = ["-e", "aisb_network=no-gate"]
 # Inside the sandbox: one line "RESULT ID open|blocked|sent" per attempt. Every request
 # names its ID, so a listener's log says which attempt reached it.
 SCRIPT = r"""
-get() { if timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /$3 HTTP/1.0\r\nHost: $1\r\n\r\n" >&3 && cat <&3' \
-          _ "$1" "$2" "$3"; then echo; echo "RESULT $3 open"; else echo "RESULT $3 blocked"; fi; }
+# Open means an answer came back: under load the listener's close may come after the
+# timeout, and the answer already seen still shows the attempt arrived.
+get() { out=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /$3 HTTP/1.0\r\nHost: $1\r\n\r\n" >&3 && cat <&3' \
+          _ "$1" "$2" "$3" 2>&1); printf '%s\n' "$out"
+        if [[ $out == HTTP/* ]]; then echo "RESULT $3 open"; else echo "RESULT $3 blocked"; fi; }
 udp() { if timeout 5 bash -c 'printf "$3" >"/dev/udp/$1/$2"' _ "$1" "$2" "$3" 2>/dev/null
         then echo "RESULT $3 sent"; else echo "RESULT $3 blocked"; fi; }
 # An IPv6 address is tentative (duplicate address detection) for a moment after the
