@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from fake_provider import FAIL_MARK
-from providers import NAME, PORT, fake_provider
+from providers import NAME, PORT, fake_provider, write_tree
 from sessions import record_of, run_agent
 from workstation import AISB_STATE
 
@@ -44,8 +44,7 @@ def provider(workstation, internet):
     """The fake provider, the project and the operator's configuration directory."""
     with fake_provider(workstation, internet, ANSWER) as running:
         workstation.sh(f"mkdir -p {PROJECT}")
-        for path, text in CONFIG_FILES.items():
-            workstation.sh(f"mkdir -p $(dirname {CONFIG}/{path}) && cat >{CONFIG}/{path}", input=text)
+        write_tree(workstation, CONFIG, CONFIG_FILES)
         yield running
 
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from providers import NAME, PORT, fake_provider
+from providers import NAME, PORT, fake_provider, write_tree
 from sessions import record_of, run_agent, session_dirs
 from workstation import AISB_STATE
 
@@ -42,8 +42,7 @@ def provider(workstation, internet):
     """The fake provider, the two projects and the operator's configuration directory."""
     with fake_provider(workstation, internet, ANSWER) as running:
         workstation.sh(f"mkdir -p {PROJECT} {OTHER} {VICTIM} && echo kept >{VICTIM}/file")
-        for path, text in CONFIG_FILES.items():
-            workstation.sh(f"mkdir -p $(dirname {CONFIG}/{path}) && cat >{CONFIG}/{path}", input=text)
+        write_tree(workstation, CONFIG, CONFIG_FILES)
         yield running
 
 

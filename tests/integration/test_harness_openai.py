@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from fake_provider import FAIL_MARK
-from providers import NAME, PORT, fake_provider
+from providers import NAME, PORT, fake_provider, write_tree
 from sessions import record_of, run_agent
 
 TAG = uuid.uuid4().hex[:8]
@@ -73,8 +73,7 @@ def harness(request, workstation, provider):
     name = request.param
     project, config = f"/home/dev/src/openai-{name}", f"/home/dev/{name}-config"
     workstation.sh(f"mkdir -p {project} && echo 'print(1)' >{project}/main.py")
-    for path, text in HARNESSES[name]["files"].items():
-        workstation.sh(f"mkdir -p {config} && cat >{config}/{path}", input=text)
+    write_tree(workstation, config, HARNESSES[name]["files"])
     return name, project, config
 
 

@@ -29,6 +29,13 @@ class Provider:
         return [json.loads(line) for line in self._ws.path(self._log).read_text().splitlines()]
 
 
+def write_tree(ws, root, files):
+    """FILES ({relative path: text}) under ROOT in the workstation, as the user: an
+    operator's harness configuration directory."""
+    for path, text in files.items():
+        ws.sh(f"mkdir -p $(dirname {root}/{path}) && cat >{root}/{path}", input=text)
+
+
 @contextmanager
 def fake_provider(ws, internet, answer):
     """The fake provider at NAME:PORT in INTERNET's namespace answering ANSWER, its CA
