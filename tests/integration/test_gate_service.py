@@ -2,14 +2,16 @@
 """The long-lived gate (gate.yml) as a systemd user service, for real: a podman quadlet
 that comes back when its user manager restarts (a logout, a reboot with linger), keeps
 relaying only what its policy allows, stays stopped when stopped, and is gone when
-absent. The workstation's user manager: tests/workstation/user_manager.py."""
+absent. The workstation's user manager: tests/workstation/user_manager.py. The tests
+run in a workstation of their own: a user manager makes the workstation look booted with
+systemd (/run/systemd/system), and podman's network helpers then start through it."""
 
 import re
 import time
 
 import pytest
 
-from scenario import playbook
+from scenario import Internet, playbook, provisioned_variant
 from sessions import allow
 from user_manager import UserManager
 from workstation import AISB_STATE
@@ -44,6 +46,19 @@ def relays_only_the_policy(ws, port, timeout=60):
 
 def active(ws, name):
     return ws.run(["systemctl", "--user", "is-active", f"{name}.service"], check=False).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def workstation():
+    """A Debian 13 workstation of this module's own, provisioned as the shared one is."""
+    with provisioned_variant(lambda ws: None) as ws:
+        yield ws
+
+
+@pytest.fixture(scope="module")
+def internet(workstation):
+    with Internet(workstation) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

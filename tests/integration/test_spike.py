@@ -189,8 +189,9 @@ def leak_control(workstation, probe_image):
 
 @pytest.mark.parametrize("name", NEGATIVE)
 def test_negative_probe_sees_a_leak(leak_control, measured, name):
-    assert facts_of(measured)["probes"][name]["ok"] is True  # with the protection: held
-    assert leak_control[name]["ok"] is False
+    held = facts_of(measured)["probes"][name]
+    assert held["ok"] is True, held  # with the protection: held
+    assert leak_control[name]["ok"] is False, leak_control[name]
     if name == "setpriv_locks_table":
         assert "flush rc 0" in leak_control[name]["detail"]
     else:

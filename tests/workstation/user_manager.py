@@ -83,3 +83,5 @@ class UserManager:
         for cgroup in self.cgroups():
             self.ws.sh(f"find {cgroup.rsplit('/', 1)[0]} -depth -type d -exec rmdir {{}} + 2>/dev/null || true",
                        user="root")
+        # Without a manager the workstation is no longer one booted with systemd.
+        self.ws.run(["rm", "-rf", "/run/systemd/system"], user="root")
