@@ -24,6 +24,14 @@ POLICY_LABEL = "aisb.policy"
 CGROUPS_V1_OPTIONS = ["--cgroups=enabled"]
 
 
+# A long-lived gate's unit (and container) name: this prefix and its policy's hash.
+UNIT_PREFIX = "aisb-gate-policy-"
+
+
+def unit_name(policy_hash):
+    return UNIT_PREFIX + policy_hash
+
+
 def unit_dir(environ):
     """The user's quadlet directory: ${XDG_CONFIG_HOME:-~/.config}/containers/systemd."""
     config = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")

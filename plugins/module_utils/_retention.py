@@ -11,15 +11,22 @@ used more than DAYS ago.
 A session directory goes when its name is a session id, it is not among the newest
 KEEP_SESSIONS, it ended (or started, without a record) more than DAYS ago, no container
 of that session exists, and it holds no review waiting for a decision (review.yml).
+A policy directory goes when it is not the one used last, no container is labelled with
+it, no long-lived gate's unit names it, no kept session's record names it, and it was
+last used (rendered, or found rendered by the gate role) more than DAYS ago.
 """
 
 import calendar
+import re
 import time
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._content_hash import TAG_LENGTH
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import PROBE_IMAGE_ALIAS
 
 REPOSITORIES = ("localhost/aisb-sandbox", "localhost/aisb-gate", "localhost/aisb-probe")
 DAY = 86400
+# policies/<hash>/: anything else there (the gate role's staging) is not retention's.
+POLICY_NAME = re.compile(r"\A[0-9a-f]{%d}\Z" % TAG_LENGTH)
 
 
 def image_tags(images):
@@ -90,4 +97,22 @@ def sessions_to_remove(sessions, container_names, now, days, keep):
         else:
             why = None
         verdicts.append((session_id, why))
+    return verdicts
+
+
+def policies_to_remove(policies, in_use, now, days):
+    """[(policy hash, why kept or None)] for POLICIES ([(hash, last used)]); None means
+    remove. IN_USE: {hash: why} for the policies something still names."""
+    current = max(policies, key=lambda entry: entry[1])[0] if policies else None
+    verdicts = []
+    for name, used in sorted(policies):
+        if name == current:
+            why = "current"
+        elif name in in_use:
+            why = in_use[name]
+        elif now - used <= days * DAY:
+            why = "used within %d days" % days
+        else:
+            why = None
+        verdicts.append((name, why))
     return verdicts

@@ -20,6 +20,7 @@ import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _watchdog
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch
+from ansible_collections.aisb.sandbox.plugins.module_utils._gate_unit import POLICY_LABEL
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
@@ -138,7 +139,9 @@ class SessionRunner(object):
         name = self.plan["names"]["gate"]
         self._started.append(name)
         argv = _podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
-                                extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"])])
+                                extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"]),
+                                       # retention keeps a policy a container is labelled with
+                                       "--label", "%s=%s" % (POLICY_LABEL, os.path.basename(policy_dir.rstrip("/")))])
 
         def start_and_watch():
             try:

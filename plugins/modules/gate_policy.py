@@ -15,7 +15,8 @@ description:
   - A new directory is checked with the real parsers before it appears under its final
     name, C(squid -k parse) in the gate image (with a sample session part including the
     policy part) and C(nft -c) through the sandbox entrypoint's C(--check) (with a
-    sample gate address); an existing one is left alone.
+    sample gate address); an existing one is left alone but for its modification time,
+    which marks it used now (retention keeps policies used within its days).
 version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
@@ -164,6 +165,8 @@ def execute_module(module):
     final = os.path.join(policies, digest[:_content_hash.TAG_LENGTH])
     result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[],
                   ansible_facts=dict(aisb_policy_hash=digest, aisb_policy_dir=final, aisb_policy=record))
+    if os.path.isdir(final) and not module.check_mode:
+        os.utime(final)
     if os.path.isdir(final) or module.check_mode:
         module.exit_json(changed=not os.path.isdir(final), **result)
     if not (params["gate_image"] and params["sandbox_image"]):

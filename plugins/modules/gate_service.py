@@ -187,7 +187,7 @@ def execute_module(module):
     state = STATES.get(params["state"], params["state"])
     policy_dir = params["policy_dir"].rstrip("/")
     policy_hash = os.path.basename(policy_dir)
-    name = "aisb-gate-policy-" + policy_hash
+    name = _gate_unit.unit_name(policy_hash)
     conf_dir = os.path.join(os.path.dirname(os.path.dirname(policy_dir)), "gates", policy_hash)
     conf = os.path.join(conf_dir, "gate-session.conf")
     run = module_runner(module)

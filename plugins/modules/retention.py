@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: retention
-short_description: Remove this collection's old images and old session directories
+short_description: Remove this collection's old images, session directories and policies
 description:
   - Images of C(localhost/aisb-sandbox), C(localhost/aisb-gate) and C(localhost/aisb-probe)
     only, never another repository's. Kept - each repository's current tag (the one a
@@ -19,6 +19,12 @@ description:
     newest O(keep_sessions), those whose containers exist, those holding a review that
     waits for C(review.yml), and those that ended (or started, without a record) within
     O(days). The rest is removed, records and transcripts with them.
+  - Policy directories (C(policies/<policy hash>/), the gate role's) - kept are the one
+    used last, any a container is labelled with (a running session's gate, the long-lived
+    gate), any a long-lived gate's unit names (C(aisb-gate-policy-<hash>.container) in
+    O(unit_dir), started or stopped), any a kept session's record names, and any used
+    within O(days) (the gate role marks a policy used each time it renders or finds it).
+    The rest is removed.
   - Nothing else in the state directory is touched.
 version_added: 0.1.0
 extends_documentation_fragment:
@@ -36,12 +42,15 @@ options:
   state_dir:
     description: The state directory. Defaults to C(${XDG_STATE_HOME:-~/.local/state}/aisb).
     type: path
+  unit_dir:
+    description: The user's quadlet directory, where long-lived gates' units are. Defaults to C(${XDG_CONFIG_HOME:-~/.config}/containers/systemd).
+    type: path
 attributes:
   check_mode:
     description: Lists what would be removed and removes nothing.
     support: full
   diff_mode:
-    description: The images and session directories before and after.
+    description: The images, session directories and policies before and after.
     support: full
 """
 
@@ -63,14 +72,15 @@ removed:
   description: What was removed (in check mode, what would be).
   returned: always
   type: dict
-  sample: {images: ["localhost/aisb-gate:0f3a9c0d1e4b5a67"], sessions: ["20261101T090000-1a2b3c4d"]}
+  sample: {images: ["localhost/aisb-gate:0f3a9c0d1e4b5a67"], sessions: ["20261101T090000-1a2b3c4d"], policies: ["5d41402abc4b2a76"]}
 kept:
-  description: What stays and why, by image tag and by session id.
+  description: What stays and why, by image tag, by session id and by policy hash.
   returned: always
   type: dict
   sample:
     images: {"localhost/aisb-gate:9a3a9c0d1e4b5a67": current}
     sessions: {"20261201T053000-5e6f7a8b": among the newest 20}
+    policies: {"7d793037a0760186": a container uses it}
 commands:
   description: The podman commands that ran.
   returned: always
@@ -84,7 +94,7 @@ import shutil
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _images, _podman, _retention
+from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _host_facts, _images, _podman, _retention
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID
 
@@ -94,6 +104,7 @@ def argspec():
         days=dict(type="int", default=30),
         keep_sessions=dict(type="int", default=20),
         state_dir=dict(type="path"),
+        unit_dir=dict(type="path"),
         executable=dict(type="str", default="podman"),
     )
 
@@ -118,6 +129,45 @@ def sessions(sessions_dir):
             found.append((name, os.stat(record).st_mtime if os.path.isfile(record) else None,
                           os.path.isdir(os.path.join(path, "review"))))
     return found
+
+
+def policies(policies_dir):
+    """[(policy hash, the directory's mtime)] under POLICIES_DIR."""
+    found = []
+    for name in os.listdir(policies_dir) if os.path.isdir(policies_dir) else []:
+        path = os.path.join(policies_dir, name)
+        if _retention.POLICY_NAME.match(name) and os.path.isdir(path) and not os.path.islink(path):
+            found.append((name, os.stat(path).st_mtime))
+    return found
+
+
+def recorded_policy(session_dir):
+    """The policy hash SESSION_DIR's record names, None without one."""
+    try:
+        with open(os.path.join(session_dir, RECORD)) as handle:
+            policy_dir = json.load(handle).get("policy_dir")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return os.path.basename(policy_dir.rstrip("/")) if isinstance(policy_dir, str) else None
+
+
+def policies_in_use(containers, unit_dir, kept_sessions_dir, kept_sessions):
+    """{policy hash: why it stays}: from containers' policy labels, long-lived gates'
+    units in UNIT_DIR, and the records of KEPT_SESSIONS (ids under KEPT_SESSIONS_DIR)."""
+    in_use = {}
+    for session in kept_sessions:
+        name = recorded_policy(os.path.join(kept_sessions_dir, session))
+        if name:
+            in_use[name] = "a kept session's record names it"
+    for unit in os.listdir(unit_dir) if os.path.isdir(unit_dir) else []:
+        name, extension = os.path.splitext(unit)
+        if name.startswith(_gate_unit.UNIT_PREFIX) and extension == ".container":
+            in_use[name[len(_gate_unit.UNIT_PREFIX):]] = "a long-lived gate's unit names it"
+    for container in containers:
+        name = (container.get("Labels") or {}).get(_gate_unit.POLICY_LABEL)
+        if name:
+            in_use[name] = "a container uses it"
+    return in_use
 
 
 def remove_quietly(path):
@@ -145,10 +195,13 @@ def execute_module(module):
     container_names = [name for container in containers for name in container.get("Names") or []]
     session_verdicts = _retention.sessions_to_remove(
         sessions(os.path.join(state, "sessions")), container_names, now, params["days"], params["keep_sessions"])
-    removed = dict(images=[tag for tag, why in image_verdicts if why is None],
-                   sessions=[session for session, why in session_verdicts if why is None])
-    kept = dict(images=dict((tag, why) for tag, why in image_verdicts if why),
-                sessions=dict((session, why) for session, why in session_verdicts if why))
+    policies_dir = os.path.join(state, "policies")
+    in_use = policies_in_use(containers, params["unit_dir"] or _gate_unit.unit_dir(os.environ),
+                             os.path.join(state, "sessions"), [session for session, why in session_verdicts if why])
+    policy_verdicts = _retention.policies_to_remove(policies(policies_dir), in_use, now, params["days"])
+    verdicts = dict(images=image_verdicts, sessions=session_verdicts, policies=policy_verdicts)
+    removed = dict((kind, [name for name, why in found if why is None]) for kind, found in verdicts.items())
+    kept = dict((kind, dict((name, why) for name, why in found if why)) for kind, found in verdicts.items())
     if not module.check_mode:
         for tag in list(removed["images"]):
             rc, _out, err = run(_podman.remove_image(podman, tag))
@@ -161,13 +214,13 @@ def execute_module(module):
             remove_quietly(_images.build_log(os.path.join(images_dir, "logs"), tag))
         for session in removed["sessions"]:
             shutil.rmtree(os.path.join(state, "sessions", session))
-    result = dict(changed=bool(removed["images"] or removed["sessions"]), removed=removed, kept=kept,
-                  commands=run.commands)
+        for name in removed["policies"]:
+            shutil.rmtree(os.path.join(policies_dir, name))
+    result = dict(changed=any(removed.values()), removed=removed, kept=kept, commands=run.commands)
     if module._diff:
         result["diff"] = dict(
-            before="".join(line + "\n" for line in sorted(list(kept["images"]) + removed["images"]) +
-                           sorted(list(kept["sessions"]) + removed["sessions"])),
-            after="".join(line + "\n" for line in sorted(kept["images"]) + sorted(kept["sessions"])))
+            before="".join(line + "\n" for kind in verdicts for line in sorted(list(kept[kind]) + removed[kind])),
+            after="".join(line + "\n" for kind in verdicts for line in sorted(kept[kind])))
     return result
 
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Image lifecycle for real: a refresh gives both images new tags (a rebuilt package
 layer, not the cached one) that later sessions use, and retention removes this
-collection's old images and session directories and nothing else."""
+collection's old images, session directories and policies and nothing else."""
 
 import json
 import os
@@ -12,11 +12,13 @@ import pytest
 
 from scenario import playbook, task_status
 from sessions import record_of, run_agent
-from workstation import AISB_STATE, BASE_IMAGE, TRANSFER_DIR
+from workstation import AISB_STATE, BASE_IMAGE, TRANSFER_DIR, USER_HOME
 
 SHELL = ["-e", "aisb_harness=shell"]  # the light recipe: a refresh builds in a minute, not ten
 REFRESHED = f"{AISB_STATE}/images/refreshed"
 USED = f"{AISB_STATE}/images/used"
+POLICIES = f"{AISB_STATE}/policies"
+UNITS = f"{USER_HOME}/.config/containers/systemd"
 DAY = 86400
 
 
@@ -94,15 +96,23 @@ def mark_used(ws, tag, days_ago):
     os.utime(path, (when, when))
 
 
-def fake_session(ws, days_ago, suffix, record=True, review=False):
+def fake_session(ws, days_ago, suffix, record=True, review=False, policy=None):
     session_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() - days_ago * DAY)) + "-" + suffix
     directory = ws.path(f"{AISB_STATE}/sessions/{session_id}")
     (directory / "review" if review else directory).mkdir(parents=True)
     if record:
-        (directory / "record.json").write_text("{}")
+        (directory / "record.json").write_text(json.dumps({"policy_dir": f"{POLICIES}/{policy}"} if policy else {}))
         when = time.time() - days_ago * DAY
         os.utime(directory / "record.json", (when, when))
     return session_id
+
+
+def fake_policy(ws, name, days_ago):
+    directory = ws.path(f"{POLICIES}/{name}")
+    directory.mkdir(parents=True)
+    (directory / "policy.json").write_text("{}")
+    when = time.time() - days_ago * DAY
+    os.utime(directory, (when, when))
 
 
 def images(ws):
@@ -122,29 +132,44 @@ def test_prune_removes_what_it_should_and_nothing_else(workstation, project):
     for index, tag in enumerate([old_gate, old_running] + others):
         fake_image(workstation, tag, index)
         mark_used(workstation, tag, 40)
+    # Policies: old and named by nothing (removed), named by a removed session's record
+    # (removed), by a container's label, a long-lived gate's unit, a kept session's record.
+    old_policy, dropped_policy, labelled, unit_named, recorded = ("00000000000000e%d" % n for n in range(5))
+    for name in (old_policy, dropped_policy, labelled, unit_named, recorded):
+        fake_policy(workstation, name, 40)
+    staging, unit_file = f"{POLICIES}/.staging-prune-test", f"{UNITS}/aisb-gate-policy-{unit_named}.container"
+    workstation.path(staging).mkdir()
+    unit = workstation.path(unit_file)
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text("# not loaded: retention reads the name only\n")
     container = "aisb-prune-test-" + workstation.hostname
-    workstation.run(["podman", "run", "-d", "--name", container, "--network=none", old_running, "sleep", "600"])
-    old_session = fake_session(workstation, 60, "0000000a")
+    workstation.run(["podman", "run", "-d", "--name", container, "--label", f"aisb.policy={labelled}",
+                     "--network=none", old_running, "sleep", "600"])
+    old_session = fake_session(workstation, 60, "0000000a", policy=dropped_policy)
     no_record = fake_session(workstation, 61, "0000000b", record=False)
     reviewed = fake_session(workstation, 62, "0000000c", review=True)
-    recent = fake_session(workstation, 2, "0000000d")
+    recent = fake_session(workstation, 2, "0000000d", policy=recorded)
     workstation.run(["mkdir", "-p", f"{AISB_STATE}/sessions/notes"])
     old_log = workstation.path(f"{AISB_STATE}/images/logs/aisb-gate-00000000000000aa.log")
     old_log.write_text("an old build's log\n")
     # Written from outside: the workstation user owns its state, as when it wrote it.
-    workstation.run(["chown", "-R", "dev:dev", AISB_STATE], user="root")
+    workstation.run(["chown", "-R", "dev:dev", AISB_STATE, f"{USER_HOME}/.config"], user="root")
+    policies_before = {p.name for p in workstation.path(POLICIES).iterdir()}
     try:
         before = images(workstation)
         planned = playbook(workstation, "prune", "--check", "--diff", "-e", "aisb_retention_sessions=0")
         assert planned.returncode == 0, planned.stdout[-3000:]
-        assert "would remove 1 images and 2 session directories" in planned.stdout, planned.stdout[-3000:]
-        assert re.search(r"^-" + re.escape(old_gate) + "$", planned.stdout, re.M), planned.stdout[-3000:]
-        assert re.search(r"^-" + old_session + "$", planned.stdout, re.M)
+        assert "would remove 1 images, 2 session directories and 2 policies" in planned.stdout, planned.stdout[-3000:]
+        for gone in (old_gate, old_session, old_policy, dropped_policy):
+            assert re.search(r"^-" + re.escape(gone) + "$", planned.stdout, re.M), planned.stdout[-3000:]
         assert images(workstation) == before and workstation.path(f"{AISB_STATE}/sessions/{old_session}").exists()
+        assert {p.name for p in workstation.path(POLICIES).iterdir()} == policies_before
 
         pruned = playbook(workstation, "prune", "-e", "aisb_retention_sessions=0")
         assert pruned.returncode == 0, pruned.stdout[-3000:]
-        assert "removed 1 images and 2 session directories" in pruned.stdout, pruned.stdout[-3000:]
+        assert "removed 1 images, 2 session directories and 2 policies" in pruned.stdout, pruned.stdout[-3000:]
+        assert {p.name for p in workstation.path(POLICIES).iterdir()} == policies_before - {old_policy, dropped_policy}
+        assert os.path.basename(current["policy_dir"]) in policies_before
         after = images(workstation)
         assert before - after == {old_gate}
         assert {old_running, current["image"]["tag"], current["gate_image"], *others} <= after
@@ -161,4 +186,5 @@ def test_prune_removes_what_it_should_and_nothing_else(workstation, project):
         workstation.run(["podman", "rm", "--force", "--time", "0", container], check=False)
         workstation.run(["podman", "rmi", "--force", old_running, *others], check=False)
         workstation.run(["rm", "-rf", f"{AISB_STATE}/sessions/{reviewed}", f"{AISB_STATE}/sessions/{recent}",
-                         f"{AISB_STATE}/sessions/notes"], check=False)
+                         f"{AISB_STATE}/sessions/notes", staging, unit_file,
+                         *(f"{POLICIES}/{name}" for name in (labelled, unit_named, recorded))], check=False)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What retention removes: only this collection's unused old images and old sessions."""
 
+import json
 import os
 import time
 
@@ -93,3 +94,50 @@ def test_the_module_reads_marks_and_only_session_named_real_directories(tmp_path
     (sessions / "20261103T090000-0000000c").symlink_to(tmp_path / "elsewhere")
     assert sorted(retention.sessions(str(sessions))) == [("20261101T090000-0000000a", None, True),
                                                          ("20261102T090000-0000000b", 2000, False)]
+
+
+def test_policies_kept_current_named_recent_and_the_rest_removed():
+    policies = [("%016x" % n, NOW - days * DAY) for n, days in enumerate([40, 1, 50, 60, 70, 35])]
+    in_use = {"%016x" % 3: "a container uses it", "%016x" % 4: "a long-lived gate's unit names it"}
+    assert _retention.policies_to_remove(policies, in_use, NOW, 30) == [
+        ("%016x" % 0, None), ("%016x" % 1, "current"), ("%016x" % 2, None),
+        ("%016x" % 3, "a container uses it"), ("%016x" % 4, "a long-lived gate's unit names it"),
+        ("%016x" % 5, None)]
+    assert _retention.policies_to_remove(policies, {}, NOW, 36)[5] == ("%016x" % 5, "used within 36 days")
+    # Zero days: the one used last stays, even when nothing names it.
+    assert [why for _name, why in _retention.policies_to_remove(policies, {}, NOW, 0)] == \
+        [None, "current", None, None, None, None]
+    assert _retention.policies_to_remove([], {}, NOW, 0) == []
+
+
+def test_the_module_reads_policies_and_what_names_them(tmp_path):
+    from ansible_collections.aisb.sandbox.plugins.modules import retention
+    policies = tmp_path / "policies"
+    for name in ("0123456789abcdef", "fedcba9876543210", ".staging-x", "0123456789ABCDEF", "0123"):
+        (policies / name).mkdir(parents=True)
+    os.utime(policies / "0123456789abcdef", (3000, 3000))
+    (tmp_path / "elsewhere").mkdir()
+    (policies / "aaaaaaaaaaaaaaaa").symlink_to(tmp_path / "elsewhere")
+    (policies / "bbbbbbbbbbbbbbbb").write_text("")
+    assert sorted(retention.policies(str(policies)))[0] == ("0123456789abcdef", 3000)
+    assert [name for name, _mtime in sorted(retention.policies(str(policies)))] == \
+        ["0123456789abcdef", "fedcba9876543210"]
+
+    sessions = tmp_path / "sessions"
+    for session, record in [("s1", {"policy_dir": str(policies / "1111111111111111") + "/"}),
+                            ("s2", {"policy_dir": None}), ("s3", "not json"), ("s4", ["a list"]),
+                            ("dropped", {"policy_dir": str(policies / "2222222222222222")})]:
+        (sessions / session).mkdir(parents=True)
+        (sessions / session / "record.json").write_text(record if isinstance(record, str) else json.dumps(record))
+    units = tmp_path / "systemd"
+    units.mkdir()
+    (units / "aisb-gate-policy-3333333333333333.container").write_text("")
+    (units / "aisb-gate-policy-4444444444444444.service").write_text("")
+    (units / "other-5555555555555555.container").write_text("")
+    containers = [{"Labels": {"aisb.policy": "6666666666666666"}}, {"Labels": None}, {}]
+    assert retention.policies_in_use(containers, str(units), str(sessions), ["s1", "s2", "s3", "s4", "gone"]) == {
+        "1111111111111111": "a kept session's record names it",
+        "3333333333333333": "a long-lived gate's unit names it",
+        "6666666666666666": "a container uses it",
+    }
+    assert retention.policies_in_use([], str(tmp_path / "none"), str(sessions), []) == {}
