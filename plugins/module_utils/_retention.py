@@ -25,8 +25,18 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import PR
 
 REPOSITORIES = ("localhost/aisb-sandbox", "localhost/aisb-gate", "localhost/aisb-probe")
 DAY = 86400
+# prune.yml's and the team file's values when neither the team nor the developer gives one.
+DEFAULT_DAYS = 30
+DEFAULT_KEEP_SESSIONS = 20
 # policies/<hash>/: anything else there (the gate role's staging) is not retention's.
 POLICY_NAME = re.compile(r"\A[0-9a-f]{%d}\Z" % TAG_LENGTH)
+
+
+def check_count(value, where):
+    """VALUE, a whole number of days or of sessions (0 or more); ValueError naming WHERE."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("%s must be a whole number, 0 or more, got %r" % (where, value))
+    return value
 
 
 def image_tags(images):

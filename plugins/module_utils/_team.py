@@ -4,7 +4,8 @@
 provision.yml) and how a developer's own values combine with them.
 
 A team file is JSON: {"format": 1, "settings": {KEY: value}, "user_may_add": [KEY]}.
-KEY is one of SETTINGS, the name of run_agent.yml's variable without its "aisb_".
+KEY is one of SETTINGS, the name of run_agent.yml's (or prune.yml's) variable without
+its "aisb_".
 For every KEY the value a session uses is the team's (or DEFAULTS' when the team sets
 none); a developer's value for a KEY in user_may_add is added on top (LIST_KEYS: its
 entries after the team's; DICT_KEYS: its names beside the team's, which it cannot
@@ -24,17 +25,21 @@ import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_credentials
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._retention import (
+    DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, check_env_name, environment_values)
 
 TEAM_FILE = "/etc/aisb/team.json"
 FORMAT = 1
-# What a session takes from the team (run_agent.yml's aisb_<KEY>) and its value when
-# neither the team nor the developer gives one: run_agent.yml's own defaults.
+# What a session takes from the team (run_agent.yml's aisb_<KEY>), and retention from it
+# (prune.yml's aisb_retention_days, aisb_retention_sessions), with the value when neither
+# the team nor the developer gives one: the playbooks' own defaults.
 DEFAULTS = {
     "allow": [], "connect_ports": [443], "pass_environment": [], "environment": {}, "credentials": [],
     "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "harness_config": None,
     "project_mode": "direct", "allow_unenforced": False,
+    "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS,
 }
 SETTINGS = tuple(sorted(DEFAULTS))
 LIST_KEYS = ("allow", "connect_ports", "pass_environment", "credentials")
@@ -84,6 +89,11 @@ def _check_value(key, value, where):
         elif key == "harness":
             if not (isinstance(value, str) and value) and not isinstance(value, dict):
                 raise TeamError("%s must name a recipe (pi, claude-code, shell) or be a recipe (a dict), got %r" % (where, value))
+        elif key in ("retention_days", "retention_sessions"):
+            try:
+                check_count(value, where)
+            except ValueError as error:
+                raise TeamError(str(error))
         elif key == "harness_config":
             if value is not None and not (isinstance(value, str) and os.path.isabs(value)):
                 raise TeamError("%s must be an absolute path on the workstation, got %r" % (where, value))
@@ -271,6 +281,8 @@ def user_spec():
         harness_config=dict(type="str"),
         project_mode=dict(type="str", choices=list(CHOICES["project_mode"])),
         allow_unenforced=dict(type="bool"),
+        retention_days=dict(type="int"),
+        retention_sessions=dict(type="int"),
     )
 
 

@@ -101,8 +101,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import 
 
 def argspec():
     return dict(
-        days=dict(type="int", default=30),
-        keep_sessions=dict(type="int", default=20),
+        days=dict(type="int", default=_retention.DEFAULT_DAYS),
+        keep_sessions=dict(type="int", default=_retention.DEFAULT_KEEP_SESSIONS),
         state_dir=dict(type="path"),
         unit_dir=dict(type="path"),
         executable=dict(type="str", default="podman"),
@@ -179,9 +179,11 @@ def remove_quietly(path):
 
 def execute_module(module):
     params = module.params
-    if params["days"] < 0 or params["keep_sessions"] < 0:
-        module.fail_json(msg="days (%d) and keep_sessions (%d) must be 0 or more" % (
-            params["days"], params["keep_sessions"]))
+    for name in ("days", "keep_sessions"):
+        try:
+            _retention.check_count(params[name], name)
+        except ValueError as error:
+            module.fail_json(msg=str(error))
     podman = params["executable"]
     state = params["state_dir"] or _host_facts.state_dir(os.environ)
     images_dir = os.path.join(state, "images")

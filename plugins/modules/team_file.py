@@ -27,14 +27,16 @@ options:
     description:
       - The team's session settings, as provision.yml's C(aisb_team) holds them - a dict
         with C(settings) and C(user_may_add) (both optional); any other key fails.
-      - C(settings) - the team's values, by name without C(aisb_) (the variables of
-        C(run_agent.yml)) - C(allow), C(connect_ports), C(pass_environment),
+      - C(settings) - the team's values, by name without C(aisb_). The variables of
+        C(run_agent.yml) - C(allow), C(connect_ports), C(pass_environment),
         C(environment), C(credentials), C(limits), C(require_limits), C(network),
-        C(harness), C(harness_config), C(project_mode), C(allow_unenforced). Each is
-        checked as the session checks it. A setting left out is the collection's default
-        for every session (C(allow) none, C(connect_ports) 443, C(network) allow,
-        C(harness) pi, ...). C(credentials) entries take their key C(from_file) (a file
-        on the workstation, the developer's alone) or C(from_environment), never
+        C(harness), C(harness_config), C(project_mode), C(allow_unenforced); and of
+        C(prune.yml) - C(retention_days), C(retention_sessions) (whole numbers, 0 or
+        more). Each is checked as the session or M(aisb.sandbox.retention) checks it. A
+        setting left out is the collection's default (C(allow) none, C(connect_ports)
+        443, C(network) allow, C(harness) pi, ..., C(retention_days) 30,
+        C(retention_sessions) 20). C(credentials) entries take their key C(from_file) (a
+        file on the workstation, the developer's alone) or C(from_environment), never
         C(value) - every local user can read the team file.
       - C(user_may_add) - the settings a developer may add to. C(allow),
         C(connect_ports), C(pass_environment) and C(credentials) - the developer's entries

@@ -12,7 +12,8 @@ short_description: A session's settings - the workstation's team file with the d
 version_added: 0.1.0
 description:
   - Playbook C(aisb.sandbox.run_agent) runs it after checking that C(project) is given, before
-    anything else - every later task takes its settings from RV(settings).
+    anything else - every later task takes its settings from RV(settings). Playbook
+    C(aisb.sandbox.prune) runs it first too, for the retention settings.
   - This module, on the workstation, reads the team file C(/etc/aisb/team.json)
     (M(aisb.sandbox.team_file) writes it). A file that is a link, not root's, writable by
     group or others, in such a directory, or not a valid team file is refused - the
@@ -68,6 +69,12 @@ options:
   allow_unenforced:
     description: Start where enforcement cannot be verified (C(aisb_allow_unenforced)).
     type: bool
+  retention_days:
+    description: Days records and unused images are kept (C(aisb_retention_days)), 0 or more.
+    type: int
+  retention_sessions:
+    description: The newest session directories kept at any age (C(aisb_retention_sessions)), 0 or more.
+    type: int
 attributes:
   check_mode:
     description: Reads as usual; it never changes anything.
@@ -90,7 +97,8 @@ settings:
   description:
     - Every setting, by name without C(aisb_) - C(allow), C(connect_ports),
       C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
-      C(network), C(harness), C(harness_config), C(project_mode), C(allow_unenforced).
+      C(network), C(harness), C(harness_config), C(project_mode), C(allow_unenforced),
+      C(retention_days), C(retention_sessions).
   returned: success
   type: dict
 allow_origins:

@@ -7,12 +7,15 @@ neither the developer nor the sandbox can change the file."""
 
 import hashlib
 import json
+import os
+import re
+import time
 
 import pytest
 
 from scenario import ANSIBLE_ENV, playbook, provision
 from sessions import record_of, run_agent, session_dirs
-from workstation import TRANSFER_DIR
+from workstation import AISB_STATE, TRANSFER_DIR
 
 TEAM_FILE = "/etc/aisb/team.json"
 # Allows allowed.test, gives the harness one variable, lets developers add allow entries.
@@ -168,3 +171,36 @@ def test_run_agent_without_a_project_says_what_it_is_and_how_to_pass_it(team):
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "project is missing: it is the directory the agent works in" in output
     assert "-e project=~/src/app" in output and "missing required arguments" not in output
+
+
+def test_prune_keeps_records_as_long_as_the_team_says(team):
+    # A session that ended 60 days ago: the default 30 days would remove it.
+    ended = time.time() - 60 * 86400
+    session = time.strftime("%Y%m%dT%H%M%S", time.gmtime(ended)) + "-0000beef"
+    inside = f"{AISB_STATE}/sessions/{session}"
+    directory = team.path(inside)
+    directory.mkdir(parents=True)
+    (directory / "record.json").write_text("{}")
+    os.utime(directory / "record.json", (ended, ended))
+    team.run(["chown", "-R", "dev:dev", inside], user="root")
+    gone = re.compile(r"^-" + session + "$", re.M)
+    kept_by_team = dict(MODULE_TEAM, settings=dict(MODULE_TEAM["settings"], retention_days=400, retention_sessions=0))
+    try:
+        install_team(team, kept_by_team)
+        planned = playbook(team, "prune", "--check", "--diff")
+        assert planned.returncode == 0, planned.stdout[-3000:]
+        assert "(retention 400 days, the newest 0 sessions, from the team file /etc/aisb/team.json)" in planned.stdout
+        assert session in planned.stdout and not gone.search(planned.stdout), planned.stdout[-3000:]
+        # The developer cannot keep records for less time than the team says.
+        shorter = playbook(team, "prune", "-e", "aisb_retention_days=1", "-e", "aisb_retention_sessions=0")
+        assert shorter.returncode != 0, shorter.stdout[-3000:]
+        assert "aisb_retention_days is refused: the team file /etc/aisb/team.json sets retention_days" in shorter.stdout
+        assert directory.exists()
+        # Control: the same session under the team's 30 days would go.
+        install_team(team, dict(kept_by_team, settings=dict(kept_by_team["settings"], retention_days=30)))
+        planned = playbook(team, "prune", "--check", "--diff")
+        assert planned.returncode == 0 and gone.search(planned.stdout), planned.stdout[-3000:]
+        assert directory.exists()
+    finally:
+        install_team(team, MODULE_TEAM)
+        team.run(["rm", "-rf", inside], user="root")

@@ -33,6 +33,9 @@ TEAM = {"format": 1, "settings": {"allow": ["github.com", ".npmjs.org"], "networ
     ({"settings": {"network_mode": "allow"}}, "settings.network_mode is not a setting; the settings are allow,"),
     ({"settings": {"credentials": [{"host": "api.example.com", "header": "x-api-key", "variable": "K",
                                     "value": "secret"}]}}, "never goes in it"),
+    ({"settings": {"retention_days": -1}}, "settings.retention_days must be a whole number, 0 or more, got -1"),
+    ({"settings": {"retention_sessions": "20"}}, "settings.retention_sessions must be a whole number, 0 or more"),
+    ({"settings": {"retention_days": True}}, "settings.retention_days must be a whole number, 0 or more, got True"),
     ({"user_may_add": ["network", "everything"]}, "user_may_add names 'everything', which is not a setting"),
     ({"user_may_add": "allow"}, "user_may_add must be a list of setting names"),
     ({"user_may_add": ["allow", "allow"]}, "names a setting twice"),
@@ -103,6 +106,24 @@ def test_a_developer_value_that_changes_nothing_is_no_refusal():
     settings, _origins = apply_team(check_team(TEAM), {"network": "allow", "connect_ports": [443],
                                                        "limits": {"memory": "4g"}, "allow_unenforced": False})
     assert settings["network"] == "allow" and settings["connect_ports"] == [443]
+
+
+def test_retention_is_the_team_s_unless_it_lets_developers_set_it():
+    assert apply_team(None, {})[0]["retention_days"] == 30 and apply_team(None, {})[0]["retention_sessions"] == 20
+    team = check_team({"format": 1, "settings": {"retention_days": 365, "retention_sessions": 100}})
+    assert apply_team(team, {})[0]["retention_days"] == 365
+    # Records are kept as long as the team says: not shorter (nor longer) from the developer.
+    for value in (1, 400):
+        with pytest.raises(TeamError, match="aisb_retention_days is refused: the team file /etc/aisb/team.json "
+                                            "sets retention_days"):
+            apply_team(team, {"retention_days": value})
+    assert apply_team(team, {"retention_days": 365})[0]["retention_days"] == 365
+    loose = check_team({"format": 1, "settings": {"retention_days": 365}, "user_may_add": ["retention_sessions"]})
+    assert apply_team(loose, {"retention_sessions": 5})[0]["retention_sessions"] == 5
+    with pytest.raises(TeamError, match="leaves retention_days at 30"):
+        apply_team(check_team({"format": 1}), {"retention_days": 2})
+    with pytest.raises(TeamError, match="aisb_retention_sessions must be a whole number, 0 or more, got -3"):
+        apply_team(None, {"retention_sessions": -3})
 
 
 def test_an_empty_user_may_add_refuses_every_addition():
