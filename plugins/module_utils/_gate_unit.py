@@ -26,10 +26,18 @@ CGROUPS_V1_OPTIONS = ["--cgroups=enabled"]
 
 # A long-lived gate's unit (and container) name: this prefix and its policy's hash.
 UNIT_PREFIX = "aisb-gate-policy-"
+QUADLET_EXTENSION = ".container"
 
 
 def unit_name(policy_hash):
     return UNIT_PREFIX + policy_hash
+
+
+def unit_policy(file_name):
+    """The policy hash a long-lived gate's unit file FILE_NAME (unit_file's) names; None
+    for any other file."""
+    name, extension = os.path.splitext(file_name)
+    return name[len(UNIT_PREFIX):] if name.startswith(UNIT_PREFIX) and extension == QUADLET_EXTENSION else None
 
 
 def unit_dir(environ):
@@ -39,7 +47,7 @@ def unit_dir(environ):
 
 
 def unit_file(directory, name):
-    return os.path.join(directory, name + ".container")
+    return os.path.join(directory, name + QUADLET_EXTENSION)
 
 
 def service(name):

@@ -22,6 +22,11 @@ POLICY_RECORD = "policy.json"
 POLICY_SCHEME = "aisb-policy-1"
 
 
+def policy_hash(directory):
+    """The policy's (shortened) hash: its directory's name, a trailing slash aside."""
+    return os.path.basename(directory.rstrip("/"))
+
+
 def policy_record(allow_entries, policy):
     """What policy.json keeps of POLICY, parsed from ALLOW_ENTRIES: the entries as given
     (read_policy parses them again) and what they became."""

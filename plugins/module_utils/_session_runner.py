@@ -22,6 +22,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _watc
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_unit import POLICY_LABEL
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
     ENV_FD, REPORT_FD, SESSION_LABEL, SessionError, environment_bytes)
@@ -141,7 +142,7 @@ class SessionRunner(object):
         argv = _podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
                                 extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"]),
                                        # retention keeps a policy a container is labelled with
-                                       "--label", "%s=%s" % (POLICY_LABEL, os.path.basename(policy_dir.rstrip("/")))])
+                                       "--label", "%s=%s" % (POLICY_LABEL, policy_hash(policy_dir))])
 
         def start_and_watch():
             try:

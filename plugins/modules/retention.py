@@ -95,6 +95,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _host_facts, _images, _podman, _retention
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID
 
@@ -148,7 +149,7 @@ def recorded_policy(session_dir):
             policy_dir = json.load(handle).get("policy_dir")
     except (OSError, ValueError, AttributeError):
         return None
-    return os.path.basename(policy_dir.rstrip("/")) if isinstance(policy_dir, str) else None
+    return policy_hash(policy_dir) if isinstance(policy_dir, str) else None
 
 
 def policies_in_use(containers, unit_dir, kept_sessions_dir, kept_sessions):
@@ -160,9 +161,9 @@ def policies_in_use(containers, unit_dir, kept_sessions_dir, kept_sessions):
         if name:
             in_use[name] = "a kept session's record names it"
     for unit in os.listdir(unit_dir) if os.path.isdir(unit_dir) else []:
-        name, extension = os.path.splitext(unit)
-        if name.startswith(_gate_unit.UNIT_PREFIX) and extension == ".container":
-            in_use[name[len(_gate_unit.UNIT_PREFIX):]] = "a long-lived gate's unit names it"
+        name = _gate_unit.unit_policy(unit)
+        if name:
+            in_use[name] = "a long-lived gate's unit names it"
     for container in containers:
         name = (container.get("Labels") or {}).get(_gate_unit.POLICY_LABEL)
         if name:
