@@ -27,12 +27,14 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
-from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_session_use, resolve_credentials
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
+    check_credentials, check_session_use, implicit_entries, resolve_credentials, sources)
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, build_environment, environment_values, harness_command, harness_credential_urls, harness_names,
     harness_values)
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import playbook_terminal
@@ -54,36 +56,48 @@ def read_prompt_file(path):
 def resolve_controller_options(args, controller_env):
     """ARGS with the controller's options resolved: (module args, interactive).
 
-    The command: ARGS' own, or the harness recipe's with the prompt. The environment:
-    the given values, the pass-through names' values and the recipe's names that are set
-    here, then the recipe's env_values for names none of those set, except those that
-    provider credentials fill (a placeholder, a base URL to the injector). The credentials:
-    each key read from its source here. The harness configuration: its directory's files,
-    read and checked here. Interactive unless told, when no command or
-    prompt says what to run."""
+    The command: ARGS' own, or the harness recipe's with the prompt. The credentials:
+    the operator's entries, and one for each built-in provider key this shell holds in a
+    variable the recipe reads (implicit_entries), each key read from its source here. The
+    environment: the given values, the pass-through names' values and the recipe's names
+    that are set here, except provider keys and the credentials' sources (a key reaches
+    the sandbox only when the operator names it), then the recipe's env_values for names
+    none of those set, except those that provider credentials fill (a placeholder, a base
+    URL to the injector). The harness configuration: its directory's files, read and
+    checked here. Interactive unless told, when no command or prompt says what to run."""
     harness = args["harness"] or {}
     prompt = read_prompt_file(args["prompt_file"]) if args["prompt_file"] is not None else args["prompt"]
     command = harness_command(harness, args["command"], prompt)
-    credentials = resolve_credentials(args["credentials"], controller_env)
+    names = args["pass_environment"]
+    given = environment_values(args["environment"])
+    network = args.get("network", "allow")
+    written = check_credentials(args["credentials"])
+    for name in names:
+        if name in sources(written):
+            raise SessionInputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
+                                    "injector holds it, the harness gets a placeholder; leave it out of "
+                                    "pass_environment" % name)
+    implicit = implicit_entries(harness_names(harness), controller_env, written, names, given) \
+        if network == "allow" else []
+    credentials = resolve_credentials(written + implicit, controller_env)
     directory = args.get("harness_config")
     if directory is not None and not isinstance(directory, str):
         raise SessionInputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
     harness_config = read_config(directory, harness)
-    names = args["pass_environment"]
-    given = environment_values(args["environment"])
     url_variables = harness_credential_urls(harness)
     # Filled by the session: the placeholders, and the base URLs leading to their injector.
     filled = set(entry["variable"] for entry in credentials)
     filled |= set(url_variables[v] for v in filled if v in url_variables)
+    unnamed = KEY_VARIABLES | sources(credentials) | filled
     optional = [n for n in harness_names(harness) if n in controller_env and n not in names
-                and n not in given and n not in filled]
+                and n not in given and n not in unnamed]
     # Values named in variables, plus names passed through from this controller's
     # environment, over the recipe's fixed values: nothing else reaches the sandbox.
     environment = build_environment(given, names + optional, controller_env)
     environment = dict(dict((n, v) for n, v in harness_values(harness).items() if n not in filled),
                        **environment)
     # Here too, not only at admission: a refused key never leaves the controller.
-    check_session_use(credentials, environment, args.get("network", "allow"), url_variables)
+    check_session_use(credentials, environment, network, url_variables)
     interactive = args["interactive"]
     if interactive is None:
         interactive = args["command"] is None and prompt is None

@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import route
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import HOP_HEADERS
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import refused_destination
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import allowed_request, request_path
 
 # Bounds on what one client may make this process hold or wait for.
 MAX_BODY = 64 * 1024 * 1024
@@ -131,6 +132,18 @@ class CredentialInjector(object):
             self.decisions[kind].append(dict(what, time=round(time.time(), 3)))
 
 
+def _check_request(entry, method, target):
+    """Refuse (403) a request ENTRY's paths do not name: its key may do only what the
+    harness needs. A path some server would read as another is refused undecoded."""
+    path = request_path(target)
+    if path is None:
+        raise InjectorError(403, "the path %r holds '..', '//', a backslash, NUL or a %%-escape of '.', '/', '\\' "
+                                 "or NUL: refused, not decoded" % target.split("?", 1)[0])
+    if entry.get("paths") is not None and allowed_request(entry["paths"], method, path) is None:
+        raise InjectorError(403, "%s %s is not a request aisb_credentials entry %s relays (its paths: %s)"
+                            % (method, path, route(entry), ", ".join(entry["paths"])))
+
+
 def _handler_for(injector):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -163,6 +176,7 @@ def _handler_for(injector):
                 if len(sent) != 1 or entry["placeholder"] not in sent[0]:
                     raise InjectorError(403, "header %s does not carry this session's placeholder"
                                         % entry["header"])
+                _check_request(entry, self.command, "/" + rest)
                 body = self._body()
                 self._forward(entry, "/" + rest, body, host_path)
             except InjectorError as error:

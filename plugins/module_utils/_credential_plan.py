@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What a session's provider credentials make of it, besides the injector itself
 (_credential_injector): the per-session placeholders, the harness's view (its variables,
-the injector's URL, a recipe's base-URL variables, pi's models.json), the gate's refusal of a placeholder sent anywhere
-else, and that refusal read back from the gate's log.
+the injector's URL, a recipe's base-URL variables, pi's models.json), the gate's
+refusals (a placeholder sent anywhere else; a provider the injector serves reached
+directly), and those refusals read back from the gate's log.
 
 Pure. The sandbox only ever sees placeholders; the keys stay with the injector.
 """
@@ -25,11 +26,14 @@ PLACEHOLDER_PREFIX = "aisb-placeholder-"
 # Headers the gate searches for a placeholder in plain HTTP, besides each entry's own
 # header and the URL: where the usual providers and tools put a key.
 KEY_HEADERS = ("Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key")
-# The gate's log line for a request that carried a placeholder (parse_gate_log's aisb
-# lines never match it: "credential-elsewhere" stands where they have client=).
-ELSEWHERE_LINE = re.compile(
-    r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) credential-elsewhere client=(?P<client>\S+) "
-    r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+)$")
+# The gate's log lines for a request that carried a placeholder and for one that went to
+# a provider the injector serves, past it (parse_gate_log's aisb lines never match them:
+# the kind stands where they have client=).
+ELSEWHERE = "credential-elsewhere"
+PROVIDER_DIRECT = "provider-direct"
+REFUSAL_LINE = re.compile(
+    r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) (?P<kind>%s|%s) client=(?P<client>\S+) "
+    r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+)$" % (ELSEWHERE, PROVIDER_DIRECT))
 # pi (harness command "pi") reads ~/.pi/agent/models.json: a provider entry there with
 # only a baseUrl moves that built-in provider. The variable pi reads each provider's key
 # from, that provider's name in pi, and the path its built-in base URL has after the host.
@@ -141,9 +145,11 @@ def writable_dir(inside):
 
 def gate_refusal_conf(session_id, entries, placeholders):
     """squid lines, before the policy, that refuse and log a request carrying one of
-    PLACEHOLDERS ({variable: placeholder}) in the URL or a key header: the gate only
-    sees plain HTTP, so inside TLS to an allowed host a placeholder goes unseen (it is
-    only a placeholder there)."""
+    PLACEHOLDERS ({variable: placeholder}) in the URL or a key header (the gate only
+    sees plain HTTP, so inside TLS to an allowed host a placeholder goes unseen: it is
+    only a placeholder there), and any request, CONNECT or plain, to a host of ENTRIES:
+    a provider the injector serves is reached through it only, whatever the allowlist
+    says, so a key of the agent's own never reaches it."""
     if not placeholders:
         return ""
     either = "|".join(sorted(placeholders.values()))
@@ -159,16 +165,28 @@ def gate_refusal_conf(session_id, entries, placeholders):
         names.append("aisb_placeholder_header_%d" % index)
         lines.append("acl %s req_header %s %s" % (names[-1], header, either))
     lines.append("acl aisb_placeholder any-of %s" % " ".join(names))
+    lines += _refusal_log("aisb_placeholder", session_id, ELSEWHERE) + ["http_access deny aisb_placeholder"]
     lines += [
-        "logformat aisb_credential %%ts.%%03tu session=%s credential-elsewhere client=%%>a %%Ss/%%03>Hs %%rm %%ru"
-        % session_id,
-        "access_log stdio:/dev/stdout logformat=aisb_credential aisb_placeholder",
-        "http_access deny aisb_placeholder",
+        "acl aisb_provider_direct dstdomain -n %s" % " ".join(sorted(set(entry["host"] for entry in entries))),
+        "acl aisb_provider_connect method CONNECT",
+        # The policy part's miss_access answers this mark with 403 before any tunnel opens
+        # (an http_access refusal of a CONNECT on the peeking port would be a TLS handshake).
+        "acl aisb_provider_refuse annotate_transaction aisb_verdict=refused",
+    ] + _refusal_log("aisb_provider_direct", session_id, PROVIDER_DIRECT) + [
+        "http_access deny !aisb_provider_connect aisb_provider_direct",
+        "ssl_bump splice aisb_client_hello aisb_provider_direct aisb_provider_refuse",
     ]
     return "\n".join(lines) + "\n"
 
 
-def parse_elsewhere(gate_log):
-    """The gate's refusals of a placeholder from its log: [{time, method, url, status}]."""
-    matches = (ELSEWHERE_LINE.match(line.strip()) for line in gate_log.splitlines())
-    return [log_entry(match) for match in matches if match]
+def _refusal_log(acl, session_id, kind):
+    """squid lines that log each request ACL matches as a REFUSAL_LINE of KIND."""
+    return ["logformat %s %%ts.%%03tu session=%s %s client=%%>a %%Ss/%%03>Hs %%rm %%ru" % (acl, session_id, kind),
+            "access_log stdio:/dev/stdout logformat=%s %s" % (acl, acl)]
+
+
+def parse_refusals(gate_log, kind):
+    """The gate's refusals of KIND (ELSEWHERE, PROVIDER_DIRECT) from its log:
+    [{time, method, url, status}]."""
+    matches = (REFUSAL_LINE.match(line.strip()) for line in gate_log.splitlines())
+    return [log_entry(match) for match in matches if match and match.group("kind") == kind]

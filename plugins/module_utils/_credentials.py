@@ -5,11 +5,14 @@ secret read where the operator is, on the controller.
 
 An entry names a provider host (HTTPS, port 443 unless told), the request header the
 key goes in (with an optional prefix, such as "Bearer "), the harness variable that
-gets a per-session placeholder instead of the key, and exactly one source for the key:
+gets a per-session placeholder instead of the key, exactly one source for the key:
 from_environment (a variable of the calling shell), from_file (a file only its owner
-can read) or value (an Ansible Vault variable, say). Every error names its entry.
-Pure but for reading the file; the session module gets the resolved entries
-(resolve_credentials) and never reads a source itself.
+can read) or value (an Ansible Vault variable, say), and optionally the requests the
+injector relays (paths; a built-in provider's own rules by default, _providers). Every
+error names its entry. A key the calling shell holds in a variable a built-in recipe
+reads is injected without an entry (implicit_entries). Pure but for reading the file;
+the session module gets the resolved entries (resolve_credentials) and never reads a
+source itself.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ import os
 import re
 import stat
 
+from ansible_collections.aisb.sandbox.plugins.module_utils import _providers
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import DEFAULT_PORT, by_route, injector_url
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, check_env_name)
 
 OPTION = "aisb_credentials"
 SOURCES = ("from_environment", "from_file", "value")
-KEYS = frozenset(("host", "port", "header", "prefix", "variable") + SOURCES)
+KEYS = frozenset(("host", "port", "header", "prefix", "variable", "paths") + SOURCES)
 HOST_NAME = re.compile(r"\A(?=.{1,253}\Z)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 # An HTTP field name (RFC 9110 token).
 HEADER_NAME = re.compile(r"\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
@@ -101,8 +105,44 @@ def _check_entry(index, entry):
         _fail(index, "value holds characters a header cannot carry (only visible ASCII and spaces)")
     if source == "from_environment":
         check_env_name(entry[source], "%s[%d] from_environment" % (OPTION, index))
-    return {"host": host, "port": port, "header": header, "prefix": prefix,
-            "variable": entry["variable"], source: entry[source]}
+    try:
+        paths = _providers.check_paths(entry.get("paths"), _providers.provider_at(host, port),
+                                       "%s[%d] paths" % (OPTION, index))
+    except _providers.PathRuleError as error:
+        raise SessionInputError(str(error))
+    checked = {"host": host, "port": port, "header": header, "prefix": prefix, "variable": entry["variable"],
+               source: entry[source]}
+    if paths is not None:
+        checked["paths"] = list(paths)
+    return checked
+
+
+def implicit_entries(names, controller_env, entries, pass_names, given):
+    """Entries (from_environment) for the provider keys the calling shell holds
+    (CONTROLLER_ENV) in NAMES, the recipe's variables that are a built-in provider's key
+    variable: the safe default, so that an exported key is injected, never handed over.
+    None for a name the operator passes through (PASS_NAMES) or gives a value (GIVEN), nor
+    for a provider host ENTRIES (checked) already serve, nor for a key an entry reads:
+    the operator's word wins. The first of two names for one provider wins."""
+    served = set(by_route(entries))
+    taken = set(entry["variable"] for entry in entries) | sources(entries)
+    implicit = []
+    for name in names:
+        key = _providers.key_for(name)
+        if key is None or not controller_env.get(name) or name in pass_names or name in given or name in taken:
+            continue
+        route = "%s:%d" % (key.provider.host, DEFAULT_PORT)
+        if route not in served:
+            served.add(route)
+            implicit.append({"host": key.provider.host, "port": DEFAULT_PORT, "header": key.header,
+                             "prefix": key.prefix, "variable": name, "from_environment": name,
+                             "paths": list(key.provider.paths)})
+    return implicit
+
+
+def sources(entries):
+    """The calling shell's variables that ENTRIES (checked) read their keys from."""
+    return set(entry["from_environment"] for entry in entries if "from_environment" in entry)
 
 
 def read_key_file(index, path):

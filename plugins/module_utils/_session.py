@@ -15,11 +15,13 @@ import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _harness_state, _images, _podman, _project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import new_placeholder, parse_elsewhere
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
+    ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import connect_hint
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import held_sentence, keys_held
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
@@ -105,12 +107,13 @@ def start(inputs, facts, environ, run):
 def credentials_report(inputs, injector, gate_log):
     """What the record keeps about the provider credentials: the entries without their
     keys, each request the injector relayed or refused, and each request the gate
-    refused for carrying a placeholder elsewhere."""
+    refused for carrying a placeholder elsewhere or going to a provider past its injector."""
     if not inputs.credentials:
         return None
     entries = [dict((k, v) for k, v in entry.items() if k != "key") for entry in inputs.credentials]
     decisions = injector.decisions if injector is not None else {"injected": [], "refused": []}
-    return dict(decisions, entries=entries, elsewhere=parse_elsewhere(gate_log))
+    return dict(decisions, entries=entries, elsewhere=parse_refusals(gate_log, ELSEWHERE),
+                provider_direct=parse_refusals(gate_log, PROVIDER_DIRECT))
 
 
 def gate_report(policy, gate_log):
@@ -154,6 +157,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan["limits"],
         "environment_names": sorted(inputs.environment),
+        # Provider keys the agent was handed as they are (the operator named them).
+        "provider_keys_held": keys_held(inputs.environment),
         # The operator's harness configuration (paths inside), and the project's kept state.
         "harness_config": [inside for _name, inside in inputs.harness_mounts],
         "harness_state": kept,
@@ -236,8 +241,9 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     else:
         result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent))
     result["commands"] = run.commands + result.get("commands", [])
+    held = held_sentence(keys_held(inputs.environment)) if inputs is not None else None
     # The play prints warnings whether the task failed or not.
-    result["warnings"] = warnings + result.get("gate", {}).get("hints", [])
+    result["warnings"] = warnings + ([held] if held else []) + result.get("gate", {}).get("hints", [])
     return result
 
 

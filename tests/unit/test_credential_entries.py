@@ -10,6 +10,7 @@ import pytest
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_credentials, check_private_hosts, check_resolved, check_session_use, resolve_credentials)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import ANTHROPIC
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 
 KEY = "sk-unit-secret-value"
@@ -22,9 +23,11 @@ def entry(**overrides):
 
 
 def test_defaults_are_filled_in():
+    # A built-in provider's host gets its request rules; another host none (any request).
     assert check_credentials([entry(host="API.Anthropic.com")]) == [
         {"host": "api.anthropic.com", "port": 443, "header": "x-api-key", "prefix": "", "variable": "ANTHROPIC_API_KEY",
-         "value": KEY}]
+         "value": KEY, "paths": list(ANTHROPIC.paths)}]
+    assert "paths" not in check_credentials([entry(host="models.example")])[0]
     assert check_credentials(None) == [] and check_credentials("[]") == []
 
 
@@ -73,7 +76,8 @@ def test_keys_come_from_the_controller_environment_a_file_or_a_value(tmp_path):
         entry(host="c.example", variable="C", prefix="Bearer ", header="Authorization"),
     ], {"MY_KEY": KEY})
     assert [r["key"] for r in resolved] == [KEY, KEY, KEY]
-    assert all(set(r) == {"host", "port", "header", "prefix", "variable", "key"} for r in resolved)
+    assert set(resolved[0]) == {"host", "port", "header", "prefix", "variable", "key", "paths"}
+    assert all(set(r) == {"host", "port", "header", "prefix", "variable", "key"} for r in resolved[1:])
     with pytest.raises(SessionInputError, match=r"\[0\]: from_environment MY_KEY is not set"):
         resolve_credentials([entry(value=None, from_environment="MY_KEY")], {})
 

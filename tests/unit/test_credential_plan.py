@@ -91,9 +91,24 @@ def test_a_refusal_is_read_back_from_the_gate_log_and_not_counted_twice():
         "1796069612.510 session=sid client=127.0.0.1 TCP_DENIED/403 GET http://allowed.test/leak dst=-"
         " hier=HIER_NONE tls=- sni=-",
     ])
-    assert _credential_plan.parse_elsewhere(log) == [
+    assert _credential_plan.parse_refusals(log, _credential_plan.ELSEWHERE) == [
         {"time": 1796069612.51, "method": "GET", "url": "http://allowed.test/leak", "status": "TCP_DENIED/403"}]
+    assert _credential_plan.parse_refusals(log, _credential_plan.PROVIDER_DIRECT) == []
     assert len(parse_gate_log(log)["denied"]) == 1
+
+
+def test_the_gate_refuses_a_provider_the_injector_serves_before_the_policy():
+    lines = planned()["gate"]["conf_text"].splitlines()
+    include = lines.index("include " + _podman.GATE_POLICY_CONF)
+    hosts = sorted(set(entry["host"] for entry in ENTRIES))
+    assert "acl aisb_provider_direct dstdomain -n " + " ".join(hosts) in lines
+    # Plain HTTP refused by http_access; a CONNECT marked at the first peek, so the
+    # policy's miss_access answers it 403 (an http_access refusal would be a handshake).
+    assert lines.index("http_access deny !aisb_provider_connect aisb_provider_direct") < include
+    assert lines.index("ssl_bump splice aisb_client_hello aisb_provider_direct aisb_provider_refuse") < include
+    assert "acl aisb_provider_refuse annotate_transaction aisb_verdict=refused" in lines
+    log = "2.000 session=sid provider-direct client=127.0.0.1 TCP_DENIED/403 CONNECT api.anthropic.com:443"
+    assert _credential_plan.parse_refusals(log, _credential_plan.PROVIDER_DIRECT)[0]["url"] == "api.anthropic.com:443"
 
 
 def test_only_variables_pi_knows_get_a_models_json():
@@ -107,6 +122,7 @@ def test_the_record_keeps_the_entries_without_their_keys():
     assert report["entries"][1] == {"host": "models.test", "port": 9443, "header": "Authorization",
                                     "prefix": "Bearer ", "variable": "OPENAI_API_KEY"}
     assert report["injected"] == [] and report["elsewhere"][0]["url"] == "http://allowed.test/leak"
+    assert report["provider_direct"] == []
     assert KEY not in json.dumps(report)
     assert credentials_report(inputs(), None, log) is None
 

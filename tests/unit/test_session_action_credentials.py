@@ -24,14 +24,17 @@ def args(**overrides):
 
 def test_the_key_goes_to_credentials_and_never_to_the_environment():
     module_args, _interactive = resolve_controller_options(args(), {"ANTHROPIC_API_KEY": KEY, "OPENAI_API_KEY": "o"})
-    assert json.loads(module_args["environment"]) == {"OPENAI_API_KEY": "o"}
-    assert [entry["key"] for entry in json.loads(module_args["credentials"])] == [KEY]
+    assert json.loads(module_args["environment"]) == {}
+    # The exported OPENAI_API_KEY has no entry: injected all the same (implicit_entries).
+    assert [(entry["variable"], entry["key"]) for entry in json.loads(module_args["credentials"])] == [
+        ("ANTHROPIC_API_KEY", KEY), ("OPENAI_API_KEY", "o")]
 
 
 @pytest.mark.parametrize("given", [{"pass_environment": ["ANTHROPIC_API_KEY"]},
                                    {"environment": {"ANTHROPIC_API_KEY": "x"}}, {"network": "none"}])
 def test_a_session_that_cannot_honour_a_credential_is_refused_on_the_controller(given):
-    with pytest.raises(SessionInputError, match=r"aisb_credentials(\[0\]: variable ANTHROPIC_API_KEY| need)"):
+    with pytest.raises(SessionInputError, match=r"aisb_credentials(\[0\]: variable ANTHROPIC_API_KEY| need)|"
+                                                r"pass_environment name ANTHROPIC_API_KEY is the source"):
         resolve_controller_options(args(**given), {"ANTHROPIC_API_KEY": KEY})
 
 
@@ -111,3 +114,62 @@ def test_a_recipes_fixed_values_yield_to_the_operators_and_to_a_placeholder():
     module_args, _interactive = resolve_controller_options(
         args(harness=recipe, environment={"TUNED": "operator"}), {"ANTHROPIC_API_KEY": KEY})
     assert json.loads(module_args["environment"]) == {"OPENCODE_DISABLE_MODELS_FETCH": "1", "TUNED": "operator"}
+
+
+PI = {"command": ["pi"], "prompt": ["-p"], "env": ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"]}
+EXPORTED = {"ANTHROPIC_API_KEY": "sk-ant-exported", "OPENAI_API_KEY": "sk-oai-exported", "GEMINI_API_KEY": "g-exported",
+            "ANTHROPIC_AUTH_TOKEN": "tok-exported"}
+
+
+def resolved(environ, **overrides):
+    module_args, _interactive = resolve_controller_options(args(**dict({"harness": PI, "credentials": []},
+                                                                       **overrides)), environ)
+    return json.loads(module_args["environment"]), json.loads(module_args["credentials"])
+
+
+def test_exported_provider_keys_are_injected_without_any_entry():
+    environment, credentials = resolved(EXPORTED)
+    assert environment == {}
+    assert [(c["host"], c["header"], c["prefix"], c["variable"], c["key"]) for c in credentials] == [
+        ("api.anthropic.com", "x-api-key", "", "ANTHROPIC_API_KEY", "sk-ant-exported"),
+        ("api.openai.com", "Authorization", "Bearer ", "OPENAI_API_KEY", "sk-oai-exported"),
+        ("generativelanguage.googleapis.com", "x-goog-api-key", "", "GEMINI_API_KEY", "g-exported")]
+    assert all(c["paths"] for c in credentials), "a built-in provider's entry relays only its rules"
+
+
+def test_a_key_reaches_the_sandbox_only_when_the_operator_names_it():
+    environment, credentials = resolved(EXPORTED, pass_environment=["OPENAI_API_KEY"])
+    assert environment == {"OPENAI_API_KEY": "sk-oai-exported"}
+    assert [c["variable"] for c in credentials] == ["ANTHROPIC_API_KEY", "GEMINI_API_KEY"]
+
+
+def test_without_a_network_no_key_is_injected_nor_passed():
+    environment, credentials = resolved(EXPORTED, network="none")
+    assert environment == {} and credentials == []
+
+
+def test_one_key_per_provider_the_first_name_wins_and_the_other_stays_out():
+    claude = {"command": ["claude"], "env": ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
+              "credential_urls": {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN": "ANTHROPIC_BASE_URL"}}
+    environment, credentials = resolved(EXPORTED, harness=claude)
+    assert [c["variable"] for c in credentials] == ["ANTHROPIC_API_KEY"]
+    assert "ANTHROPIC_AUTH_TOKEN" not in environment and "tok-exported" not in json.dumps(environment)
+
+
+def test_an_entrys_source_is_never_passed_under_its_own_name():
+    """An entry reading ANTHROPIC_API_KEY for another variable: that variable is no
+    pass-through, and no implicit entry reads it a second time."""
+    entry = {"host": "api.openai.com", "header": "Authorization", "prefix": "Bearer ", "variable": "OPENAI_API_KEY",
+             "from_environment": "ANTHROPIC_API_KEY"}
+    environment, credentials = resolved({"ANTHROPIC_API_KEY": KEY}, credentials=[entry])
+    assert environment == {} and [c["variable"] for c in credentials] == ["OPENAI_API_KEY"]
+    source = dict(entry, variable="MY_KEY", from_environment="MY_SOURCE", host="models.example")
+    with pytest.raises(SessionInputError, match="pass_environment name MY_SOURCE is the source"):
+        resolved({"MY_SOURCE": KEY}, credentials=[source], pass_environment=["MY_SOURCE"])
+
+
+def test_an_operators_entry_for_the_provider_wins_over_the_exported_key():
+    entry = {"host": "api.anthropic.com", "header": "x-api-key", "variable": "ANTHROPIC_API_KEY", "value": "vaulted"}
+    _environment, credentials = resolved(EXPORTED, credentials=[entry])
+    assert [(c["variable"], c["key"]) for c in credentials][0] == ("ANTHROPIC_API_KEY", "vaulted")
+    assert "sk-ant-exported" not in json.dumps(credentials)

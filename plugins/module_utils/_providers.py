@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The model providers the built-in harness recipes talk to, in one place: each one's
+host, the path its base URL has, the requests a harness needs of it, and the variables a
+key for it is read from (with the header and prefix the key goes in).
+
+A session injects a key found in one of these variables (_credentials.implicit_entries)
+instead of handing it to the sandbox, and the credential injector relays to a provider
+only the requests its rules name (allowed_request). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+
+# The key word in a paths list that stands for the provider's defaults (DEFAULT_PATHS).
+DEFAULTS = "defaults"
+METHOD = re.compile(r"\A[A-Z]{1,16}\Z")
+# A rule's path: segments of URL characters, '*' standing for any run of them inside one
+# segment. What a path may hold is checked again on each request (request_path).
+RULE_PATH = re.compile(r"\A(/[A-Za-z0-9._~:@!$&'()*+,;=-]+)+\Z")
+# Spellings that mean another path to some server: refused, never decoded.
+AMBIGUOUS = re.compile(r"\.\.|%2e|%2f|%5c|%00|//|\\|\x00", re.I)
+
+
+class Provider(typing.NamedTuple):
+    name: str  # pi's name for it (its models.json providers)
+    host: str
+    base_path: str  # what a harness's base URL for it has after the host
+    paths: typing.Tuple[str, ...]  # "METHOD /path" rules: what a harness needs of it
+
+
+class ProviderKey(typing.NamedTuple):
+    variable: str  # where a harness reads the key
+    provider: Provider
+    header: str
+    prefix: str
+
+
+ANTHROPIC = Provider("anthropic", "api.anthropic.com", "", (
+    "POST /v1/messages", "POST /v1/messages/count_tokens", "GET /v1/models", "GET /v1/models/*"))
+OPENAI = Provider("openai", "api.openai.com", "/v1", (
+    "POST /v1/chat/completions", "POST /v1/responses", "GET /v1/models", "GET /v1/models/*"))
+GOOGLE = Provider("google", "generativelanguage.googleapis.com", "/v1beta", tuple(
+    rule for version in ("v1beta", "v1") for rule in (
+        "POST /%s/models/*:generateContent" % version, "POST /%s/models/*:streamGenerateContent" % version,
+        "POST /%s/models/*:countTokens" % version, "GET /%s/models" % version, "GET /%s/models/*" % version)))
+PROVIDERS = (ANTHROPIC, OPENAI, GOOGLE)
+# In the order a session prefers them when two name the same provider (Claude Code reads either).
+PROVIDER_KEYS = (
+    ProviderKey("ANTHROPIC_API_KEY", ANTHROPIC, "x-api-key", ""),
+    ProviderKey("ANTHROPIC_AUTH_TOKEN", ANTHROPIC, "Authorization", "Bearer "),
+    ProviderKey("OPENAI_API_KEY", OPENAI, "Authorization", "Bearer "),
+    ProviderKey("GEMINI_API_KEY", GOOGLE, "x-goog-api-key", ""),
+)
+KEY_VARIABLES = frozenset(key.variable for key in PROVIDER_KEYS)
+
+
+def key_for(variable):
+    """The ProviderKey read from VARIABLE, or None."""
+    return next((key for key in PROVIDER_KEYS if key.variable == variable), None)
+
+
+def provider_at(host, port):
+    """The built-in provider served at HOST (lower case) and PORT, or None."""
+    return next((provider for provider in PROVIDERS if provider.host == host and port == 443), None)
+
+
+def keys_held(environment):
+    """The provider key variables ENVIRONMENT (the harness's, before the session adds its
+    placeholders) hands the agent as they are: the operator named each one."""
+    return sorted(name for name in environment if name in KEY_VARIABLES)
+
+
+def held_sentence(held):
+    """One line for the play and the record when the agent holds provider keys, else None."""
+    if not held:
+        return None
+    return ("the agent holds the provider key%s %s as it is (named in aisb_pass_environment or aisb_environment): "
+            "it can use it from the sandbox for anything the key allows; leave it out to have it injected"
+            % ("s" if len(held) > 1 else "", ", ".join(held)))
+
+
+class PathRuleError(ValueError):
+    """A paths list that is not rules: the message says which item and why."""
+
+
+def check_paths(paths, provider, origin):
+    """PATHS as an entry gives them (a list of "METHOD /path" rules, DEFAULTS standing
+    for PROVIDER's rules), or None for the defaults: a tuple of rules, or None when
+    neither is given (an entry for a host no built-in provider is at: any request)."""
+    if paths is None:
+        return provider.paths if provider else None
+    if not isinstance(paths, list) or not paths:
+        raise PathRuleError("%s must be a non-empty list of \"METHOD /path\" rules (and %r for the provider's own)"
+                            % (origin, DEFAULTS))
+    rules = []
+    for index, rule in enumerate(paths):
+        if rule == DEFAULTS:
+            if provider is None:
+                raise PathRuleError("%s[%d]: %r names a built-in provider's rules, and no built-in provider is at "
+                                    "this host (%s)" % (origin, index, DEFAULTS,
+                                                        ", ".join(p.host for p in PROVIDERS)))
+            rules.extend(provider.paths)
+            continue
+        method, _space, path = rule.partition(" ") if isinstance(rule, str) else ("", "", "")
+        if not METHOD.match(method) or not RULE_PATH.match(path) or AMBIGUOUS.search(path):
+            raise PathRuleError("%s[%d]: %r must be \"METHOD /path\": an upper-case method, one space, and a path "
+                                "of URL characters ('*' for any run of them inside one segment), without '..', "
+                                "'//', backslashes or %%-escapes of '.', '/', '\\' or NUL" % (origin, index, rule))
+        rules.append(rule)
+    return tuple(dict.fromkeys(rules))
+
+
+def request_path(target):
+    """The path of a request TARGET (its query left out), or None when the path holds a
+    spelling that some server would read as another path ('..', '//', a backslash, NUL,
+    or a %-escape of '.', '/', '\\' or NUL): such a request is refused, never decoded."""
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    if not path.startswith("/") or AMBIGUOUS.search(path):
+        return None
+    return path
+
+
+def _segment_pattern(segment):
+    return re.compile(r"\A%s\Z" % ".+".join(re.escape(part) for part in segment.split("*")))
+
+
+def allowed_request(rules, method, path):
+    """The rule of RULES ("METHOD /path") that METHOD and PATH (request_path's) match, or
+    None. A rule matches the whole path, segment by segment; '*' matches one or more
+    characters within a segment."""
+    segments = path.split("/")
+    for rule in rules:
+        rule_method, _space, rule_path = rule.partition(" ")
+        wanted = rule_path.split("/")
+        if rule_method == method and len(wanted) == len(segments) and all(
+                _segment_pattern(want).match(got) for want, got in zip(wanted, segments)):
+            return rule
+    return None

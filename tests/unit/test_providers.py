@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The built-in providers' request rules: a path some server would read as another is
+refused, never decoded; a rule matches a whole path, '*' inside one segment only."""
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import (
+    ANTHROPIC, DEFAULTS, GOOGLE, OPENAI, PathRuleError, allowed_request, check_paths, held_sentence, keys_held,
+    provider_at, request_path)
+
+
+@pytest.mark.parametrize("target", [
+    "/v1/../v1/files", "/v1/%2e%2e/files", "/v1/%2E%2E/files", "/v1%2ffiles", "/v1%2Ffiles", "//v1/messages",
+    "/v1//messages", "/v1\\messages", "/v1/messages%00", "/v1/messages\x00", "/v1/%5cfiles", "v1/messages", "",
+])
+def test_an_ambiguous_path_is_refused_not_decoded(target):
+    assert request_path(target) is None
+
+
+def test_the_query_is_not_part_of_the_path():
+    assert request_path("/v1/models?limit=1") == "/v1/models"
+
+
+@pytest.mark.parametrize("method, path, rule", [
+    ("POST", "/v1/messages", "POST /v1/messages"),
+    ("POST", "/v1/messages/count_tokens", "POST /v1/messages/count_tokens"),
+    ("GET", "/v1/models", "GET /v1/models"),
+    ("GET", "/v1/models/claude-x", "GET /v1/models/*"),
+])
+def test_anthropics_rules_let_a_harness_work(method, path, rule):
+    assert allowed_request(ANTHROPIC.paths, method, path) == rule
+
+
+@pytest.mark.parametrize("method, path", [
+    ("POST", "/v1/files"), ("GET", "/v1/files"), ("POST", "/v1/messages/batches"), ("GET", "/v1/messages"),
+    ("DELETE", "/v1/models/x"), ("POST", "/v1/messages/"), ("POST", "/V1/messages"), ("GET", "/v1/models/a/b"),
+    ("POST", "/v1/messages/count_tokens/x"),
+])
+def test_anything_else_of_the_key_is_refused(method, path):
+    assert allowed_request(ANTHROPIC.paths, method, path) is None
+
+
+def test_openai_and_google_rules():
+    assert allowed_request(OPENAI.paths, "POST", "/v1/responses")
+    assert allowed_request(OPENAI.paths, "POST", "/v1/files") is None
+    assert allowed_request(GOOGLE.paths, "POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent")
+    assert allowed_request(GOOGLE.paths, "POST", "/v1beta/models/gemini:generateContent")
+    assert allowed_request(GOOGLE.paths, "POST", "/v1beta/models/:generateContent") is None
+    assert allowed_request(GOOGLE.paths, "POST", "/v1beta/files") is None
+    assert allowed_request(GOOGLE.paths, "POST", "/v1beta/models/x/y:generateContent") is None
+
+
+def test_an_operator_extends_or_replaces_the_defaults():
+    assert check_paths(None, ANTHROPIC, "p") == ANTHROPIC.paths
+    assert check_paths([DEFAULTS, "POST /v1/files"], ANTHROPIC, "p") == ANTHROPIC.paths + ("POST /v1/files",)
+    assert check_paths(["POST /v1/messages"], ANTHROPIC, "p") == ("POST /v1/messages",)
+    assert check_paths(None, None, "p") is None
+    assert provider_at("api.openai.com", 443) is OPENAI and provider_at("api.openai.com", 8443) is None
+
+
+@pytest.mark.parametrize("paths, words", [
+    ([], "non-empty list"), ("POST /v1/messages", "non-empty list"), (["post /v1/messages"], "p[0]"),
+    (["POST v1/messages"], "p[0]"), (["POST  /v1"], "p[0]"), (["POST /v1/../files"], "p[0]"),
+    (["GET /v1", "POST /v1/%2e"], "p[1]"), (["POST /v1//x"], "p[0]"), ([3], "p[0]"), (["POST /v1 x"], "p[0]"),
+])
+def test_a_bad_rule_is_refused_naming_it(paths, words):
+    with pytest.raises(PathRuleError, match=words.replace("[", r"\[")):
+        check_paths(paths, ANTHROPIC, "p")
+
+
+def test_defaults_need_a_built_in_provider():
+    with pytest.raises(PathRuleError, match="no built-in provider is at this host"):
+        check_paths([DEFAULTS], None, "p")
+
+
+def test_the_keys_the_agent_holds_are_said_in_one_line():
+    assert keys_held({"OPENAI_API_KEY": "k", "OTHER": "1"}) == ["OPENAI_API_KEY"]
+    assert held_sentence([]) is None
+    line = held_sentence(["OPENAI_API_KEY"])
+    assert "OPENAI_API_KEY" in line and "\n" not in line
