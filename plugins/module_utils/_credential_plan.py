@@ -16,6 +16,7 @@ import re
 import uuid
 from urllib.parse import urlsplit
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import key_for, provider_at
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import log_entry
 
 # The harness reaches a provider at $AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH, PORT only
@@ -35,13 +36,8 @@ REFUSAL_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) (?P<kind>%s|%s) client=(?P<client>\S+) "
     r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+)$" % (ELSEWHERE, PROVIDER_DIRECT))
 # pi (harness command "pi") reads ~/.pi/agent/models.json: a provider entry there with
-# only a baseUrl moves that built-in provider. The variable pi reads each provider's key
-# from, that provider's name in pi, and the path its built-in base URL has after the host.
-PI_PROVIDERS = {
-    "ANTHROPIC_API_KEY": ("anthropic", ""),
-    "OPENAI_API_KEY": ("openai", "/v1"),
-    "GEMINI_API_KEY": ("google", "/v1beta"),
-}
+# only a baseUrl moves that built-in provider (_providers: pi's names for them, the
+# variables pi reads their keys from, the path a base URL has after the host).
 PI_MODELS_PATH = "/home/agent/.pi/agent/models.json"
 # Its name in the session's directory.
 PI_MODELS_FILE = "pi-models.json"
@@ -71,15 +67,17 @@ def by_route(entries):
 def base_urls(entries, url_variables, proxy_url, environment):
     """{URL variable: URL} for each of ENTRIES whose variable the recipe's credential_urls
     (URL_VARIABLES, {key variable: URL variable}) names: where the harness reads that
-    provider's base URL (Claude Code: ANTHROPIC_BASE_URL), moved to the injector. A value
-    the operator gave in ENVIRONMENT keeps its path behind the injector (it is on the
-    entry's host and port: _credentials.check_session_use refused it otherwise)."""
+    provider's base URL (Claude Code: ANTHROPIC_BASE_URL), moved to the injector, with a
+    built-in provider's base path (codex: /v1). A value the operator gave in ENVIRONMENT
+    keeps its path behind the injector (it is on the entry's host and port:
+    _credentials.check_session_use refused it otherwise)."""
     urls = {}
     for entry in entries:
         variable = url_variables.get(entry["variable"])
         if variable:
+            provider = provider_at(entry["host"], entry["port"])
             urls[variable] = (injector_url(environment.get(variable), by_route([entry]), proxy_url)
-                              or "%s/%s" % (proxy_url, route(entry)))
+                              or "%s/%s%s" % (proxy_url, route(entry), provider.base_path if provider else ""))
     return urls
 
 
@@ -100,9 +98,10 @@ def pi_models(entries, proxy_url, operator_text=None):
             if moved:
                 holder["baseUrl"] = moved
     for entry in entries:
-        if entry["variable"] in PI_PROVIDERS:
-            name, path = PI_PROVIDERS[entry["variable"]]
-            providers.setdefault(name, {})["baseUrl"] = "%s/%s%s" % (proxy_url, route(entry), path)
+        key = key_for(entry["variable"])
+        if key is not None:
+            providers.setdefault(key.provider.name, {})["baseUrl"] = "%s/%s%s" % (
+                proxy_url, route(entry), key.provider.base_path)
     if not providers and not operator_text:
         return None
     return json.dumps(models, indent=2, sort_keys=True) + "\n"
