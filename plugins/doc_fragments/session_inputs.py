@@ -108,6 +108,10 @@ options:
     description:
       - Names of variables whose values are read from the controller's environment.
         A name that is not set there is an error.
+      - A built-in provider's key variable (C(ANTHROPIC_API_KEY), C(ANTHROPIC_AUTH_TOKEN),
+        C(OPENAI_API_KEY), C(GEMINI_API_KEY)) named here reaches the harness as it is,
+        instead of being injected; the record's C(provider_keys_held) and a warning say
+        so. A variable an O(credentials) entry reads its key from is refused here.
     type: list
     elements: str
     default: []
@@ -120,7 +124,21 @@ options:
         empty), C(variable) (the harness variable that gets a per-session placeholder)
         and exactly one source of the key, C(from_environment) (a variable of the
         controller's environment), C(from_file) (a file on the controller only its owner
-        may read or write) or C(value) (an Ansible Vault variable, say).
+        may read or write) or C(value) (an Ansible Vault variable, say); optionally
+        C(paths), the requests the injector relays, a list of C(METHOD /path) rules
+        (C(*) matches within one path segment; the word C(defaults) stands for a built-in
+        provider's own rules). An entry for C(api.anthropic.com), C(api.openai.com) or
+        C(generativelanguage.googleapis.com) on 443 relays only what harnesses need
+        (such as C(POST /v1/messages)) unless C(paths) says otherwise; an entry for
+        another host relays any request unless C(paths) is given. A path holding C(..),
+        C(//), a backslash, NUL or a %-escape of those is refused, never decoded.
+      - Without an entry, a key the controller's environment holds in a built-in
+        provider's key variable that the O(harness) recipe's C(env) names is injected
+        all the same (an entry with that provider's host, header and prefix), unless
+        O(pass_environment) or O(environment) names it.
+      - The gate refuses every request to an entry's host, CONNECT or plain HTTP,
+        whatever the allowlist says (logged as C(provider-direct), listed in the
+        record): the provider is reached through its injector only.
       - The action plugin reads each key on the controller and sends the entries with
         their keys as JSON text. The session's own process serves them on the host's
         loopback (the injector); the sandbox reaches a provider at
