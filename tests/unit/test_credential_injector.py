@@ -4,6 +4,7 @@ only with the placeholder, streams pass as they come, refusals are kept for the 
 
 import http.client
 import json
+import socket
 import ssl
 import threading
 import time
@@ -188,3 +189,123 @@ def test_a_private_entry_takes_the_key_to_its_pinned_address_only(tmp_path_facto
     assert [(d["host"], d["address"]) for d in injector.decisions["injected"]] == [
         ("%s:%d" % (PRIVATE_NAME, where["port"]), "127.0.0.1")]
     assert [d["host"] for d in injector.decisions["refused"]] == ["%s:1" % PRIVATE_NAME]
+
+
+# The agent writes every byte the injector reads: what follows is sent raw.
+
+def exchange(port, data, half_close=True, timeout=5):
+    """DATA sent on a new connection to the injector (its sending side then closed unless
+    HALF_CLOSE is false): all the injector sent back before closing it. A socket timeout
+    means the injector neither answered nor closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while True:
+            try:
+                piece = sock.recv(65536)
+            except ConnectionResetError:
+                return received
+            if not piece:
+                return received
+            received += piece
+
+
+def head(prefix, *lines, target="/v1/chat"):
+    """A request head for PREFIX + TARGET with the placeholder and LINES (CRLF-joined)."""
+    return ("POST %s%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s\r\n"
+            % (prefix, target, PLACEHOLDER, "".join(line + "\r\n" for line in lines))).encode("latin-1")
+
+
+def status_of(answer):
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else None
+
+
+@pytest.mark.parametrize("lines, rest", [
+    (["Content-Length: -1"], b"{}"),
+    (["Transfer-Encoding: chunked"], b"-1\r\n{}"),
+    (["Transfer-Encoding: chunked"], b"-fffffff\r\n{}"),
+], ids=["negative Content-Length", "negative chunk size", "negative chunk size, long"])
+def test_a_negative_length_is_refused_not_read_to_the_end(injector, lines, rest):
+    """rfile.read(-1) reads until the client closes: the host process would hold whatever
+    it sends. The connection stays open here; the answer must come without its end."""
+    injector, prefix = injector
+    try:
+        answer = exchange(injector.port, head(prefix, *lines) + rest, half_close=False, timeout=3)
+    except socket.timeout:
+        pytest.fail("no answer: the injector is reading the body until the client closes")
+    assert status_of(answer) == 400, answer
+    assert Provider.seen == []
+
+
+def test_a_planted_key_beside_the_placeholder_is_refused(injector):
+    injector, prefix = injector
+    for value in ("Bearer sk-attacker aisb " + PLACEHOLDER, "Bearer " + PLACEHOLDER + " sk-attacker",
+                  "Bearer " + PLACEHOLDER + "x", "Bearer  " + PLACEHOLDER, "bearer " + PLACEHOLDER):
+        _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": value}, b"{}")
+        assert response.status == 403, value
+    _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": PLACEHOLDER}, b"{}")
+    assert response.status == 200, "the placeholder alone (without the prefix) is the harness's to choose"
+    assert [seen["headers"]["Authorization"] for seen in Provider.seen] == ["Bearer " + KEY]
+
+
+@pytest.mark.parametrize("lines, body", [
+    (["Content-Length: 2", "Transfer-Encoding: chunked"], b"2\r\n{}\r\n0\r\n\r\n"),
+    (["transfer-encoding: chunked", "content-length: 2"], b"{}"),
+    (["Content-Length: 2", "Content-Length: 2"], b"{}"),
+    (["Content-Length: +2"], b"{}"),
+    (["Content-Length: 0x2"], b"{}"),
+    (["Content-Length:  2"], b"{}"),
+    (["Content-Length: 2 "], b"{}"),
+    (["Transfer-Encoding: gzip, chunked"], b"2\r\n{}\r\n0\r\n\r\n"),
+    (["Transfer-Encoding: chunked"], b"+2\r\n{}\r\n0\r\n\r\n"),
+    (["Transfer-Encoding: chunked"], b"2\r\n{}XX0\r\n\r\n"),
+    (["X-A: b\rX-Smuggled: yes", "Content-Length: 2"], b"{}"),
+    (["X-A: b\nX-Smuggled: yes", "Content-Length: 2"], b"{}"),
+    (["X-A: b", " folded", "Content-Length: 2"], b"{}"),
+    (["X-A : b", "Content-Length: 2"], b"{}"),
+    (["X-A: b\x00c", "Content-Length: 2"], b"{}"),
+    (["X-A: " + "b" * 8193, "Content-Length: 2"], b"{}"),
+    (["X-%d: b" % n for n in range(100)] + ["Content-Length: 2"], b"{}"),
+], ids=["CL then TE", "te then cl", "two equal CLs", "plus-signed CL", "hex CL", "CL after two spaces",
+        "CL with a trailing space", "TE gzip, chunked", "plus-signed chunk", "chunk not ended by CRLF",
+        "bare CR in a header", "bare LF in a header", "obs-fold", "space before the colon", "NUL in a value",
+        "header line over 8 KiB", "101 headers"])
+def test_ambiguous_framing_is_refused_and_not_relayed(injector, lines, body):
+    injector, prefix = injector
+    answer = exchange(injector.port, head(prefix, *lines) + body)
+    assert status_of(answer) == 400, answer
+    assert answer.endswith(b"\n") and b"Connection: close" in answer or b"connection" not in answer.lower()
+    assert Provider.seen == []
+
+
+def test_the_request_line_is_strict(injector):
+    injector, prefix = injector
+    for line in ("POST %s/v1/chat HTTP/1.1 " % prefix, "POST  %s/v1/chat HTTP/1.1" % prefix,
+                 "POST %s/v1/chat\rx HTTP/1.1" % prefix, "POST %s/v1/chat\x0bHTTP/1.1" % prefix,
+                 "POST %s/v1/%s HTTP/1.1" % (prefix, "a" * 8192), "POST http://x%s/v1/chat HTTP/1.1" % prefix,
+                 "POST %s/v1/chat HTTP/2.0" % prefix, "POST %s/v1/chat" % prefix, "", "P\x00ST %s/v1 HTTP/1.1" % prefix):
+        data = ("%s\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}" % (line, PLACEHOLDER)).encode("latin-1")
+        assert status_of(exchange(injector.port, data)) == 400, line
+    assert Provider.seen == []
+
+
+def test_forwarding_and_connection_named_headers_are_dropped(injector):
+    injector, prefix = injector
+    sent = {"Authorization": "Bearer " + PLACEHOLDER, "Forwarded": "for=1.2.3.4;host=evil.test",
+            "X-Forwarded-Host": "evil.test", "X-Forwarded-For": "1.2.3.4", "x-forwarded-anything": "a",
+            "Via": "1.1 evil", "Connection": "keep-alive, X-Secret-Hop", "X-Secret-Hop": "dropped",
+            "X-HTTP-Method-Override": "DELETE", "X-Kept": "kept"}
+    _connection, response = request(injector, prefix + "/v1/chat", sent, b"{}")
+    assert response.status == 200
+    relayed = set(name.lower() for name in Provider.seen[-1]["headers"])
+    assert relayed == {"host", "authorization", "x-kept", "content-length", "accept-encoding"}, relayed
+
+
+def test_after_a_refusal_the_next_request_is_served(injector):
+    injector, prefix = injector
+    assert status_of(exchange(injector.port, head(prefix, "Content-Length: -1") + b"{}")) == 400
+    _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": "Bearer " + PLACEHOLDER}, b"{}")
+    assert response.status == 200 and response.read() == b"ok {}"
+    assert [seen["body"] for seen in Provider.seen] == [b"{}"]
