@@ -14,6 +14,7 @@ import pytest
 
 import certificates
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
+from hostile_requests import exchange, malformed_requests, status_of
 
 KEY = "sk-unit-real-key"
 PLACEHOLDER = "aisb-placeholder-unit"
@@ -193,33 +194,10 @@ def test_a_private_entry_takes_the_key_to_its_pinned_address_only(tmp_path_facto
 
 # The agent writes every byte the injector reads: what follows is sent raw.
 
-def exchange(port, data, half_close=True, timeout=5):
-    """DATA sent on a new connection to the injector (its sending side then closed unless
-    HALF_CLOSE is false): all the injector sent back before closing it. A socket timeout
-    means the injector neither answered nor closed."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(data)
-        if half_close:
-            sock.shutdown(socket.SHUT_WR)
-        received = b""
-        while True:
-            try:
-                piece = sock.recv(65536)
-            except ConnectionResetError:
-                return received
-            if not piece:
-                return received
-            received += piece
-
-
 def head(prefix, *lines, target="/v1/chat"):
     """A request head for PREFIX + TARGET with the placeholder and LINES (CRLF-joined)."""
     return ("POST %s%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s\r\n"
             % (prefix, target, PLACEHOLDER, "".join(line + "\r\n" for line in lines))).encode("latin-1")
-
-
-def status_of(answer):
-    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else None
 
 
 @pytest.mark.parametrize("lines, rest", [
@@ -285,7 +263,8 @@ def test_the_request_line_is_strict(injector):
     for line in ("POST %s/v1/chat HTTP/1.1 " % prefix, "POST  %s/v1/chat HTTP/1.1" % prefix,
                  "POST %s/v1/chat\rx HTTP/1.1" % prefix, "POST %s/v1/chat\x0bHTTP/1.1" % prefix,
                  "POST %s/v1/%s HTTP/1.1" % (prefix, "a" * 8192), "POST http://x%s/v1/chat HTTP/1.1" % prefix,
-                 "POST %s/v1/chat HTTP/2.0" % prefix, "POST %s/v1/chat" % prefix, "", "P\x00ST %s/v1 HTTP/1.1" % prefix):
+                 "POST %s/v1/chat HTTP/2.0" % prefix, "POST %s/v1/chat" % prefix, "",
+                 "P\x00ST %s/v1 HTTP/1.1" % prefix):
         data = ("%s\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}" % (line, PLACEHOLDER)).encode("latin-1")
         assert status_of(exchange(injector.port, data)) == 400, line
     assert Provider.seen == []
@@ -309,3 +288,21 @@ def test_after_a_refusal_the_next_request_is_served(injector):
     _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": "Bearer " + PLACEHOLDER}, b"{}")
     assert response.status == 200 and response.read() == b"ok {}"
     assert [seen["body"] for seen in Provider.seen] == [b"{}"]
+
+
+def test_fuzzed_framing_is_refused_nothing_relayed_and_the_next_request_served(injector):
+    """3000 malformed requests, each carrying the placeholder: every one answered 400 or
+    413 (or, cut short, closed), the provider sees none, and then a plain request is
+    served."""
+    injector, prefix = injector
+    outcomes = {}
+    for kind, data in malformed_requests(prefix, PLACEHOLDER, 3000):
+        status = status_of(exchange(injector.port, data))
+        assert status in (None, 400, 413), (kind, data[:300], status)
+        outcomes.setdefault(kind, []).append(status)
+    assert Provider.seen == [] and injector.decisions["injected"] == []
+    answered = sum(1 for statuses in outcomes.values() for status in statuses if status is not None)
+    assert len(outcomes) == 15 and answered >= 2900, dict((kind, len(s)) for kind, s in outcomes.items())
+    _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": "Bearer " + PLACEHOLDER}, b"{}")
+    assert response.status == 200 and response.read() == b"ok {}"
+    assert len(Provider.seen) == 1
