@@ -35,8 +35,9 @@ def status_of(answer):
     return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else None
 
 
-def malformed_requests(prefix, placeholder, count, seed=27):
-    """COUNT requests (kind, bytes) for PREFIX, each carrying PLACEHOLDER and each
+def malformed_requests(prefix, key_line, count, seed=27):
+    """COUNT requests (kind, bytes) for PREFIX, each with KEY_LINE (the entry's header
+    carrying the placeholder) and each
     outside the injector's grammar in one way chosen by a generator seeded with SEED:
     a lenient parser would relay every one."""
     rng = random.Random(seed)
@@ -89,7 +90,8 @@ def malformed_requests(prefix, placeholder, count, seed=27):
 
     def chunk_size():
         size = rng.choice(["-1", "-%x" % rng.randint(1, 2 ** 40), "+2", " 2", "2 ", "\t2", "0x2", "", "g", "2_0",
-                           "1\x00", "%x" % rng.randint(MAX_BODY + 1, 2 ** 64), "f" * 26, "2\n", "2\r\r"])
+                           "1\x00", "%x" % rng.randint(MAX_BODY + 1, 2 ** 64), "f" * 26, "2\n", "2\r\r",
+                           "2;ext\nX", "2;e\rx", "2;\x00", "2 ;ext"])
         return ["Transfer-Encoding: chunked"], size.encode("latin-1") + b"\r\n{}\r\n0\r\n\r\n"
 
     def chunk_end():
@@ -148,5 +150,5 @@ def malformed_requests(prefix, placeholder, count, seed=27):
             kind = rng.choice(sorted(kinds))
             line = "POST %s/v1/chat HTTP/1.1" % prefix
             lines, body = kinds[kind]()
-        lines = noise + ["Authorization: Bearer " + placeholder] + lines
+        lines = noise + [key_line] + lines
         yield kind, ("%s\r\n%s\r\n" % (line, "".join(one + "\r\n" for one in lines))).encode("latin-1") + body

@@ -180,8 +180,8 @@ def read_body(rfile, length):
         if line is None:
             raise Incomplete()
         digits = line.split(";", 1)[0]
-        if not HEX_DIGITS.match(digits):
-            raise InjectorError(400, "a chunk size must be hex digits only")
+        if not HEX_DIGITS.match(digits) or not FIELD_VALUE.match(line):
+            raise InjectorError(400, "a chunk size line is hex digits, then extensions of visible characters")
         size = _size(digits, 16, "chunks", total)
         if size == 0:
             break

@@ -296,7 +296,7 @@ def test_fuzzed_framing_is_refused_nothing_relayed_and_the_next_request_served(i
     served."""
     injector, prefix = injector
     outcomes = {}
-    for kind, data in malformed_requests(prefix, PLACEHOLDER, 3000):
+    for kind, data in malformed_requests(prefix, "Authorization: Bearer " + PLACEHOLDER, 3000):
         status = status_of(exchange(injector.port, data))
         assert status in (None, 400, 413), (kind, data[:300], status)
         outcomes.setdefault(kind, []).append(status)

@@ -69,6 +69,7 @@ def test_a_body_is_read(data, length, body):
     b"-1\r\nabc\r\n0\r\n\r\n", b"+3\r\nabc\r\n0\r\n\r\n", b" 3\r\nabc\r\n0\r\n\r\n", b"3 \r\nabc\r\n0\r\n\r\n",
     b"0x3\r\nabc\r\n0\r\n\r\n", b"\r\nabc\r\n0\r\n\r\n", b"3\nabc\r\n0\r\n\r\n", b"3\r\nabcXX0\r\n\r\n",
     b"3\r\nabc\n0\r\n\r\n", b"3\r\nabc\r\n0\r\nBad Trailer: t\r\n\r\n", b"3\r\nabc\r\n0\r\n folded\r\n\r\n",
+    b"3;a\nXX\r\nabc\r\n0\r\n\r\n", b"3;a\rb\r\nabc\r\n0\r\n\r\n", b"3;a\x00\r\nabc\r\n0\r\n\r\n",
 ])
 def test_bad_chunks_are_refused(data):
     assert refusal(read_body, data, None) == 400
