@@ -306,3 +306,17 @@ def test_fuzzed_framing_is_refused_nothing_relayed_and_the_next_request_served(i
     _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": "Bearer " + PLACEHOLDER}, b"{}")
     assert response.status == 200 and response.read() == b"ok {}"
     assert len(Provider.seen) == 1
+
+
+def test_expect_100_continue_comes_only_for_a_request_that_will_be_relayed(injector):
+    """curl sends a large body only after "100 Continue": the injector says it once the
+    placeholder and the path are checked, so a refused request's body is never sent."""
+    injector, prefix = injector
+    with socket.create_connection(("127.0.0.1", injector.port), timeout=5) as sock:
+        sock.sendall(head(prefix, "Expect: 100-continue", "Content-Length: 2"))
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"{}")
+        assert status_of(sock.recv(1000)) == 200
+    wrong = head(prefix, "Expect: 100-continue", "Content-Length: 2").replace(PLACEHOLDER.encode(), b"other")
+    assert status_of(exchange(injector.port, wrong, half_close=False)) == 403
+    assert [seen["body"] for seen in Provider.seen] == [b"{}"]
