@@ -17,12 +17,19 @@ straight to the provider over TLS on one kept-alive connection. The stream: 5 ev
 hold it). With --squid, squid (the build machine's, `squid -N`) in accel mode with
 `cache_peer ... originserver tls` and request_header_access/request_header_add, the
 configuration that alternative needs, is measured the same way. Medians over RUNS
-rounds (default 3). A measurement, not a test: it asserts nothing.
+rounds (default 3). Then hostile requests: a client sends HOSTILE_REQUESTS malformed
+requests (tests/hostile_requests.py, the unit tests' fuzz: bad lengths, chunks, smuggling
+pairs, bare CR/LF, overlong lines...) to the injector, each on a new connection; the
+figure is this process's resident memory (the injector's, as in the session's process)
+after them beside before them. A measurement, not a test: it asserts nothing.
 """
 
 import argparse
+import collections
+import gc
 import http.client
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -39,12 +46,16 @@ import certificates  # noqa: E402  pylint: disable=wrong-import-position
 import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import (  # noqa: E402
     CredentialInjector)
+from hostile_requests import (  # noqa: E402  pylint: disable=wrong-import-position
+    exchange, malformed_requests, status_of)
 
 SMALL_REQUESTS = 1000
 BODY = json.dumps({"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}).encode()
 EVENTS, EVENT_GAP = 5, 0.05
 KEY, PLACEHOLDER = "sk-bench-key", "aisb-placeholder-bench"
-TARGET_ADDED_P50_MS = 2.0
+TARGET_ADDED_P50_MS = 0.5
+HOSTILE_REQUESTS = 10000
+TARGET_RSS_GROWTH_MB = 16
 
 
 class Provider(BaseHTTPRequestHandler):
@@ -119,6 +130,13 @@ def client(mode, host, port, path_prefix, ca, header):
                       "stream_ok": (first + rest).count(b"data:") == EVENTS}))
 
 
+def hostile_client(port, prefix, count):
+    """Sends COUNT malformed requests; prints how many got each answer (None: closed)."""
+    requests = malformed_requests(prefix, "X-Api-Key: " + PLACEHOLDER, int(count))
+    answers = collections.Counter(str(status_of(exchange(int(port), data))) for _kind, data in requests)
+    print(json.dumps(answers))
+
+
 def run_client(*args):
     done = subprocess.run([sys.executable, __file__, "--client", *map(str, args)], capture_output=True, text=True,
                           check=False)
@@ -172,11 +190,25 @@ def wait_for(port, timeout=15):
     raise SystemExit("nothing answered on port %d" % port)
 
 
-def rss_kb(pid):
+def rss_kb(pid, field="VmHWM"):
+    """PID's resident memory: its peak (VmHWM) or now (VmRSS), in KiB."""
     for line in Path("/proc/%d/status" % pid).read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
     return None
+
+
+def hostile_growth(injector, prefix):
+    """(this process's VmRSS before and after HOSTILE_REQUESTS malformed requests to
+    INJECTOR, in KiB; the answers by status)."""
+    gc.collect()
+    before = rss_kb(os.getpid(), "VmRSS")
+    done = subprocess.run([sys.executable, __file__, "--hostile", str(injector.port), prefix, str(HOSTILE_REQUESTS)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit("the hostile client failed: %s" % done.stderr[-2000:])
+    gc.collect()
+    return before, rss_kb(os.getpid(), "VmRSS"), json.loads(done.stdout)
 
 
 def measure(runs, with_squid=False):
@@ -206,6 +238,7 @@ def measure(runs, with_squid=False):
             for _round in range(runs):
                 for name, (mode, host, port, prefix) in paths.items():
                     rounds[name].append(run_client(mode, host, port, prefix, ca, "X-Api-Key"))
+            rss_before, rss_after, answers = hostile_growth(injector, paths["injector"][3])
             injector.close()
             figures = {}
             for name, results in rounds.items():
@@ -215,6 +248,8 @@ def measure(runs, with_squid=False):
                     "first_event_ms": median([r["first_event"] for r in results]) * 1000,
                     "stream_ok": all(r["stream_ok"] for r in results),
                 }
+            figures["hostile"] = {"requests": HOSTILE_REQUESTS, "rss_before_kb": rss_before, "rss_after_kb": rss_after,
+                                  "answers": answers}
             if squid is not None:
                 figures["squid"]["peak_rss_kb"] = rss_kb(squid.pid)
         finally:
@@ -223,11 +258,17 @@ def measure(runs, with_squid=False):
                 squid.terminate()
                 squid.wait()
     added = figures["injector"]["p50_ms"] - figures["direct"]["p50_ms"]
+    figures["injector"]["added_p50_ms"] = added
+    growth_mb = (figures["hostile"]["rss_after_kb"] - figures["hostile"]["rss_before_kb"]) / 1024.0
     rows = [
         row("credentials", "small request through the injector, p50 (kept-alive)",
             round(figures["injector"]["p50_ms"], 3), "ms", round(figures["direct"]["p50_ms"], 3),
-            "straight to the provider over TLS", "added p50 <= %.0f ms" % TARGET_ADDED_P50_MS,
+            "straight to the provider over TLS", "added p50 <= %.1f ms" % TARGET_ADDED_P50_MS,
             added <= TARGET_ADDED_P50_MS, runs),
+        row("credentials", "resident memory after %d malformed requests to the injector" % HOSTILE_REQUESTS,
+            round(figures["hostile"]["rss_after_kb"] / 1024.0, 1), "MB",
+            round(figures["hostile"]["rss_before_kb"] / 1024.0, 1), "before them",
+            "growth <= %d MB" % TARGET_RSS_GROWTH_MB, growth_mb <= TARGET_RSS_GROWTH_MB, 1),
         row("credentials", "first event of a stream through the injector", round(figures["injector"]["first_event_ms"], 1),
             "ms", round(figures["direct"]["first_event_ms"], 1), "straight to the provider", None, None, runs),
     ]
@@ -235,7 +276,7 @@ def measure(runs, with_squid=False):
         squid_added = figures["squid"]["p50_ms"] - figures["direct"]["p50_ms"]
         rows.append(row("credentials", "small request through squid accel + tls peer, p50 (the option not taken)",
                         round(figures["squid"]["p50_ms"], 3), "ms", round(figures["direct"]["p50_ms"], 3),
-                        "straight to the provider over TLS", "added p50 <= %.0f ms" % TARGET_ADDED_P50_MS,
+                        "straight to the provider over TLS", "added p50 <= %.1f ms" % TARGET_ADDED_P50_MS,
                         squid_added <= TARGET_ADDED_P50_MS, runs))
     return rows, figures
 
@@ -246,6 +287,9 @@ def main():
         return
     if sys.argv[1:2] == ["--client"]:
         client(*sys.argv[2:8])
+        return
+    if sys.argv[1:2] == ["--hostile"]:
+        hostile_client(*sys.argv[2:5])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("runs", type=int, nargs="?", default=3)

@@ -10,9 +10,14 @@ injector ends with the session on every exit path, SIGKILL included, because it 
 the session. Measured against squid as a TLS-originating reverse proxy in
 docs/security.md.
 
-A request is relayed only when the entry's header carries the session's placeholder
-(so no other local process can borrow the key: it does not know the placeholder); the
-header is then replaced by prefix + key. Upstream TLS is verified against the host's
+A request is relayed only when the entry's header, sent once, is the session's placeholder
+(alone or after the entry's prefix: so no other local process can borrow the key, it does
+not know the placeholder, and a key planted in the project cannot ride along); the header
+is then replaced by prefix + key. The request's head and body are read by this module's
+own strict parser (read_head, read_body), not http.server's: anything outside a narrow
+HTTP/1.1 grammar is answered 400 (413 for an over-size body) and the connection closed,
+so no byte the agent sends is read two ways; hop-by-hop and forwarding headers are
+dropped (relayed_headers). Upstream TLS is verified against the host's
 trust store for the entry's name, and the name must not resolve to an address the gate
 would refuse (_policy.refused_destination), unless the entry's host and port are a
 private entry's ('host:port=address'): then the key goes to that address only, and the
@@ -23,6 +28,7 @@ name is never resolved. Responses are passed on as they arrive
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import ssl
 import threading
@@ -30,7 +36,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import route
-from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import HOP_HEADERS
+from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import HEADER_NAME, HOP_HEADERS
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import refused_destination
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import allowed_request, request_path
 
@@ -38,10 +44,173 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._providers import all
 MAX_BODY = 64 * 1024 * 1024
 UPSTREAM_TIMEOUT = 600.0
 CHUNK = 65536
+# A request line, header line or chunk line, without its CRLF; and header lines in a head
+# (or trailer lines after a chunked body). Far above what a harness sends.
+MAX_LINE = 8192
+MAX_HEADERS = 100
+# Refusals kept for the record; beyond them only counted (refused_unlisted), so a
+# client cannot grow this process by being refused. Each noted text is cut to NOTED_TEXT.
+MAX_REFUSALS_NOTED = 1000
+NOTED_TEXT = 256
+
+REQUEST_TARGET = re.compile(r"\A/[\x21-\x7e]*\Z")
+VERSIONS = ("HTTP/1.1", "HTTP/1.0")
+# A field value: visible characters (obs-text included), spaces and tabs between them,
+# nothing around them; so no NUL, CR, LF or other control character.
+FIELD_VALUE = re.compile(r"\A(?:[\x21-\x7e\x80-\xff](?:[\x20-\x7e\t\x80-\xff]*[\x21-\x7e\x80-\xff])?)?\Z")
+DIGITS = re.compile(r"\A[0-9]+\Z")
+HEX_DIGITS = re.compile(r"\A[0-9A-Fa-f]+\Z")
+# Dropped from the sandbox's request besides HOP_HEADERS and the headers its Connection
+# names: what would tell the provider of another client, route or method than this
+# request's own (every X-Forwarded-* too).
+FORWARDING_HEADERS = frozenset(["forwarded", "via", "proxy-connection", "x-real-ip", "true-client-ip",
+                                "x-client-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
+                                "x-http-method", "x-method-override"])
+FORWARDING_PREFIX = "x-forwarded-"
 
 
 class InjectorError(Exception):
     """A request the injector will not relay: (HTTP status, why)."""
+
+
+class Incomplete(Exception):
+    """The client's stream ended inside a request: nothing to answer, nothing relayed."""
+
+
+def read_line(rfile, what):
+    """The next line of RFILE without its CRLF (text, one character a byte), or None when
+    the stream has ended before it. WHAT names the line in errors."""
+    line = rfile.readline(MAX_LINE + 2)
+    if not line:
+        return None
+    if not line.endswith(b"\n"):
+        if len(line) < MAX_LINE + 2:
+            raise Incomplete()
+        raise InjectorError(400, "%s over %d bytes" % (what, MAX_LINE))
+    if not line.endswith(b"\r\n"):
+        raise InjectorError(400, "%s ends with a bare LF, not CRLF" % what)
+    return line[:-2].decode("latin-1")
+
+
+def parse_field(line):
+    """(name, value) of a header or trailer LINE: an RFC 9110 token, a colon, one optional
+    space and a value of visible characters with none but spaces and tabs inside."""
+    if line[:1] in (" ", "\t"):
+        raise InjectorError(400, "obsolete line folding (a header line starting with a space or tab)")
+    name, colon, value = line.partition(":")
+    if not colon or not HEADER_NAME.match(name):
+        raise InjectorError(400, "a header line without an RFC 9110 token and a colon at its start")
+    value = value[1:] if value.startswith(" ") else value
+    if not FIELD_VALUE.match(value):
+        raise InjectorError(400, "header %s: a value is visible characters with spaces or tabs inside, no "
+                                 "control character (NUL, a bare CR) and nothing around it" % name[:64])
+    return name, value
+
+
+def _size(digits, base, what, before=0):
+    """DIGITS (of BASE) as a number, refused when BEFORE bytes and it pass MAX_BODY; never
+    int() of an unbounded string."""
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 16 or before + int(significant, base) > MAX_BODY:
+        raise InjectorError(413, "request body over %d bytes (%s)" % (MAX_BODY, what))
+    return int(significant, base)
+
+
+def body_length(headers):
+    """The body's framing given the head's HEADERS: its length, or None when chunked.
+    One Content-Length of digits at most MAX_BODY, or one Transfer-Encoding: chunked,
+    never both."""
+    lengths = [value for name, value in headers if name.lower() == "content-length"]
+    codings = [value for name, value in headers if name.lower() == "transfer-encoding"]
+    if lengths and codings:
+        raise InjectorError(400, "Content-Length with Transfer-Encoding: the body's length would be read two ways")
+    if len(lengths) > 1 or len(codings) > 1:
+        raise InjectorError(400, "more than one Content-Length or Transfer-Encoding")
+    if codings:
+        if codings[0].lower() != "chunked":
+            raise InjectorError(400, "Transfer-Encoding must be exactly chunked")
+        return None
+    if not lengths:
+        return 0
+    if not DIGITS.match(lengths[0]):
+        raise InjectorError(400, "Content-Length must be digits only")
+    return _size(lengths[0], 10, "Content-Length")
+
+
+def read_head(rfile):
+    """The next request's head from RFILE, checked: (method, target, version, headers,
+    body length or None for chunked), headers a list of (name, value); None when the
+    stream ends between requests. InjectorError for a head outside the grammar (request
+    line METHOD SP /TARGET SP HTTP/1.x, parse_field's header lines, all CRLF-ended, at
+    most MAX_LINE bytes each and MAX_HEADERS of them; body_length's framing); Incomplete
+    when the stream ends inside it."""
+    line = read_line(rfile, "the request line")
+    if line is None:
+        return None
+    parts = line.split(" ")
+    if len(parts) != 3 or not HEADER_NAME.match(parts[0]) or not REQUEST_TARGET.match(parts[1]) \
+            or parts[2] not in VERSIONS:
+        raise InjectorError(400, "the request line is not METHOD /PATH HTTP/1.1: single spaces, a token, "
+                                 "visible characters")
+    headers = []
+    while True:
+        line = read_line(rfile, "a header line")
+        if line is None:
+            raise Incomplete()
+        if not line:
+            return parts[0], parts[1], parts[2], headers, body_length(headers)
+        if len(headers) == MAX_HEADERS:
+            raise InjectorError(400, "more than %d header lines" % MAX_HEADERS)
+        headers.append(parse_field(line))
+
+
+def read_body(rfile, length):
+    """The body from RFILE: LENGTH bytes, or (LENGTH None) chunks of hex sizes (extensions
+    after ';' ignored), each followed by CRLF, MAX_BODY in all, then trailers (checked,
+    dropped); None when there is none. InjectorError for bad framing, Incomplete when the
+    stream ends first."""
+    if length is not None:
+        body = rfile.read(length) if length else None
+        if length and len(body) != length:
+            raise Incomplete()
+        return body
+    parts, total = [], 0
+    while True:
+        line = read_line(rfile, "a chunk size line")
+        if line is None:
+            raise Incomplete()
+        digits = line.split(";", 1)[0]
+        if not HEX_DIGITS.match(digits) or not FIELD_VALUE.match(line):
+            raise InjectorError(400, "a chunk size line is hex digits, then extensions of visible characters")
+        size = _size(digits, 16, "chunks", total)
+        if size == 0:
+            break
+        total += size
+        parts.append(rfile.read(size))
+        if len(parts[-1]) != size:
+            raise Incomplete()
+        if rfile.read(2) != b"\r\n":
+            raise InjectorError(400, "chunk data not followed by CRLF")
+    for _trailer in range(MAX_HEADERS + 1):
+        line = read_line(rfile, "a trailer line")
+        if line is None:
+            raise Incomplete()
+        if not line:
+            return b"".join(parts)
+        parse_field(line)
+    raise InjectorError(400, "more than %d trailer lines" % MAX_HEADERS)
+
+
+def relayed_headers(headers, key_header):
+    """HEADERS ((name, value) pairs) as passed on to the provider: without KEY_HEADER (the
+    injector sets it), HOP_HEADERS, FORWARDING_HEADERS, X-Forwarded-* or any header the
+    request's Connection names."""
+    dropped = set(HOP_HEADERS | FORWARDING_HEADERS)
+    dropped.add(key_header.lower())
+    dropped.update(token.strip().lower() for name, value in headers if name.lower() == "connection"
+                   for token in value.split(","))
+    return [(name, value) for name, value in headers
+            if name.lower() not in dropped and not name.lower().startswith(FORWARDING_PREFIX)]
 
 
 class VerifiedConnection(http.client.HTTPSConnection):
@@ -91,7 +260,8 @@ class QuietServer(ThreadingHTTPServer):
 class CredentialInjector(object):
     """Serves ENTRIES (resolved: host, port, header, prefix, variable, key) with
     PLACEHOLDERS ({variable: placeholder}) on 127.0.0.1, a free port; start() it, read
-    .port, close() it. .decisions holds {"injected": [...], "refused": [...]}.
+    .port, close() it. .decisions holds {"injected": [...], "refused": [...],
+    "refused_unlisted": the refusals past MAX_REFUSALS_NOTED}.
     CONTEXT verifies the providers (default: the host's trust store); REFUSED judges
     their addresses (default: the gate's list); PRIVATE, the policy's private entries
     ((name, port, address)), pins an entry of that name and port to that address."""
@@ -106,7 +276,7 @@ class CredentialInjector(object):
         # certificates pass or fail whatever the workstation's Python.
         self.context.verify_flags |= ssl.VERIFY_X509_STRICT
         self.refused = refused
-        self.decisions = {"injected": [], "refused": []}
+        self.decisions = {"injected": [], "refused": [], "refused_unlisted": 0}
         self._lock = threading.Lock()
         self.server = QuietServer(("127.0.0.1", 0), _handler_for(self))
         self.port = self.server.server_address[1]
@@ -129,6 +299,10 @@ class CredentialInjector(object):
 
     def note(self, kind, **what):
         with self._lock:
+            if kind == "refused" and len(self.decisions["refused"]) >= MAX_REFUSALS_NOTED:
+                self.decisions["refused_unlisted"] += 1
+                return
+            what = dict((name, value[:NOTED_TEXT] if isinstance(value, str) else value) for name, value in what.items())
             self.decisions[kind].append(dict(what, time=round(time.time(), 3)))
 
 
@@ -152,9 +326,32 @@ def _handler_for(injector):
         sys_version = ""
 
         def handle_one_request(self):
+            # http.server's own reading of the head is not used: read_head's is strict.
             self._upstream = getattr(self, "_upstream", {})
             self._answered = False
-            super().handle_one_request()
+            self.command, self.request_version = None, "HTTP/1.1"
+            try:
+                head = read_head(self.rfile)
+            except Incomplete:
+                head = None
+            except InjectorError as error:
+                self._refused("", "", *error.args)
+                return
+            if head is None:
+                self.close_connection = True
+                return
+            self.command, self.path, self.request_version, headers, self._body_length = head
+            self.headers = http.client.HTTPMessage()
+            for name, value in headers:
+                self.headers[name] = value
+            self.close_connection = self.request_version != "HTTP/1.1" or "close" in [
+                token.strip().lower() for token in ",".join(self.headers.get_all("Connection") or []).split(",")]
+            handler = getattr(self, "do_" + self.command, None)
+            if handler is None:
+                self._refused("", self.path.split("?", 1)[0], 501, "method %s is not relayed" % self.command)
+                return
+            handler()
+            self.wfile.flush()
 
         def finish(self):
             for connection in getattr(self, "_upstream", {}).values():
@@ -173,16 +370,19 @@ def _handler_for(injector):
                     raise InjectorError(404, "no credential for %r: the path starts with /HOST[:PORT]/ of an "
                                              "aisb_credentials entry" % segment)
                 sent = self.headers.get_all(entry["header"]) or []
-                if len(sent) != 1 or entry["placeholder"] not in sent[0]:
-                    raise InjectorError(403, "header %s does not carry this session's placeholder"
-                                        % entry["header"])
+                if len(sent) != 1 or sent[0] not in (entry["placeholder"], entry["prefix"] + entry["placeholder"]):
+                    raise InjectorError(403, "header %s is not this session's placeholder (once, alone or after "
+                                             "%r)" % (entry["header"], entry["prefix"]))
                 _check_request(entry, self.command, "/" + rest)
-                body = self._body()
+                if (self.headers.get("Expect") or "").lower() == "100-continue" and self.request_version == "HTTP/1.1":
+                    self.handle_expect_100()
+                body = read_body(self.rfile, self._body_length)
                 self._forward(entry, "/" + rest, body, host_path)
+            except Incomplete:
+                self.close_connection = True
+                return
             except InjectorError as error:
-                status, why = error.args
-                injector.note("refused", host=segment, method=self.command, path=host_path, status=status, why=why)
-                self._refuse(status, why)
+                self._refused(segment, host_path, *error.args)
                 return
             except (OSError, http.client.HTTPException, ssl.SSLError, ValueError) as error:
                 if self._answered:
@@ -190,30 +390,9 @@ def _handler_for(injector):
                     # did): the request was noted as injected; this connection ends.
                     self.close_connection = True
                     return
-                why = "the provider could not be reached: %s" % error
-                injector.note("refused", host=segment, method=self.command, path=host_path, status=502, why=why)
-                self._refuse(502, why)
+                self._refused(segment, host_path, 502, "the provider could not be reached: %s" % error)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = relay
-
-        def _body(self):
-            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                parts, size = [], 0
-                while True:
-                    length = int(self.rfile.readline(1024).split(b";")[0].strip() or b"0", 16)
-                    if length == 0:
-                        while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                            pass
-                        return b"".join(parts)
-                    size += length
-                    if size > MAX_BODY:
-                        raise InjectorError(413, "request body over %d bytes" % MAX_BODY)
-                    parts.append(self.rfile.read(length))
-                    self.rfile.readline(1024)
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                raise InjectorError(413, "request body over %d bytes" % MAX_BODY)
-            return self.rfile.read(length) if length else None
 
         def _forward(self, entry, path, body, logged_path):
             key = (entry["host"], entry["port"])
@@ -222,8 +401,7 @@ def _handler_for(injector):
                 connection = self._upstream[key] = VerifiedConnection(
                     entry["host"], entry["port"], UPSTREAM_TIMEOUT, injector.context, injector.refused,
                     entry["pinned"])
-            headers = [(name, value) for name, value in self.headers.items()
-                       if name.lower() not in HOP_HEADERS and name.lower() != entry["header"].lower()]
+            headers = relayed_headers(self.headers.items(), entry["header"])
             headers.append((entry["header"], entry["prefix"] + entry["key"]))
             connection.putrequest(self.command, path, skip_host=True, skip_accept_encoding=True)
             connection.putheader("Host", route(entry))
@@ -267,6 +445,10 @@ def _handler_for(injector):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
+
+        def _refused(self, segment, path, status, why):
+            injector.note("refused", host=segment, method=self.command or "", path=path, status=status, why=why)
+            self._refuse(status, why)
 
         def _refuse(self, status, why):
             # Whatever of the request is unread stays unread: this connection ends here.

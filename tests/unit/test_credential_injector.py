@@ -4,6 +4,7 @@ only with the placeholder, streams pass as they come, refusals are kept for the 
 
 import http.client
 import json
+import socket
 import ssl
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 import certificates
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
+from hostile_requests import exchange, malformed_requests, status_of
 
 KEY = "sk-unit-real-key"
 PLACEHOLDER = "aisb-placeholder-unit"
@@ -188,3 +190,133 @@ def test_a_private_entry_takes_the_key_to_its_pinned_address_only(tmp_path_facto
     assert [(d["host"], d["address"]) for d in injector.decisions["injected"]] == [
         ("%s:%d" % (PRIVATE_NAME, where["port"]), "127.0.0.1")]
     assert [d["host"] for d in injector.decisions["refused"]] == ["%s:1" % PRIVATE_NAME]
+
+
+# The agent writes every byte the injector reads: what follows is sent raw.
+
+def head(prefix, *lines, target="/v1/chat"):
+    """A request head for PREFIX + TARGET with the placeholder and LINES (CRLF-joined)."""
+    return ("POST %s%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s\r\n"
+            % (prefix, target, PLACEHOLDER, "".join(line + "\r\n" for line in lines))).encode("latin-1")
+
+
+@pytest.mark.parametrize("lines, rest", [
+    (["Content-Length: -1"], b"{}"),
+    (["Transfer-Encoding: chunked"], b"-1\r\n{}"),
+    (["Transfer-Encoding: chunked"], b"-fffffff\r\n{}"),
+], ids=["negative Content-Length", "negative chunk size", "negative chunk size, long"])
+def test_a_negative_length_is_refused_not_read_to_the_end(injector, lines, rest):
+    """rfile.read(-1) reads until the client closes: the host process would hold whatever
+    it sends. The connection stays open here; the answer must come without its end."""
+    injector, prefix = injector
+    try:
+        answer = exchange(injector.port, head(prefix, *lines) + rest, half_close=False, timeout=3)
+    except socket.timeout:
+        pytest.fail("no answer: the injector is reading the body until the client closes")
+    assert status_of(answer) == 400, answer
+    assert Provider.seen == []
+
+
+def test_a_planted_key_beside_the_placeholder_is_refused(injector):
+    injector, prefix = injector
+    for value in ("Bearer sk-attacker aisb " + PLACEHOLDER, "Bearer " + PLACEHOLDER + " sk-attacker",
+                  "Bearer " + PLACEHOLDER + "x", "Bearer  " + PLACEHOLDER, "bearer " + PLACEHOLDER):
+        _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": value}, b"{}")
+        assert response.status == 403, value
+    _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": PLACEHOLDER}, b"{}")
+    assert response.status == 200, "the placeholder alone (without the prefix) is the harness's to choose"
+    assert [seen["headers"]["Authorization"] for seen in Provider.seen] == ["Bearer " + KEY]
+
+
+@pytest.mark.parametrize("lines, body", [
+    (["Content-Length: 2", "Transfer-Encoding: chunked"], b"2\r\n{}\r\n0\r\n\r\n"),
+    (["transfer-encoding: chunked", "content-length: 2"], b"{}"),
+    (["Content-Length: 2", "Content-Length: 2"], b"{}"),
+    (["Content-Length: +2"], b"{}"),
+    (["Content-Length: 0x2"], b"{}"),
+    (["Content-Length:  2"], b"{}"),
+    (["Content-Length: 2 "], b"{}"),
+    (["Transfer-Encoding: gzip, chunked"], b"2\r\n{}\r\n0\r\n\r\n"),
+    (["Transfer-Encoding: chunked"], b"+2\r\n{}\r\n0\r\n\r\n"),
+    (["Transfer-Encoding: chunked"], b"2\r\n{}XX0\r\n\r\n"),
+    (["X-A: b\rX-Smuggled: yes", "Content-Length: 2"], b"{}"),
+    (["X-A: b\nX-Smuggled: yes", "Content-Length: 2"], b"{}"),
+    (["X-A: b", " folded", "Content-Length: 2"], b"{}"),
+    (["X-A : b", "Content-Length: 2"], b"{}"),
+    (["X-A: b\x00c", "Content-Length: 2"], b"{}"),
+    (["X-A: " + "b" * 8193, "Content-Length: 2"], b"{}"),
+    (["X-%d: b" % n for n in range(100)] + ["Content-Length: 2"], b"{}"),
+], ids=["CL then TE", "te then cl", "two equal CLs", "plus-signed CL", "hex CL", "CL after two spaces",
+        "CL with a trailing space", "TE gzip, chunked", "plus-signed chunk", "chunk not ended by CRLF",
+        "bare CR in a header", "bare LF in a header", "obs-fold", "space before the colon", "NUL in a value",
+        "header line over 8 KiB", "101 headers"])
+def test_ambiguous_framing_is_refused_and_not_relayed(injector, lines, body):
+    injector, prefix = injector
+    answer = exchange(injector.port, head(prefix, *lines) + body)
+    assert status_of(answer) == 400, answer
+    assert answer.endswith(b"\n") and b"Connection: close" in answer or b"connection" not in answer.lower()
+    assert Provider.seen == []
+
+
+def test_the_request_line_is_strict(injector):
+    injector, prefix = injector
+    for line in ("POST %s/v1/chat HTTP/1.1 " % prefix, "POST  %s/v1/chat HTTP/1.1" % prefix,
+                 "POST %s/v1/chat\rx HTTP/1.1" % prefix, "POST %s/v1/chat\x0bHTTP/1.1" % prefix,
+                 "POST %s/v1/%s HTTP/1.1" % (prefix, "a" * 8192), "POST http://x%s/v1/chat HTTP/1.1" % prefix,
+                 "POST %s/v1/chat HTTP/2.0" % prefix, "POST %s/v1/chat" % prefix, "",
+                 "P\x00ST %s/v1 HTTP/1.1" % prefix):
+        data = ("%s\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}" % (line, PLACEHOLDER)).encode("latin-1")
+        assert status_of(exchange(injector.port, data)) == 400, line
+    assert Provider.seen == []
+
+
+def test_forwarding_and_connection_named_headers_are_dropped(injector):
+    injector, prefix = injector
+    sent = {"Authorization": "Bearer " + PLACEHOLDER, "Forwarded": "for=1.2.3.4;host=evil.test",
+            "X-Forwarded-Host": "evil.test", "X-Forwarded-For": "1.2.3.4", "x-forwarded-anything": "a",
+            "Via": "1.1 evil", "Connection": "keep-alive, X-Secret-Hop", "X-Secret-Hop": "dropped",
+            "X-HTTP-Method-Override": "DELETE", "X-Kept": "kept"}
+    _connection, response = request(injector, prefix + "/v1/chat", sent, b"{}")
+    assert response.status == 200
+    relayed = set(name.lower() for name in Provider.seen[-1]["headers"])
+    assert relayed == {"host", "authorization", "x-kept", "content-length", "accept-encoding"}, relayed
+
+
+def test_after_a_refusal_the_next_request_is_served(injector):
+    injector, prefix = injector
+    assert status_of(exchange(injector.port, head(prefix, "Content-Length: -1") + b"{}")) == 400
+    _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": "Bearer " + PLACEHOLDER}, b"{}")
+    assert response.status == 200 and response.read() == b"ok {}"
+    assert [seen["body"] for seen in Provider.seen] == [b"{}"]
+
+
+def test_fuzzed_framing_is_refused_nothing_relayed_and_the_next_request_served(injector):
+    """3000 malformed requests, each carrying the placeholder: every one answered 400 or
+    413 (or, cut short, closed), the provider sees none, and then a plain request is
+    served."""
+    injector, prefix = injector
+    outcomes = {}
+    for kind, data in malformed_requests(prefix, "Authorization: Bearer " + PLACEHOLDER, 3000):
+        status = status_of(exchange(injector.port, data))
+        assert status in (None, 400, 413), (kind, data[:300], status)
+        outcomes.setdefault(kind, []).append(status)
+    assert Provider.seen == [] and injector.decisions["injected"] == []
+    answered = sum(1 for statuses in outcomes.values() for status in statuses if status is not None)
+    assert len(outcomes) == 15 and answered >= 2900, dict((kind, len(s)) for kind, s in outcomes.items())
+    _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": "Bearer " + PLACEHOLDER}, b"{}")
+    assert response.status == 200 and response.read() == b"ok {}"
+    assert len(Provider.seen) == 1
+
+
+def test_expect_100_continue_comes_only_for_a_request_that_will_be_relayed(injector):
+    """curl sends a large body only after "100 Continue": the injector says it once the
+    placeholder and the path are checked, so a refused request's body is never sent."""
+    injector, prefix = injector
+    with socket.create_connection(("127.0.0.1", injector.port), timeout=5) as sock:
+        sock.sendall(head(prefix, "Expect: 100-continue", "Content-Length: 2"))
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"{}")
+        assert status_of(sock.recv(1000)) == 200
+    wrong = head(prefix, "Expect: 100-continue", "Content-Length: 2").replace(PLACEHOLDER.encode(), b"other")
+    assert status_of(exchange(injector.port, wrong, half_close=False)) == 403
+    assert [seen["body"] for seen in Provider.seen] == [b"{}"]
