@@ -36,7 +36,7 @@ def argument_spec():
         # with its key, as JSON text: hidden in results as one string, like environment.
         credentials=dict(type="raw", default=[], no_log=True),
         # Input and output tokens the injector relays before it refuses (_credential_injector).
-        token_budget=dict(type="int"),
+        token_budget=dict(type="int", no_log=False),
         # A directory on the controller (aisb_harness_config); the action plugin sends its
         # files, read and checked there, as JSON text.
         harness_config=dict(type="raw"),

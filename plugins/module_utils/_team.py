@@ -302,7 +302,7 @@ def user_spec():
         allow_unenforced=dict(type="bool"),
         retention_days=dict(type="int"),
         retention_sessions=dict(type="int"),
-        token_budget=dict(type="int"),
+        token_budget=dict(type="int", no_log=False),
     )
 
 

@@ -204,5 +204,6 @@ def test_a_token_budget_that_is_no_number_of_tokens_is_refused_before_anything_s
     result = run(workstation, [credential({"value": KEY})], "map-host-loopback",
                  "-e", json.dumps({"aisb_token_budget": 0}), command=["true"])
     assert result.returncode != 0
-    assert "aisb_token_budget must be a whole number of tokens, 1 or more, got 0" in result.stdout, result.stdout[-3000:]
+    refusal = "aisb_token_budget must be a whole number of tokens, 1 or more, got 0"
+    assert refusal in result.stdout, result.stdout[-3000:]
     assert "Ensure the sandbox image" not in result.stdout
