@@ -35,10 +35,7 @@ class Provider(BaseHTTPRequestHandler):
         if self.path.startswith("/cut/"):
             # /cut/SECONDS: a stream's start (its usage: 30000 input tokens), SECONDS of
             # deltas, then its end (4000 output tokens) or, with 0, the connection dropped.
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
+            self._start_stream()
             self.wfile.write(b'event: message_start\ndata: {"message": {"usage": {"input_tokens": 30000, '
                              b'"output_tokens": 1}}}\n\n')
             self.wfile.flush()
@@ -54,10 +51,7 @@ class Provider(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if self.path.startswith("/stream"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
+            self._start_stream()
             for index in range(3):
                 self.wfile.write(b"data: %d\n\n" % index)
                 self.wfile.flush()
@@ -69,6 +63,13 @@ class Provider(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(reply)))
         self.end_headers()
         self.wfile.write(reply)
+
+    def _start_stream(self):
+        """A stream's head; its end is the connection's."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
 
     def _json(self, value):
         reply = json.dumps(value).encode()
