@@ -61,18 +61,11 @@ class UsageMeter(object):
 
     def __init__(self):
         self.largest = {}
+        self.input = self.output = 0
         self.reported = False
         self.size = 0
         self._kept = b""
         self._taken = (0, 0)
-
-    @property
-    def input(self):
-        return sum(self.largest.get(name, 0) for name in INPUT_FIELDS)
-
-    @property
-    def output(self):
-        return sum(self.largest.get(name, 0) for name in OUTPUT_FIELDS)
 
     def take(self):
         """The (input, output) tokens reported since the last take()."""
@@ -128,6 +121,8 @@ class UsageMeter(object):
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     self.reported = True
                     self.largest[name] = max(self.largest.get(name, 0), value)
+        self.input = sum(self.largest.get(name, 0) for name in INPUT_FIELDS)
+        self.output = sum(self.largest.get(name, 0) for name in OUTPUT_FIELDS)
 
 
 def counted_request(path, body):
