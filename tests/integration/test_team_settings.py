@@ -171,7 +171,7 @@ def test_the_team_s_token_budget_is_the_default_and_the_ceiling(team, project):
         # without a provider key through the injector: it says the budget bounds nothing).
         for extra, budget in (({"aisb_token_budget": 20000}, 20000), ({}, 50000)):
             result = run_agent(team, "-e", json.dumps(extra), command=["true"])
-            warned = " ".join(result.stdout.split())  # the play wraps a warning's lines
+            warned = " ".join((result.stdout + result.stderr).split())  # a warning's lines wrapped, on stderr
             assert result.returncode == 0 and f"aisb_token_budget {budget} bounds nothing here" in warned, \
                 result.stdout[-3000:]
     finally:
