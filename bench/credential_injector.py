@@ -14,7 +14,9 @@ process); a client that sends 1000 small POSTs one after another on one kept-ali
 connection (as node's fetch does) and times each. The floor is the same client
 straight to the provider over TLS on one kept-alive connection. The stream: 5 events
 50 ms apart; the figure is when the first one reached the client (the relay must not
-hold it). With --squid, squid (the build machine's, `squid -N`) in accel mode with
+hold it). The answers report their usage as Anthropic's do, and the injector has a
+token budget it never reaches: its usage accounting and budget check are measured with
+the relay. With --squid, squid (the build machine's, `squid -N`) in accel mode with
 `cache_peer ... originserver tls` and request_header_access/request_header_add, the
 configuration that alternative needs, is measured the same way. Medians over RUNS
 rounds (default 3). Then hostile requests: a client sends HOSTILE_REQUESTS malformed
@@ -52,6 +54,9 @@ from hostile_requests import (  # noqa: E402  pylint: disable=wrong-import-posit
 SMALL_REQUESTS = 1000
 BODY = json.dumps({"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}).encode()
 EVENTS, EVENT_GAP = 5, 0.05
+# Never reached: every request is checked against it, none refused.
+BUDGET = 10 ** 12
+USAGE = b'"usage": {"input_tokens": 1200, "cache_read_input_tokens": 0, "output_tokens": 16}'
 KEY, PLACEHOLDER = "sk-bench-key", "aisb-placeholder-bench"
 TARGET_ADDED_P50_MS = 0.5
 HOSTILE_REQUESTS = 10000
@@ -70,13 +75,13 @@ class Provider(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for index in range(EVENTS):
-                event = b"data: %d\n\n" % index
+                event = b'data: {"index": %d, %s}\n\n' % (index, USAGE)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                 self.wfile.flush()
                 time.sleep(EVENT_GAP)
             self.wfile.write(b"0\r\n\r\n")
             return
-        reply = b'{"ok": true, "key_seen": %s}' % (b"true" if KEY in str(self.headers) else b"false")
+        reply = b'{"ok": true, "key_seen": %s, %s}' % (b"true" if KEY in str(self.headers) else b"false", USAGE)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
@@ -228,7 +233,7 @@ def measure(runs, with_squid=False):
                      "variable": "ANTHROPIC_API_KEY", "key": KEY}
             injector = CredentialInjector([entry], {"ANTHROPIC_API_KEY": PLACEHOLDER},
                                           context=ssl.create_default_context(cafile=ca),
-                                          refused=lambda _address: None).start()
+                                          refused=lambda _address: None, budget=BUDGET).start()
             paths = {"direct": ("tls", "localhost", provider_port, ""),
                      "injector": ("plain", "127.0.0.1", injector.port, "/localhost:%d" % provider_port)}
             if with_squid:
@@ -240,7 +245,8 @@ def measure(runs, with_squid=False):
                     rounds[name].append(run_client(mode, host, port, prefix, ca, "X-Api-Key"))
             rss_before, rss_after, answers = hostile_growth(injector, paths["injector"][3])
             injector.close()
-            figures = {}
+            counted = injector.tokens["localhost:%d" % provider_port]
+            figures = {"counted_requests": counted["requests"], "unmetered": counted["unmetered"]}
             for name, results in rounds.items():
                 figures[name] = {
                     "p50_ms": median([median(r["times"]) for r in results]) * 1000,

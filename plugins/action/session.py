@@ -32,8 +32,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, environment_values, harness_command, harness_credential_urls, harness_names,
-    harness_values)
+    SessionInputError, build_environment, check_token_budget, environment_values, harness_command,
+    harness_credential_urls, harness_names, harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
@@ -80,6 +80,7 @@ def resolve_controller_options(args, controller_env):
     implicit = implicit_entries(harness_names(harness), controller_env, written, names, given) \
         if network == "allow" else []
     credentials = resolve_credentials(written + implicit, controller_env)
+    check_token_budget(args.get("token_budget"))
     directory = args.get("harness_config")
     if directory is not None and not isinstance(directory, str):
         raise SessionInputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))

@@ -150,6 +150,17 @@ options:
       - Needs O(network=allow). See docs/security.md, provider keys.
     type: raw
     default: []
+  token_budget:
+    description:
+      - The most input and output tokens, all providers' together, the session may spend
+        through the O(credentials)' injector (the playbooks' C(aisb_token_budget)), a whole
+        number of tokens, 1 or more. Each answer's usage is counted as it is relayed;
+        once the count reaches the budget every further request gets 429 and a body
+        naming the budget and what was used. A request already relayed completes.
+      - Unset, nothing is refused; the record counts the tokens either way. Without
+        O(credentials) it bounds nothing (a warning says so). See docs/sessions.md,
+        provider keys.
+    type: int
   interactive:
     description:
       - Give the harness ansible-playbook's own terminal (its TUI). Needs a local

@@ -23,6 +23,14 @@ would refuse (_policy.refused_destination), unless the entry's host and port are
 private entry's ('host:port=address'): then the key goes to that address only, and the
 name is never resolved. Responses are passed on as they arrive
 (server-sent events included). Each decision is kept for the record, without the key.
+
+Each response's token usage is read as it is relayed (_provider_usage) and added to
+its provider's figures; with a token budget, a request that arrives once the session's
+input and output tokens together reach it is refused (429) before anything is read or
+sent; a request already relayed completes. So that what the provider reports can be
+read, the provider is asked for an uncompressed answer, an OpenAI chat stream for its
+usage (_provider_usage.counted_request), and a stream the harness leaves is read to
+its end.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import route
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import HEADER_NAME, HOP_HEADERS
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import refused_destination
+from ansible_collections.aisb.sandbox.plugins.module_utils._provider_usage import (
+    UsageMeter, counted_request, free_request)
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import allowed_request, request_path
 
 # Bounds on what one client may make this process hold or wait for.
@@ -264,9 +274,12 @@ class CredentialInjector(object):
     "refused_unlisted": the refusals past MAX_REFUSALS_NOTED}.
     CONTEXT verifies the providers (default: the host's trust store); REFUSED judges
     their addresses (default: the gate's list); PRIVATE, the policy's private entries
-    ((name, port, address)), pins an entry of that name and port to that address."""
+    ((name, port, address)), pins an entry of that name and port to that address.
+    BUDGET, the session's token budget (input and output tokens together), or None;
+    .tokens holds each provider's figures ({route: {input, output, requests, unmetered}}).
+    """
 
-    def __init__(self, entries, placeholders, context=None, refused=refused_destination, private=()):
+    def __init__(self, entries, placeholders, context=None, refused=refused_destination, private=(), budget=None):
         pinned = dict(((name, port), address) for name, port, address in private)
         self.routes = dict((route(entry), dict(entry, placeholder=placeholders[entry["variable"]],
                                                pinned=pinned.get((entry["host"], entry["port"]))))
@@ -277,6 +290,8 @@ class CredentialInjector(object):
         self.context.verify_flags |= ssl.VERIFY_X509_STRICT
         self.refused = refused
         self.decisions = {"injected": [], "refused": [], "refused_unlisted": 0}
+        self.budget = budget
+        self.tokens = dict((name, {"input": 0, "output": 0, "requests": 0, "unmetered": 0}) for name in self.routes)
         self._lock = threading.Lock()
         self.server = QuietServer(("127.0.0.1", 0), _handler_for(self))
         self.port = self.server.server_address[1]
@@ -304,6 +319,37 @@ class CredentialInjector(object):
                 return
             what = dict((name, value[:NOTED_TEXT] if isinstance(value, str) else value) for name, value in what.items())
             self.decisions[kind].append(dict(what, time=round(time.time(), 3)))
+
+    def spent(self):
+        """The session's tokens so far, input and output, every provider's."""
+        with self._lock:
+            return sum(figures["input"] + figures["output"] for figures in self.tokens.values())
+
+    def count(self, name, tokens=(0, 0), requests=0, unmetered=0):
+        """Provider NAME's figures: (input, output) TOKENS, REQUESTS and UNMETERED added."""
+        with self._lock:
+            figures = self.tokens[name]
+            figures["input"] += tokens[0]
+            figures["output"] += tokens[1]
+            figures["requests"] += requests
+            figures["unmetered"] += unmetered
+
+    def budget_refusal(self):
+        """Why a request is refused now (the budget is spent), or None."""
+        if self.budget is None:
+            return None
+        spent = self.spent()
+        if spent < self.budget:
+            return None
+        return ("the session's token budget is spent: aisb_token_budget %d, used %d (input and output tokens the "
+                "providers reported); a new session gets a new budget" % (self.budget, spent))
+
+    def usage_report(self):
+        """The record's tokens: each provider's figures, the budget and whether it was spent."""
+        exceeded = self.budget is not None and self.spent() >= self.budget
+        with self._lock:
+            return dict((name, dict(figures, budget=self.budget, exceeded=exceeded))
+                        for name, figures in self.tokens.items())
 
 
 def _check_request(entry, method, target):
@@ -374,10 +420,13 @@ def _handler_for(injector):
                     raise InjectorError(403, "header %s is not this session's placeholder (once, alone or after "
                                              "%r)" % (entry["header"], entry["prefix"]))
                 _check_request(entry, self.command, "/" + rest)
+                spent = injector.budget_refusal()
+                if spent:
+                    raise InjectorError(429, spent)
                 if (self.headers.get("Expect") or "").lower() == "100-continue" and self.request_version == "HTTP/1.1":
                     self.handle_expect_100()
                 body = read_body(self.rfile, self._body_length)
-                self._forward(entry, "/" + rest, body, host_path)
+                self._forward(entry, "/" + rest, counted_request(rest, body), host_path)
             except Incomplete:
                 self.close_connection = True
                 return
@@ -403,6 +452,9 @@ def _handler_for(injector):
                     entry["pinned"])
             headers = relayed_headers(self.headers.items(), entry["header"])
             headers.append((entry["header"], entry["prefix"] + entry["key"]))
+            # A compressed answer's usage could not be read (_provider_usage): none asked for.
+            headers = [(name, value) for name, value in headers if name.lower() != "accept-encoding"]
+            headers.append(("Accept-Encoding", "identity"))
             connection.putrequest(self.command, path, skip_host=True, skip_accept_encoding=True)
             connection.putheader("Host", route(entry))
             for name, value in headers:
@@ -414,11 +466,21 @@ def _handler_for(injector):
             # Noted before the body is relayed: a stream may last as long as the session.
             injector.note("injected", host=route(entry), address=connection.peer, method=self.command,
                           path=logged_path, status=response.status)
-            self._relay_response(response)
+            injector.count(route(entry), requests=1)
+            meter = UsageMeter()
+            try:
+                self._relay_response(response, meter, route(entry))
+            finally:
+                # A 2xx answer to a POST is a generation whose usage should have been
+                # there (however it ended): without it, counted by its size.
+                encoded = response.getheader("Content-Encoding", "identity").lower() != "identity"
+                if (self.command == "POST" and 200 <= response.status < 300 and not free_request(path)
+                        and (encoded or not meter.reported)):
+                    injector.count(route(entry), (len(body or b""), meter.size), unmetered=1)
             if response.will_close:
                 connection.close()
 
-        def _relay_response(self, response):
+        def _relay_response(self, response, meter, provider):
             self.send_response_only(response.status, response.reason)
             for name, value in response.getheaders():
                 if name.lower() not in HOP_HEADERS:
@@ -436,25 +498,43 @@ def _handler_for(injector):
             self._answered = True
             if bodiless:
                 return
+            harness_left = None
             while True:
                 # read() ends a response of known length (the connection is then free for
                 # the next request); read1() passes on whatever of a stream has come.
                 piece = response.read(CHUNK) if response.length is not None else response.read1(CHUNK)
                 if not piece:
                     break
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                # Counted as read, before it is passed on: the next request finds it counted.
+                meter.feed(piece)
+                if meter.reported:
+                    injector.count(provider, meter.take())
+                if harness_left is not None:
+                    continue
+                try:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                except OSError as error:
+                    # The harness left mid-answer: the provider goes on and is paid for,
+                    # so the rest is read for its usage (leaving would hide a stream's
+                    # output tokens, which come at its end).
+                    harness_left = error
+            if harness_left is not None:
+                raise harness_left
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
 
         def _refused(self, segment, path, status, why):
             injector.note("refused", host=segment, method=self.command or "", path=path, status=status, why=why)
-            self._refuse(status, why)
+            self._refuse(status, why, final=status == 429)
 
-        def _refuse(self, status, why):
+        def _refuse(self, status, why, final=False):
             # Whatever of the request is unread stays unread: this connection ends here.
             self.close_connection = True
             body = ("aisb credential injector: %s\n" % why).encode("utf-8")
             self.send_response_only(status)
+            if final:
+                # The provider SDKs' word for "retrying will not help" (a spent budget stays spent).
+                self.send_header("x-should-retry", "false")
             self.send_header("Content-Type", "text/plain; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

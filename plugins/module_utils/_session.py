@@ -81,7 +81,8 @@ def start(inputs, facts, environ, run):
     injector = None
     if inputs.credentials:
         placeholders = dict((entry["variable"], new_placeholder()) for entry in inputs.credentials)
-        injector = CredentialInjector(inputs.credentials, placeholders, private=inputs.policy.private)
+        injector = CredentialInjector(inputs.credentials, placeholders, private=inputs.policy.private,
+                                      budget=inputs.token_budget)
     try:
         plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
         session_dir = session_directory(state_dir(environ), session_id)
@@ -111,7 +112,7 @@ def credentials_report(inputs, injector, gate_log):
     if not inputs.credentials:
         return None
     entries = [dict((k, v) for k, v in entry.items() if k != "key") for entry in inputs.credentials]
-    decisions = injector.decisions if injector is not None else {"injected": [], "refused": []}
+    decisions = injector.decisions if injector is not None else {"injected": [], "refused": [], "refused_unlisted": 0}
     return dict(decisions, entries=entries, elsewhere=parse_refusals(gate_log, ELSEWHERE),
                 provider_direct=parse_refusals(gate_log, PROVIDER_DIRECT))
 
@@ -164,6 +165,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "harness_state": kept,
         # Without decisions until the end: the watchdog's record says which keys were in use.
         "credentials": credentials_report(inputs, None, ""),
+        "tokens": injector.usage_report() if injector else None,
         "transcript": transcript,
         "record": os.path.join(runner.session_dir, RECORD),
     }
@@ -212,6 +214,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "enforcement_watch": runner.enforcement_report(),
         "gate": gate_report(inputs.policy, runner.gate_log),
         "credentials": credentials_report(inputs, injector, runner.gate_log),
+        # Each provider's input and output tokens, requests, and the budget's state.
+        "tokens": injector.usage_report() if injector else None,
         "commands": runner.commands,
     })
     if review is not None:
@@ -247,6 +251,15 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     return result
 
 
+def budget_note(tokens):
+    """One line for the play when the session's token budget was spent, else ""."""
+    if not any(figures["exceeded"] for figures in (tokens or {}).values()):
+        return ""
+    budget = next(iter(tokens.values()))["budget"]
+    used = ", ".join("%s %d" % (name, figures["input"] + figures["output"]) for name, figures in sorted(tokens.items()))
+    return "token budget %d spent (%s); requests after it were refused (429)" % (budget, used)
+
+
 def task_result(record):
     """The task result for a finished session: failed unless the harness exited 0."""
     gate = record["gate"]
@@ -255,6 +268,7 @@ def task_result(record):
         "session_id": record["session_id"], "record": record["record"],
         "transcript": record["transcript"], "commands": record["commands"],
         "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
+        "token_budget": budget_note(record.get("tokens")),
     }
     problems = []
     if record["status"] != "exited" or record["exit_code"] != 0:

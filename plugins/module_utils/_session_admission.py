@@ -25,7 +25,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, SessionInputs, build_environment, check_command, harness_credential_urls, resolve_project)
+    SessionInputError, SessionInputs, build_environment, check_command, check_token_budget, harness_credential_urls,
+    resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
     TEAM_FILE, TeamError, check_session, read_team_file)
 
@@ -109,7 +110,8 @@ def check_team_file(params, entries, policy, harness, team_file=TEAM_FILE):
     limits = dict((name, value) for name, value in (params.get("limits") or {}).items() if value is not None)
     given = {"allow": [entry for entry in entries if entry not in recipe], "connect_ports": list(policy.connect_ports),
              "network": params["network"], "limits": limits, "require_limits": params.get("require_limits", False),
-             "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct"}
+             "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct",
+             "token_budget": params.get("token_budget")}
     try:
         check_session(read_team_file(team_file), given, team_file)
     except TeamError as error:
@@ -132,6 +134,7 @@ def admit(params, environ, run, interactive=False, now=None):
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
+        token_budget = check_token_budget(params.get("token_budget"))
         harness = params.get("harness")
         credential_urls = harness_credential_urls(harness)
         check_session_use(credentials, environment, network, credential_urls)
@@ -145,6 +148,9 @@ def admit(params, environ, run, interactive=False, now=None):
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
     except (SessionInputError, PolicyError, TeamError) as error:
         return None, None, [str(error)], warnings
+    if token_budget is not None and not credentials:
+        warnings.append("aisb_token_budget %d bounds nothing here: no provider key goes through the credential "
+                        "injector (aisb_credentials)" % token_budget)
     facts = params.get("host_facts") or {}
     refusal = no_gate_refusal(facts.get("verdict") or {}) if network == "no-gate" else None
     if refusal:
@@ -186,5 +192,5 @@ def admit(params, environ, run, interactive=False, now=None):
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         executable=params["executable"], credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
-        credential_urls=credential_urls)
+        credential_urls=credential_urls, token_budget=token_budget)
     return inputs, facts, problems, warnings

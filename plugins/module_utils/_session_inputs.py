@@ -84,6 +84,8 @@ class SessionInputs(typing.NamedTuple):
     allow: typing.List[typing.Dict[str, str]] = []
     # The recipe's credential_urls: {key variable: the variable of its provider's base URL}.
     credential_urls: typing.Dict[str, str] = {}
+    # check_token_budget's: the tokens the injector relays before refusing, or None.
+    token_budget: typing.Optional[int] = None
 
 
 class SessionInputError(ValueError):
@@ -169,6 +171,13 @@ def resolve_project(raw, home, protected=()):
         raise SessionInputError("project %r (resolved to %r) is not an existing directory%s"
                                 % (raw, resolved, "" if os.path.exists(resolved) else _cut_at_space(raw, resolved)))
     return check_project(resolved, os.path.realpath(home), [os.path.realpath(p) for p in protected])
+
+
+def check_token_budget(value, where="aisb_token_budget"):
+    """VALUE, a token budget (a whole number, 1 or more) or None; SessionInputError naming WHERE."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise SessionInputError("%s must be a whole number of tokens, 1 or more, got %r" % (where, value))
+    return value
 
 
 def check_env_name(name, origin):

@@ -35,6 +35,8 @@ def argument_spec():
         # The operator's entries (_credentials); the action plugin sends them resolved, each
         # with its key, as JSON text: hidden in results as one string, like environment.
         credentials=dict(type="raw", default=[], no_log=True),
+        # Input and output tokens the injector relays before it refuses (_credential_injector).
+        token_budget=dict(type="int", no_log=False),
         # A directory on the controller (aisb_harness_config); the action plugin sends its
         # files, read and checked there, as JSON text.
         harness_config=dict(type="raw"),
@@ -56,7 +58,8 @@ def argument_spec():
 # What aisb.sandbox.session_inputs checks before any image work: the session's own
 # options, minus what only the image and gate roles produce.
 INPUT_OPTIONS = ("project", "network", "command", "harness", "harness_config", "harness_state", "prompt",
-                 "prompt_file", "environment", "pass_environment", "credentials", "interactive", "project_mode")
+                 "prompt_file", "environment", "pass_environment", "credentials", "token_budget", "interactive",
+                 "project_mode")
 
 
 def input_spec():

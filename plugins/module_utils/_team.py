@@ -10,7 +10,9 @@ For every KEY the value a session uses is the team's (or DEFAULTS' when the team
 none); a developer's value for a KEY in user_may_add is added on top (LIST_KEYS: its
 entries after the team's; DICT_KEYS: its names beside the team's, which it cannot
 change) or replaces it (the others). A developer's value for any other KEY is refused
-unless it changes nothing. Without a team file every developer value applies.
+unless it changes nothing, or for a CEILING_KEYS one, unless it is at most the team's
+(a lower bound, or one where the team sets none, only tightens). Without a team file
+every developer value applies.
 
 read_team_file reads the file (refusing one that anybody but root could have written);
 everything else is pure.
@@ -28,7 +30,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import Policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._retention import (
     DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_env_name, environment_values)
+    SessionInputError, build_environment, check_env_name, check_token_budget, environment_values)
 
 TEAM_FILE = "/etc/aisb/team.json"
 FORMAT = 1
@@ -39,11 +41,13 @@ DEFAULTS = {
     "allow": [], "connect_ports": [443], "pass_environment": [], "environment": {}, "credentials": [],
     "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "harness_config": None,
     "project_mode": "direct", "allow_unenforced": False,
-    "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS,
+    "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS, "token_budget": None,
 }
 SETTINGS = tuple(sorted(DEFAULTS))
 LIST_KEYS = ("allow", "connect_ports", "pass_environment", "credentials")
 DICT_KEYS = ("environment", "limits")
+# The team's value is the default and the most a developer may give (None: no ceiling).
+CEILING_KEYS = ("token_budget",)
 CHOICES = {"network": ("allow", "none", "no-gate"), "project_mode": ("direct", "review")}
 # As the session's limits option takes them (its spec converts a number's text).
 LIMITS = {"memory": (str,), "pids": (int,), "cpus": (str, int, float)}
@@ -93,6 +97,11 @@ def _check_value(key, value, where):
             try:
                 check_count(value, where)
             except ValueError as error:
+                raise TeamError(str(error))
+        elif key == "token_budget":
+            try:
+                check_token_budget(value, where)
+            except SessionInputError as error:
                 raise TeamError(str(error))
         elif key == "harness_config":
             if value is not None and not (isinstance(value, str) and os.path.isabs(value)):
@@ -234,6 +243,14 @@ def _added(key, base, value, origin):
     return value
 
 
+def _under_ceiling(key, ceiling, value, origin):
+    """A developer's VALUE for KEY, at most CEILING (the team's, None: none); TeamError above it."""
+    if ceiling is not None and value > ceiling:
+        raise TeamError("%s %d is over the team file %s's %s, %d: give at most %d, or leave it out for %d"
+                        % (variable(key), value, origin, key, ceiling, ceiling, ceiling))
+    return value
+
+
 def apply_team(team, user, origin=TEAM_FILE):
     """The session's settings from TEAM (check_team's result, or None: no team file) and
     USER (the developer's values: {KEY: value} for the variables given). Returns
@@ -253,6 +270,8 @@ def apply_team(team, user, origin=TEAM_FILE):
         value = _check_value(key, user[key], variable(key))
         if key in may_add:
             settings[key] = _added(key, base, value, origin)
+        elif key in CEILING_KEYS:
+            settings[key] = _under_ceiling(key, base, value, origin)
         elif _changes(key, base, value):
             raise TeamError(
                 "%s is refused: the team file %s %s and lets developers add to %s only (user_may_add)"
@@ -283,6 +302,7 @@ def user_spec():
         allow_unenforced=dict(type="bool"),
         retention_days=dict(type="int"),
         retention_sessions=dict(type="int"),
+        token_budget=dict(type="int", no_log=False),
     )
 
 
@@ -300,3 +320,7 @@ def check_session(team, given, origin=TEAM_FILE):
     if changed:
         raise TeamError("the session's limits leave out or change %s, which the team file %s sets"
                         % (", ".join(changed), origin))
+    team_budget = team["settings"].get("token_budget")
+    if team_budget is not None and given.get("token_budget") is None:
+        raise TeamError("the session has no token budget, which the team file %s sets (token_budget %d)"
+                        % (origin, team_budget))

@@ -166,6 +166,13 @@ gate:
     would relay it (Node harnesses send http:// URLs as CONNECT); the hints are also warnings.
   returned: when a session started
   type: dict
+token_budget:
+  description:
+    - When the session's token budget (O(token_budget)) was spent, one sentence naming it and
+      each provider's tokens (requests after it got 429); else empty. The record's C(tokens)
+      has each provider's input and output tokens, requests and the budget.
+  returned: when a session started
+  type: str
 commands:
   description: The podman command lines that ran.
   returned: always

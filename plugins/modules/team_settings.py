@@ -75,6 +75,12 @@ options:
   retention_sessions:
     description: The newest session directories kept at any age (C(aisb_retention_sessions)), 0 or more.
     type: int
+  token_budget:
+    description:
+      - The session's token budget (C(aisb_token_budget)), 1 or more. The team's value is
+        the default and the ceiling - a developer's value above it is refused unless
+        C(user_may_add) names C(token_budget); one at or below it applies.
+    type: int
 attributes:
   check_mode:
     description: Reads as usual; it never changes anything.
@@ -98,7 +104,7 @@ settings:
     - Every setting, by name without C(aisb_) - C(allow), C(connect_ports),
       C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
       C(network), C(harness), C(harness_config), C(project_mode), C(allow_unenforced),
-      C(retention_days), C(retention_sessions).
+      C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless set).
   returned: success
   type: dict
 allow_origins:

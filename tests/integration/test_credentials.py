@@ -171,3 +171,39 @@ def test_pi_answers_through_the_injecting_path(workstation, provider, gate_path)
     got = provider.requests()[before:]
     assert got and all(r["path"].startswith("/v1/messages") for r in got), got
     assert all(dict((k.lower(), v) for k, v in r["headers"])["x-api-key"] == KEY for r in got)
+
+
+def test_a_spent_token_budget_refuses_the_next_request_and_the_record_says_so(workstation, provider, gate_path):
+    """Budget 50,000 tokens, answers of 25,001 (the fake provider reports max_tokens as
+    spent): two are relayed, the third gets 429 naming the budget and never reaches the
+    provider; the record and the play's last line say the budget was spent."""
+    url = f'"$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/v1/messages"'
+    send = ('curl -sS -o /dev/null -w "status=%{http_code}\\n" -H "x-api-key: $ANTHROPIC_API_KEY" '
+            '-H "content-type: application/json" -H "accept-encoding: gzip" '
+            """-d '{"model": "fake", "max_tokens": 25000, "messages": []}' """ + url + "; ")
+    refused = send.replace('-o /dev/null -w "status=', '-w "\\nstatus=')
+    before = len(provider.requests())
+    result = run(workstation, [credential({"value": KEY})], gate_path, "-e", json.dumps({"aisb_token_budget": 50000}),
+                 command=["bash", "-c", send + send + refused])
+    assert result.returncode == 0, result.stdout[-4000:]
+    record = record_of(workstation, result.stdout)
+    transcript = workstation.path(record["transcript"]).read_text()
+    assert re.findall(r"^status=(\d+)$", transcript, re.M) == ["200", "200", "429"], transcript
+    assert "token budget is spent: aisb_token_budget 50000, used 50002" in transcript, transcript
+    got = provider.requests()[before:]
+    assert len(got) == 2, got
+    # Asked for what can be counted, whatever the agent asked for.
+    assert all(dict((k.lower(), v) for k, v in r["headers"])["accept-encoding"] == "identity" for r in got)
+    assert record["tokens"] == {f"{PROVIDER}:{PROVIDER_PORT}": {
+        "input": 2, "output": 50000, "requests": 2, "unmetered": 0, "budget": 50000, "exceeded": True}}
+    assert [e["status"] for e in record["credentials"]["refused"]] == [429]
+    assert f"token budget 50000 spent ({PROVIDER}:{PROVIDER_PORT} 50002)" in result.stdout, result.stdout[-2000:]
+
+
+def test_a_token_budget_that_is_no_number_of_tokens_is_refused_before_anything_starts(workstation, provider):
+    result = run(workstation, [credential({"value": KEY})], "map-host-loopback",
+                 "-e", json.dumps({"aisb_token_budget": 0}), command=["true"])
+    assert result.returncode != 0
+    refusal = "aisb_token_budget must be a whole number of tokens, 1 or more, got 0"
+    assert refusal in result.stdout, result.stdout[-3000:]
+    assert "Ensure the sandbox image" not in result.stdout

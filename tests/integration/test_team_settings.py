@@ -148,6 +148,36 @@ def test_overriding_run_agent_s_own_settings_is_refused_by_the_session(team, pro
         install_team(team, MODULE_TEAM)
 
 
+def test_the_team_s_token_budget_is_the_default_and_the_ceiling(team, project):
+    install_team(team, {"settings": {"allow": ["allowed.test"], "token_budget": 50000}, "user_may_add": ["allow"]})
+    try:
+        sessions = session_dirs(team)
+        result = run_agent(team, "-e", json.dumps({"aisb_token_budget": 60000}), command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert ("aisb_token_budget 60000 is over the team file /etc/aisb/team.json's token_budget, 50000: give at "
+                "most 50000, or leave it out for 50000") in output, output[-3000:]
+        # Around run_agent.yml's own check: the session reads the team file itself.
+        settings = {"allow": ["allowed.test"], "network": "allow", "harness": "pi", "project_mode": "direct",
+                    "connect_ports": [443], "pass_environment": [], "environment": {}, "credentials": [],
+                    "limits": {}, "require_limits": False, "harness_config": None, "allow_unenforced": False}
+        result = run_agent(team, "-e", json.dumps({"run_agent_settings": settings}), command=["true"])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert "the session has no token budget, which the team file /etc/aisb/team.json sets (token_budget 50000)" \
+            in output, output[-3000:]
+        assert session_dirs(team) == sessions
+        # Without a value of their own, the developer's session has the team's (here
+        # without a provider key through the injector: it says the budget bounds nothing).
+        for extra, budget in (({"aisb_token_budget": 20000}, 20000), ({}, 50000)):
+            result = run_agent(team, "-e", json.dumps(extra), command=["true"])
+            warned = " ".join((result.stdout + result.stderr).split())  # a warning's lines wrapped, on stderr
+            assert result.returncode == 0 and f"aisb_token_budget {budget} bounds nothing here" in warned, \
+                result.stdout[-3000:]
+    finally:
+        install_team(team, MODULE_TEAM)
+
+
 def test_a_team_file_the_developer_could_have_written_is_refused(team, project):
     team.run(["chown", "dev", TEAM_FILE], user="root")
     try:

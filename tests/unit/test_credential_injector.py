@@ -28,11 +28,31 @@ class Provider(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         Provider.seen.append({"path": self.path, "headers": dict(self.headers.items()), "body": body,
                               "client_port": self.client_address[1]})
+        if self.path.startswith("/spend/"):
+            # /spend/INPUT/OUTPUT: an Anthropic answer reporting those tokens.
+            tokens_in, tokens_out = (int(n) for n in self.path.split("/")[2:4])
+            self._json({"content": [], "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}})
+            return
+        if self.path.startswith("/cut/"):
+            # /cut/SECONDS: a stream's start (its usage: 30000 input tokens), SECONDS of
+            # deltas, then its end (4000 output tokens) or, with 0, the connection dropped.
+            self._start_stream()
+            self.wfile.write(b'event: message_start\ndata: {"message": {"usage": {"input_tokens": 30000, '
+                             b'"output_tokens": 1}}}\n\n')
+            self.wfile.flush()
+            seconds = float(self.path.split("/")[2])
+            for _index in range(int(seconds * 10)):
+                self.wfile.write(b'event: content_block_delta\ndata: {"delta": {"text": "word"}}\n\n')
+                self.wfile.flush()
+                time.sleep(0.1)
+            if seconds:
+                self.wfile.write(b'event: message_delta\ndata: {"usage": {"output_tokens": 4000}}\n\n')
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
         if self.path.startswith("/stream"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
+            self._start_stream()
             for index in range(3):
                 self.wfile.write(b"data: %d\n\n" % index)
                 self.wfile.flush()
@@ -41,6 +61,21 @@ class Provider(BaseHTTPRequestHandler):
             return
         reply = b"ok " + body
         self.send_response(200)
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def _start_stream(self):
+        """A stream's head; its end is the connection's."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+    def _json(self, value):
+        reply = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
         self.end_headers()
         self.wfile.write(reply)
@@ -71,16 +106,26 @@ def provider(tmp_path_factory):
     server.shutdown()
 
 
-@pytest.fixture
-def injector(provider):
+def serving(provider, budget=None):
     entry = {"host": "localhost", "port": provider["port"], "header": "Authorization", "prefix": "Bearer ",
              "variable": "OPENAI_API_KEY", "key": KEY}
     injector = CredentialInjector([entry], {"OPENAI_API_KEY": PLACEHOLDER},
                                   context=ssl.create_default_context(cafile=provider["ca"]),
-                                  refused=lambda _address: None).start()
+                                  refused=lambda _address: None, budget=budget).start()
     Provider.seen.clear()
     yield injector, "/localhost:%d" % provider["port"]
     injector.close()
+
+
+@pytest.fixture
+def injector(provider):
+    yield from serving(provider)
+
+
+@pytest.fixture
+def budgeted(provider):
+    """The injector with a budget of 50,000 tokens."""
+    yield from serving(provider, 50000)
 
 
 def request(injector, path, headers, body=None, method="POST"):
@@ -320,3 +365,68 @@ def test_expect_100_continue_comes_only_for_a_request_that_will_be_relayed(injec
     wrong = head(prefix, "Expect: 100-continue", "Content-Length: 2").replace(PLACEHOLDER.encode(), b"other")
     assert status_of(exchange(injector.port, wrong, half_close=False)) == 403
     assert [seen["body"] for seen in Provider.seen] == [b"{}"]
+
+
+AUTHORIZED = {"Authorization": "Bearer " + PLACEHOLDER}
+
+
+def test_the_request_after_the_budget_is_spent_never_reaches_the_provider(budgeted):
+    injector, prefix = budgeted
+    for _index in range(2):
+        _connection, response = request(injector, prefix + "/spend/5000/20000", AUTHORIZED, b"{}")
+        assert response.status == 200, response.read()
+        response.read()
+    _connection, response = request(injector, prefix + "/spend/5000/20000", AUTHORIZED, b"{}")
+    why = response.read().decode()
+    assert response.status == 429 and response.getheader("x-should-retry") == "false"
+    assert "token budget is spent: aisb_token_budget 50000, used 50000" in why, why
+    assert len(Provider.seen) == 2
+    assert injector.usage_report() == {prefix[1:]: {"input": 10000, "output": 40000, "requests": 2, "unmetered": 0,
+                                                    "budget": 50000, "exceeded": True}}
+    assert [(d["status"], d["why"]) for d in injector.decisions["refused"]] == [(429, why.split(": ", 1)[1].strip())]
+
+
+def test_a_stream_the_provider_cuts_counts_what_it_carried(budgeted):
+    injector, prefix = budgeted
+    _connection, response = request(injector, prefix + "/cut/0", AUTHORIZED, b"{}")
+    assert b"message_start" in response.read() and b"message_delta" not in Provider.seen[-1]["body"]
+    assert injector.tokens[prefix[1:]]["input"] == 30000
+    _connection, response = request(injector, prefix + "/spend/5000/20000", AUTHORIZED, b"{}")
+    assert response.status == 200 and response.read()
+    _connection, response = request(injector, prefix + "/spend/5000/20000", AUTHORIZED, b"{}")
+    assert response.status == 429 and b"used 55001" in response.read()
+
+
+def test_a_stream_the_harness_leaves_is_read_to_its_end(injector):
+    injector, prefix = injector
+    connection, response = request(injector, prefix + "/cut/1", AUTHORIZED, b"{}")
+    assert b"message_start" in response.read1(1000)
+    connection.sock.shutdown(socket.SHUT_RDWR)
+    connection.close()
+    # The provider ends its stream a second after it began.
+    deadline = time.monotonic() + 10
+    while injector.tokens[prefix[1:]]["output"] < 4000 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (injector.tokens[prefix[1:]]["input"], injector.tokens[prefix[1:]]["output"]) == (30000, 4000)
+
+
+def test_an_answer_without_usage_counts_by_its_size(injector):
+    injector, prefix = injector
+    _connection, response = request(injector, prefix + "/v1/chat", AUTHORIZED, b"x" * 1000)
+    assert response.read() == b"ok " + b"x" * 1000
+    _connection, response = request(injector, prefix + "/v1/models", AUTHORIZED, method="GET")
+    response.read()
+    _connection, response = request(injector, prefix + "/v1/messages/count_tokens", AUTHORIZED, b"{}")
+    response.read()
+    assert injector.tokens[prefix[1:]] == {"input": 1000, "output": 1003, "requests": 3, "unmetered": 1}
+
+
+def test_the_provider_is_asked_for_what_can_be_counted(injector):
+    injector, prefix = injector
+    body = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
+    _connection, response = request(injector, prefix + "/v1/chat/completions",
+                                    dict(AUTHORIZED, **{"Accept-Encoding": "gzip, br"}), body)
+    response.read()
+    seen = Provider.seen[-1]
+    assert seen["headers"]["Accept-Encoding"] == "identity"
+    assert json.loads(seen["body"])["stream_options"] == {"include_usage": True}

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_command, check_project, resolve_project)
+    SessionInputError, build_environment, check_command, check_project, check_token_budget, resolve_project)
 
 HOME = "/home/dev"
 PROTECTED = ["/home/dev/.local/state/aisb", "/run/user/1000"]
@@ -175,3 +175,11 @@ def test_environment_is_a_dict_or_its_json_text(text, expected):
 def test_environment_text_that_is_no_dict_is_refused(text):
     with pytest.raises(SessionInputError, match="environment"):
         build_environment(text, [], {})
+
+
+@pytest.mark.parametrize("budget", [0, -5, True, "50000", 1.5])
+def test_a_token_budget_is_a_whole_number_of_tokens(budget):
+    with pytest.raises(SessionInputError, match=r"^aisb_token_budget must be a whole number of tokens, 1 or more, "
+                                                r"got %s$" % repr(budget).replace(".", r"\.")):
+        check_token_budget(budget)
+    assert check_token_budget(1) == 1 and check_token_budget(None) is None

@@ -95,3 +95,13 @@ def test_a_refused_connect_to_an_allowed_name_names_its_fix_in_the_record_and_th
     # A private entry's name under an allowed wildcard: its other ports stay closed.
     private = gate_report(parse_policy([".wild.test", "a.wild.test:9000=10.0.0.5"]), log)
     assert private["hints"] == []
+
+
+def test_a_spent_token_budget_is_named_in_the_result():
+    figures = {"input": 10000, "output": 40000, "requests": 2, "unmetered": 0, "budget": 50000}
+    spent = {"api.anthropic.com": dict(figures, exceeded=True), "models.test:9443": dict(figures, exceeded=True,
+                                                                                         input=0, output=7)}
+    assert task_result(record(tokens=spent))["token_budget"] == (
+        "token budget 50000 spent (api.anthropic.com 50000, models.test:9443 7); requests after it were refused (429)")
+    left = dict((name, dict(value, exceeded=False)) for name, value in spent.items())
+    assert task_result(record(tokens=left))["token_budget"] == "" == task_result(record(tokens=None))["token_budget"]

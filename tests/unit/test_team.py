@@ -36,6 +36,8 @@ TEAM = {"format": 1, "settings": {"allow": ["github.com", ".npmjs.org"], "networ
     ({"settings": {"retention_days": -1}}, "settings.retention_days must be a whole number, 0 or more, got -1"),
     ({"settings": {"retention_sessions": "20"}}, "settings.retention_sessions must be a whole number, 0 or more"),
     ({"settings": {"retention_days": True}}, "settings.retention_days must be a whole number, 0 or more, got True"),
+    ({"settings": {"token_budget": 0}}, "settings.token_budget must be a whole number of tokens, 1 or more, got 0"),
+    ({"settings": {"token_budget": "1M"}}, "settings.token_budget must be a whole number of tokens, 1 or more"),
     ({"user_may_add": ["network", "everything"]}, "user_may_add names 'everything', which is not a setting"),
     ({"user_may_add": "allow"}, "user_may_add must be a list of setting names"),
     ({"user_may_add": ["allow", "allow"]}, "names a setting twice"),
@@ -124,6 +126,36 @@ def test_retention_is_the_team_s_unless_it_lets_developers_set_it():
         apply_team(check_team({"format": 1}), {"retention_days": 2})
     with pytest.raises(TeamError, match="aisb_retention_sessions must be a whole number, 0 or more, got -3"):
         apply_team(None, {"retention_sessions": -3})
+
+
+def test_the_team_s_token_budget_is_the_default_and_the_ceiling():
+    assert apply_team(None, {})[0]["token_budget"] is None
+    assert apply_team(None, {"token_budget": 10 ** 9})[0]["token_budget"] == 10 ** 9
+    team = check_team({"format": 1, "settings": {"token_budget": 200000}})
+    assert apply_team(team, {})[0]["token_budget"] == 200000
+    # Tighter is always allowed; looser only where the team lets developers set it.
+    assert apply_team(team, {"token_budget": 50000})[0]["token_budget"] == 50000
+    with pytest.raises(TeamError, match=r"^aisb_token_budget 200001 is over the team file /etc/aisb/team.json's "
+                                        r"token_budget, 200000: give at most 200000, or leave it out for 200000$"):
+        apply_team(team, {"token_budget": 200001})
+    loose = check_team({"format": 1, "settings": {"token_budget": 200000}, "user_may_add": ["token_budget"]})
+    assert apply_team(loose, {"token_budget": 10 ** 7})[0]["token_budget"] == 10 ** 7
+    # Without a team budget a developer's own only tightens.
+    assert apply_team(check_team({"format": 1}), {"token_budget": 5})[0]["token_budget"] == 5
+    with pytest.raises(TeamError, match="aisb_token_budget must be a whole number of tokens, 1 or more, got -1"):
+        apply_team(None, {"token_budget": -1})
+
+
+def test_a_session_without_the_team_s_token_budget_is_refused():
+    team = check_team({"format": 1, "settings": {"token_budget": 200000}})
+    given = {"network": "allow", "connect_ports": [443], "allow": [], "limits": {}}
+    _team.check_session(team, dict(given, token_budget=200000))
+    _team.check_session(team, dict(given, token_budget=1000))
+    with pytest.raises(TeamError, match="the session has no token budget, which the team file /etc/aisb/team.json "
+                                        "sets \\(token_budget 200000\\)"):
+        _team.check_session(team, dict(given, token_budget=None))
+    with pytest.raises(TeamError, match="aisb_token_budget 300000 is over"):
+        _team.check_session(team, dict(given, token_budget=300000))
 
 
 def test_an_empty_user_may_add_refuses_every_addition():

@@ -4,7 +4,9 @@ plain HTTP (a local or self-hosted model server) when CERT is "-", compatible en
 for the harnesses' APIs: Anthropic Messages (POST .../messages, pi), OpenAI Responses
 (POST .../responses, codex) and OpenAI chat completions (POST .../chat/completions,
 opencode), each streamed as server-sent events when asked, and a model list (GET
-.../models). A request whose body holds FAIL_MARK gets a 400 error in that API's shape,
+.../models). An answer that is not streamed reports the request's max_tokens as its
+output tokens (what a model may spend), 2 without one. A request whose body holds
+FAIL_MARK gets a 400 error in that API's shape,
 so a test can make a harness's run fail. It logs every request (one JSON line each), so
 what reached the provider is seen, not inferred.
 
@@ -136,9 +138,11 @@ def handler_for(log, lock, answer):
                 self._json(400, error_reply(path))
                 return
             try:
-                stream = bool(json.loads(body or b"{}").get("stream"))
+                request = json.loads(body or b"{}")
             except ValueError:
-                stream = False
+                request = {}
+            request = request if isinstance(request, dict) else {}
+            stream = bool(request.get("stream"))
             if path.endswith("/responses"):
                 stream, events_of, reply_of = True, responses_events, None
             elif path.endswith("/chat/completions"):
@@ -146,7 +150,13 @@ def handler_for(log, lock, answer):
             else:
                 events_of, reply_of = events, messages_reply
             if not stream:
-                self._json(200, reply_of(answer))
+                reply = reply_of(answer)
+                spent = request.get("max_tokens")
+                if isinstance(spent, int) and spent > 0:
+                    # A model may spend all of max_tokens: a budget's test sets what it is.
+                    usage = reply["usage"]
+                    usage["completion_tokens" if "completion_tokens" in usage else "output_tokens"] = spent
+                self._json(200, reply)
                 return
             # Close-delimited, one event at a time: the relay must pass a stream on as it comes.
             self.send_response(200)
