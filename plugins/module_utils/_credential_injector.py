@@ -43,12 +43,13 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import route
+from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import KEY_HEADERS, route
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import HEADER_NAME, HOP_HEADERS
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import refused_destination
 from ansible_collections.aisb.sandbox.plugins.module_utils._provider_usage import (
     UsageMeter, counted_request, free_request)
-from ansible_collections.aisb.sandbox.plugins.module_utils._providers import allowed_request, request_path
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import (
+    allowed_request, key_parameters, request_path)
 
 # Bounds on what one client may make this process hold or wait for.
 MAX_BODY = 64 * 1024 * 1024
@@ -211,11 +212,16 @@ def read_body(rfile, length):
     raise InjectorError(400, "more than %d trailer lines" % MAX_HEADERS)
 
 
+# Where a provider may read a key besides an entry's own header: never relayed.
+OTHER_KEY_HEADERS = frozenset(name.lower() for name in KEY_HEADERS)
+
+
 def relayed_headers(headers, key_header):
     """HEADERS ((name, value) pairs) as passed on to the provider: without KEY_HEADER (the
-    injector sets it), HOP_HEADERS, FORWARDING_HEADERS, X-Forwarded-* or any header the
-    request's Connection names."""
-    dropped = set(HOP_HEADERS | FORWARDING_HEADERS)
+    injector sets it), the other key headers (a placeholder there means nothing to the
+    provider), HOP_HEADERS, FORWARDING_HEADERS, X-Forwarded-* or any header the request's
+    Connection names."""
+    dropped = set(HOP_HEADERS | FORWARDING_HEADERS | OTHER_KEY_HEADERS)
     dropped.add(key_header.lower())
     dropped.update(token.strip().lower() for name, value in headers if name.lower() == "connection"
                    for token in value.split(","))
@@ -352,16 +358,26 @@ class CredentialInjector(object):
                         for name, figures in self.tokens.items())
 
 
-def _check_request(entry, method, target):
-    """Refuse (403) a request ENTRY's paths do not name: its key may do only what the
-    harness needs. A path some server would read as another is refused undecoded."""
+def _check_request(entry, method, target, headers):
+    """Refuse (403) a request ENTRY's paths do not name (its key may do only what the
+    harness needs; a path some server would read as another is refused undecoded), and
+    one carrying a key of its own beside the placeholder, in another key header
+    (_credential_plan.KEY_HEADERS) or in the query: the provider might take that key."""
     path = request_path(target)
     if path is None:
-        raise InjectorError(403, "the path %r holds '..', '//', a backslash, NUL or a %%-escape of '.', '/', '\\' "
-                                 "or NUL: refused, not decoded" % target.split("?", 1)[0])
+        raise InjectorError(403, "the target %r has a fragment, or its path holds '..', '//', a backslash, NUL or a "
+                                 "%%-escape: refused, not decoded" % target.split("?", 1)[0])
     if entry.get("paths") is not None and allowed_request(entry["paths"], method, path) is None:
         raise InjectorError(403, "%s %s is not a request aisb_credentials entry %s relays (its paths: %s)"
                             % (method, path, route(entry), ", ".join(entry["paths"])))
+    own = (entry["placeholder"], entry["prefix"] + entry["placeholder"], "Bearer " + entry["placeholder"])
+    for name, value in headers:
+        if name.lower() in OTHER_KEY_HEADERS and name.lower() != entry["header"].lower() and value not in own:
+            raise InjectorError(403, "header %s carries a key that is not this session's placeholder: the injector "
+                                     "adds the key, in %s" % (name, entry["header"]))
+    if key_parameters(target):
+        raise InjectorError(403, "the query names %s, where a provider reads a key: the injector adds the key, in %s"
+                            % (", ".join(key_parameters(target)), entry["header"]))
 
 
 def _handler_for(injector):
@@ -419,7 +435,7 @@ def _handler_for(injector):
                 if len(sent) != 1 or sent[0] not in (entry["placeholder"], entry["prefix"] + entry["placeholder"]):
                     raise InjectorError(403, "header %s is not this session's placeholder (once, alone or after "
                                              "%r)" % (entry["header"], entry["prefix"]))
-                _check_request(entry, self.command, "/" + rest)
+                _check_request(entry, self.command, "/" + rest, self.headers.items())
                 spent = injector.budget_refusal()
                 if spent:
                     raise InjectorError(429, spent)

@@ -20,8 +20,12 @@ METHOD = re.compile(r"\A[A-Z]{1,16}\Z")
 # A rule's path: segments of URL characters, '*' standing for any run of them inside one
 # segment. What a path may hold is checked again on each request (request_path).
 RULE_PATH = re.compile(r"\A(/[A-Za-z0-9._~:@!$&'()*+,;=-]+)+\Z")
-# Spellings that mean another path to some server: refused, never decoded.
-AMBIGUOUS = re.compile(r"\.\.|%2e|%2f|%5c|%00|//|\\|\x00", re.I)
+# Spellings that mean another path to some server: refused, never decoded. Any %-escape
+# at all (a double one, %252e, is '.' to a server that decodes twice); no rule needs one.
+AMBIGUOUS = re.compile(r"\.\.|%|//|\\|\x00")
+# Query parameters a provider takes a key from (Google's key=): a key of the agent's own
+# would ride along beside the injected one.
+KEY_PARAMETERS = frozenset(["key", "api_key", "apikey", "api-key", "access_token"])
 
 
 class Provider(typing.NamedTuple):
@@ -114,13 +118,21 @@ def check_paths(paths, provider, origin):
 
 
 def request_path(target):
-    """The path of a request TARGET (its query left out), or None when the path holds a
-    spelling that some server would read as another path ('..', '//', a backslash, NUL,
-    or a %-escape of '.', '/', '\\' or NUL): such a request is refused, never decoded."""
-    path = target.split("?", 1)[0].split("#", 1)[0]
-    if not path.startswith("/") or AMBIGUOUS.search(path):
+    """The path of a request TARGET (its query left out), or None when the target has a
+    fragment (no request carries one; a server may read '#' as part of the path) or the
+    path holds a spelling that some server would read as another path ('..', '//', a
+    backslash, NUL, any %-escape): such a request is refused, never decoded."""
+    path = target.split("?", 1)[0]
+    if "#" in target or not path.startswith("/") or AMBIGUOUS.search(path):
         return None
     return path
+
+
+def key_parameters(target):
+    """The query parameters of TARGET that a provider would read a key from (any case)."""
+    query = target.partition("?")[2]
+    names = (pair.partition("=")[0].lower() for pair in re.split(r"[&;]", query) if pair)
+    return sorted(set(name for name in names if name in KEY_PARAMETERS))
 
 
 def _segment_pattern(segment):

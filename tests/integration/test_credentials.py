@@ -76,7 +76,10 @@ def host_argv_lines(ws):
 def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstation, provider, gate_path):
     before = len(provider.requests())
     url = f'"$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/v1/echo"'
-    script = ('curl -sS -H "authorization: Bearer $ANTHROPIC_API_KEY" -H "x-api-key: sent-by-the-agent" ' + url + '; '
+    script = ('curl -sS -H "authorization: Bearer $ANTHROPIC_API_KEY" -H "x-other: sent-by-the-agent" ' + url + '; '
+              # A key of the agent's own in another key header, beside the placeholder: refused.
+              'curl -s -o /dev/null -w "planted=%{http_code}\\n" -H "authorization: Bearer $ANTHROPIC_API_KEY" '
+              '-H "x-api-key: sent-by-the-agent" ' + url + '; '
               # Without the session's placeholder the injector relays nothing.
               'curl -s -o /dev/null -w "without=%{http_code}\\n" -H "authorization: Bearer guessed" ' + url + '; '
               'echo "placeholder=$ANTHROPIC_API_KEY"; ' + SEARCH + "; sleep 4")
@@ -109,7 +112,8 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
     assert len(got) == 1, got
     headers = dict((k.lower(), v) for k, v in got[0]["headers"])
     assert headers["authorization"] == "Bearer " + KEY
-    assert headers["x-api-key"] == "sent-by-the-agent"  # another header: passed as sent
+    assert headers["x-other"] == "sent-by-the-agent"  # another header: passed as sent
+    assert "x-api-key" not in headers and "planted=403" in transcript
     assert not any(placeholder in v for _k, v in got[0]["headers"])
     assert "without=403" in transcript
     for where, text in (("record", record), ("transcript", transcript), ("ansible output", output)):

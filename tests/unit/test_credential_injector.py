@@ -273,6 +273,33 @@ def test_a_planted_key_beside_the_placeholder_is_refused(injector):
     assert [seen["headers"]["Authorization"] for seen in Provider.seen] == ["Bearer " + KEY]
 
 
+@pytest.mark.parametrize("headers, target", [
+    ({"X-Api-Key": "sk-attacker"}, "/v1/chat"),
+    ({"x-goog-api-key": "sk-attacker"}, "/v1/chat"),
+    ({"Api-Key": "Bearer sk-attacker"}, "/v1/chat"),
+    ({}, "/v1/models?key=sk-attacker"),
+    ({}, "/v1/models?alt=sse&Access_Token=sk-attacker"),
+    ({}, "/v1/models#/../files"),
+    ({}, "/v1/models/%252e%252e%252ffiles"),
+], ids=["x-api-key", "x-goog-api-key", "api-key", "key in the query", "access_token in the query", "fragment",
+        "double escape"])
+def test_a_key_of_the_agents_own_beside_the_placeholder_or_a_target_some_server_reads_otherwise_is_refused(
+        injector, headers, target):
+    injector, prefix = injector
+    answer = exchange(injector.port, ("GET %s%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s\r\n" % (
+        prefix, target, PLACEHOLDER, "".join("%s: %s\r\n" % item for item in headers.items()))).encode())
+    assert status_of(answer) == 403, answer
+    assert Provider.seen == []
+
+
+def test_another_key_header_holding_the_placeholder_is_dropped_not_relayed(injector):
+    injector, prefix = injector
+    _connection, response = request(injector, prefix + "/v1/chat", {"Authorization": "Bearer " + PLACEHOLDER,
+                                                                    "X-Api-Key": PLACEHOLDER}, b"{}")
+    assert response.status == 200
+    assert "X-Api-Key" not in Provider.seen[-1]["headers"]
+
+
 @pytest.mark.parametrize("lines, body", [
     (["Content-Length: 2", "Transfer-Encoding: chunked"], b"2\r\n{}\r\n0\r\n\r\n"),
     (["transfer-encoding: chunked", "content-length: 2"], b"{}"),

@@ -5,8 +5,8 @@ refused, never decoded; a rule matches a whole path, '*' inside one segment only
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import (
-    ANTHROPIC, DEFAULTS, GOOGLE, OPENAI, PathRuleError, allowed_request, check_paths, held_sentence, keys_held,
-    provider_at, request_path)
+    ANTHROPIC, DEFAULTS, GOOGLE, OPENAI, PathRuleError, allowed_request, check_paths, held_sentence, key_parameters,
+    keys_held, provider_at, request_path)
 
 
 @pytest.mark.parametrize("target", [
@@ -78,3 +78,18 @@ def test_the_keys_the_agent_holds_are_said_in_one_line():
     assert held_sentence([]) is None
     line = held_sentence(["OPENAI_API_KEY"])
     assert "OPENAI_API_KEY" in line and "\n" not in line
+
+
+@pytest.mark.parametrize("target", ["/v1/models#/../files", "/v1/messages#x", "/v1/models/%252e%252e%252ffiles",
+                                    "/v1/models/%41", "/v1/models?x=1#frag"])
+def test_a_fragment_or_any_escape_is_refused(target):
+    assert request_path(target) is None
+
+
+@pytest.mark.parametrize("target, names", [
+    ("/v1beta/models?key=PLANTED", ["key"]), ("/v1/models?alt=sse&KEY=x", ["key"]),
+    ("/v1/models?a=1;access_token=t", ["access_token"]), ("/v1/models?api_key", ["api_key"]),
+    ("/v1/models?alt=sse&beta=true", []), ("/v1/models", []), ("/v1/models?monkey=1", []),
+])
+def test_a_key_in_the_query_is_found(target, names):
+    assert key_parameters(target) == names
