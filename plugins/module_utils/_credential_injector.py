@@ -49,7 +49,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import refuse
 from ansible_collections.aisb.sandbox.plugins.module_utils._provider_usage import (
     UsageMeter, counted_request, free_request)
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import (
-    allowed_request, key_parameters, request_path)
+    allowed_request, key_parameters, outbound_request, request_path)
 
 # Bounds on what one client may make this process hold or wait for.
 MAX_BODY = 64 * 1024 * 1024
@@ -442,6 +442,10 @@ def _handler_for(injector):
                 if (self.headers.get("Expect") or "").lower() == "100-continue" and self.request_version == "HTTP/1.1":
                     self.handle_expect_100()
                 body = read_body(self.rfile, self._body_length)
+                outbound = outbound_request(body)
+                if outbound:
+                    # The provider would reach that server itself, past the gate.
+                    raise InjectorError(403, "the request asks the provider to reach another server: %s" % outbound)
                 self._forward(entry, "/" + rest, counted_request(rest, body), host_path)
             except Incomplete:
                 self.close_connection = True

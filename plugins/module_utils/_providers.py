@@ -11,6 +11,7 @@ only the requests its rules name (allowed_request). Pure.
 
 from __future__ import annotations
 
+import json
 import re
 import typing
 
@@ -84,6 +85,44 @@ def held_sentence(held):
     return ("the agent holds the provider key%s %s as it is (named in aisb_pass_environment or aisb_environment): "
             "it can use it from the sandbox for anything the key allows; leave it out to have it injected"
             % ("s" if len(held) > 1 else "", ", ".join(held)))
+
+
+# Bytes without which a JSON request cannot ask the provider to reach a server of its
+# choosing (a key spelled with an escape needs "\u"): requests without any are not parsed.
+OUTBOUND_MARKS = (b"mcp_servers", b"server_url", b"web_fetch", b"url_context", b"urlContext", b"\\u")
+
+
+def _unique_keys(pairs):
+    keys = [key for key, _value in pairs]
+    if len(keys) != len(set(keys)):
+        # Parsers differ on which of two equal keys wins: neither is taken.
+        raise ValueError("a key appears twice in one object")
+    return dict(pairs)
+
+
+def outbound_request(body):
+    """Why BODY (a request's) would have the provider itself reach a server the request
+    names, past the gate (Anthropic's MCP connector and web_fetch tool, OpenAI's remote
+    MCP tool, Google's url_context), or None. A body that holds such a name but is not
+    JSON every parser reads alike (a key twice in one object, say) is refused too."""
+    if not body or not any(mark in body for mark in OUTBOUND_MARKS):
+        return None
+    try:
+        request = json.loads(body, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as error:
+        return "its body names a server-side fetch or MCP server but is not plain JSON (%s)" % error
+    if not isinstance(request, dict):
+        return None
+    if request.get("mcp_servers"):
+        return "mcp_servers has the provider connect to a server the request names"
+    tools = request.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        kind = str(tool.get("type", "")) if isinstance(tool, dict) else ""
+        if isinstance(tool, dict) and (kind == "mcp" or kind.startswith("web_fetch") or "server_url" in tool
+                                       or "url_context" in tool or "urlContext" in tool):
+            return "a tool (%s) has the provider fetch from a server the request names" % (
+                kind or ", ".join(sorted(tool)))
+    return None
 
 
 class PathRuleError(ValueError):

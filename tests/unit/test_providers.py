@@ -2,11 +2,13 @@
 """The built-in providers' request rules: a path some server would read as another is
 refused, never decoded; a rule matches a whole path, '*' inside one segment only."""
 
+import json
+
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import (
     ANTHROPIC, DEFAULTS, GOOGLE, OPENAI, PathRuleError, allowed_request, check_paths, held_sentence, key_parameters,
-    keys_held, provider_at, request_path)
+    keys_held, outbound_request, provider_at, request_path)
 
 
 @pytest.mark.parametrize("target", [
@@ -93,3 +95,29 @@ def test_a_fragment_or_any_escape_is_refused(target):
 ])
 def test_a_key_in_the_query_is_found(target, names):
     assert key_parameters(target) == names
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "m", "mcp_servers": [{"type": "url", "url": "https://attacker.example/mcp", "name": "x"}]},
+    {"model": "m", "tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]},
+    {"model": "m", "tools": [{"type": "mcp", "server_label": "x", "server_url": "https://attacker.example"}]},
+    {"contents": [], "tools": [{"url_context": {}}]},
+    {"contents": [], "tools": [{"urlContext": {}}]},
+], ids=["anthropic mcp_servers", "anthropic web_fetch", "openai mcp", "google url_context", "google urlContext"])
+def test_a_request_that_has_the_provider_reach_a_server_of_its_choosing_is_named(body):
+    assert outbound_request(json.dumps(body).encode())
+
+
+def test_an_escaped_or_doubled_key_does_not_hide_it():
+    assert outbound_request(b'{"\\u006dcp_servers": [{"url": "https://attacker.example"}]}')
+    assert "twice" in outbound_request(b'{"tools": [{"type": "mcp", "server_url": "x"}], "tools": []}')
+    assert outbound_request(b'{"mcp_servers": [1], ') is not None
+
+
+@pytest.mark.parametrize("body", [
+    None, b"", b"{}", json.dumps({"model": "m", "messages": [{"role": "user", "content": "say mcp_servers"}]}).encode(),
+    json.dumps({"tools": [{"type": "custom", "name": "bash"}, {"type": "web_search_20250305"}]}).encode(),
+    json.dumps({"mcp_servers": []}).encode(), b"not json at all",
+])
+def test_an_ordinary_request_is_not(body):
+    assert outbound_request(body) is None
