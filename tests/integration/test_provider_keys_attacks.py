@@ -10,7 +10,7 @@ to that address too (a provider's front that also serves another allowed name). 
 probe carries an x-probe header naming it, so what reached the provider is read from
 its log, not inferred from a status code.
 
-Each case asserts the control HOLDS. A case marked HOLE in its docstring failed on the
+Each case asserts the control HOLDS. A case or probe marked HOLE failed on the
 code it was written against (main at 5f4efee): the control let the attack through."""
 
 import json
@@ -96,17 +96,17 @@ GATE = [
 # and @G@ stand for the sandbox's ANTHROPIC_API_KEY, OPENAI_API_KEY and GEMINI_API_KEY.
 INJECTOR = [
     ("inj-models", probe("inj-models", "GET /api.anthropic.com/v1/models HTTP/1.1", "x-api-key: @A@")),
-    # A fragment hides the rest of the path from the rules: a server that takes '#' as
+    # HOLE: a fragment hides the rest of the path from the rules: a server that takes '#' as
     # a path character and removes dot segments (RFC 3986 5.2.4) reads /v1/files.
     ("inj-fragment-get", probe("inj-fragment-get", "GET /api.anthropic.com/v1/models#/../files HTTP/1.1",
                                "x-api-key: @A@")),
     ("inj-fragment-post", probe("inj-fragment-post", "POST /api.anthropic.com/v1/messages#/../files HTTP/1.1",
                                 "x-api-key: @A@", "Content-Type: application/json", body="{}")),
-    # An escaped escape in a '*' segment: a server (or a front and its backend) that
+    # HOLE: an escaped escape in a '*' segment: a server (or a front and its backend) that
     # decodes twice reads /v1/models/../files.
     ("inj-double-escaped", probe("inj-double-escaped", "GET /api.anthropic.com/v1/models/%252e%252e%252ffiles "
                                  "HTTP/1.1", "x-api-key: @A@")),
-    # The agent's own key beside the placeholder, where the provider also reads a key:
+    # HOLE: the agent's own key beside the placeholder, where the provider also reads a key:
     # Google's key= query parameter, Anthropic's Authorization.
     ("inj-google-key-query", probe("inj-google-key-query", "GET /generativelanguage.googleapis.com/v1beta/models?key="
                                    + PLANTED + " HTTP/1.1", "x-goog-api-key: @G@")),
@@ -114,7 +114,7 @@ INJECTOR = [
                                    "x-api-key: @A@", "Authorization: Bearer " + PLANTED)),
     ("inj-openai-x-api-key", probe("inj-openai-x-api-key", "GET /api.openai.com/v1/models HTTP/1.1",
                                    "Authorization: Bearer @O@", "x-api-key: " + PLANTED)),
-    # An allowed request whose body has the provider itself call a server of the
+    # HOLE: an allowed request whose body has the provider itself call a server of the
     # agent's choosing (Anthropic's MCP connector): the project leaves through the provider.
     ("inj-mcp-servers", probe("inj-mcp-servers", "POST /api.anthropic.com/v1/messages HTTP/1.1", "x-api-key: @A@",
                               "anthropic-beta: mcp-client-2025-04-04", "Content-Type: application/json",
