@@ -10,8 +10,10 @@ to that address too (a provider's front that also serves another allowed name). 
 probe carries an x-probe header naming it, so what reached the provider is read from
 its log, not inferred from a status code.
 
-Each case asserts the control HOLDS. A case or probe marked HOLE failed on the
-code it was written against (main at 5f4efee): the control let the attack through."""
+Each case asserts the control HOLDS, but one residual risk, asserted as such (a shared
+front). A case or probe marked "was a hole" failed on the code it was written against
+(main at 5f4efee): the control let the attack through; each holds since 6dc74e7 and the
+commit after it."""
 
 import json
 import re
@@ -96,17 +98,17 @@ GATE = [
 # and @G@ stand for the sandbox's ANTHROPIC_API_KEY, OPENAI_API_KEY and GEMINI_API_KEY.
 INJECTOR = [
     ("inj-models", probe("inj-models", "GET /api.anthropic.com/v1/models HTTP/1.1", "x-api-key: @A@")),
-    # HOLE: a fragment hides the rest of the path from the rules: a server that takes '#' as
+    # Was a hole: a fragment hides the rest of the path from the rules: a server that takes '#' as
     # a path character and removes dot segments (RFC 3986 5.2.4) reads /v1/files.
     ("inj-fragment-get", probe("inj-fragment-get", "GET /api.anthropic.com/v1/models#/../files HTTP/1.1",
                                "x-api-key: @A@")),
     ("inj-fragment-post", probe("inj-fragment-post", "POST /api.anthropic.com/v1/messages#/../files HTTP/1.1",
                                 "x-api-key: @A@", "Content-Type: application/json", body="{}")),
-    # HOLE: an escaped escape in a '*' segment: a server (or a front and its backend) that
+    # Was a hole: an escaped escape in a '*' segment: a server (or a front and its backend) that
     # decodes twice reads /v1/models/../files.
     ("inj-double-escaped", probe("inj-double-escaped", "GET /api.anthropic.com/v1/models/%252e%252e%252ffiles "
                                  "HTTP/1.1", "x-api-key: @A@")),
-    # HOLE: the agent's own key beside the placeholder, where the provider also reads a key:
+    # Was a hole: the agent's own key beside the placeholder, where the provider also reads a key:
     # Google's key= query parameter, Anthropic's Authorization.
     ("inj-google-key-query", probe("inj-google-key-query", "GET /generativelanguage.googleapis.com/v1beta/models?key="
                                    + PLANTED + " HTTP/1.1", "x-goog-api-key: @G@")),
@@ -114,7 +116,7 @@ INJECTOR = [
                                    "x-api-key: @A@", "Authorization: Bearer " + PLANTED)),
     ("inj-openai-x-api-key", probe("inj-openai-x-api-key", "GET /api.openai.com/v1/models HTTP/1.1",
                                    "Authorization: Bearer @O@", "x-api-key: " + PLANTED)),
-    # HOLE: an allowed request whose body has the provider itself call a server of the
+    # Was a hole: an allowed request whose body has the provider itself call a server of the
     # agent's choosing (Anthropic's MCP connector): the project leaves through the provider.
     ("inj-mcp-servers", probe("inj-mcp-servers", "POST /api.anthropic.com/v1/messages HTTP/1.1", "x-api-key: @A@",
                               "anthropic-beta: mcp-client-2025-04-04", "Content-Type: application/json",
@@ -293,19 +295,20 @@ def test_tls_with_the_providers_name_through_an_allowed_connect_is_refused(attac
     assert arrived(attack, "sni-provider-via-front") == []
 
 
-def test_an_allowed_name_that_shares_the_providers_front_does_not_reach_it(attack):
-    """HOLE (a residual the gate cannot see): CONNECT to an allowed name whose server
-    also serves the provider (a shared front: front.test here; *.googleapis.com names
-    share Google's), SNI that allowed name, then Host: the provider inside TLS. The gate
-    splices it (the ClientHello is in order) and the provider gets the agent's key."""
+def test_an_allowed_name_that_shares_the_providers_front_reaches_it_a_residual_risk(attack):
+    """Residual, documented in docs/security.md (the gate sees the CONNECT name and the
+    SNI, not the Host inside TLS): CONNECT to an allowed name whose server also serves the
+    provider (a shared front: front.test here; *.googleapis.com names share Google's),
+    SNI that allowed name, then Host: the provider inside TLS. The gate splices it and the
+    provider gets the agent's key. Fails, and the docs must change, if the gate stops it."""
     reached = arrived(attack, "front-fronting")
-    assert [headers_of(r).get("host") for r in reached] == [], reached
+    assert [headers_of(r).get("host") for r in reached] == ["api.anthropic.com"], reached
 
 
 @pytest.mark.parametrize("label", REFUSED_INJECTOR)
 def test_the_injector_relays_nothing_outside_the_rules(attack, label):
     """Every spelling of a path, method or route outside the entry's rules is refused:
-    nothing arrives, no 2xx. HOLE: inj-fragment-get, inj-fragment-post (the rules judge
+    nothing arrives, no 2xx. Were holes: inj-fragment-get, inj-fragment-post (the rules judge
     the path before '#', the provider gets all of it: /v1/models#/../files, which a
     server removing dot segments reads as /v1/files) and inj-double-escaped (%252e and
     %252f relayed into a '*' segment)."""
@@ -316,7 +319,7 @@ def test_the_injector_relays_nothing_outside_the_rules(attack, label):
 
 @pytest.mark.parametrize("label", ["inj-google-key-query", "inj-anthropic-bearer", "inj-openai-x-api-key"])
 def test_the_agents_own_key_does_not_ride_the_injector_beside_the_placeholder(attack, label):
-    """HOLE: the injector replaces the entry's header only. A key of the agent's own in
+    """Was a hole: the injector replaced the entry's header only. A key of the agent's own in
     another place the provider reads one (Google's key= query parameter, Authorization
     beside Anthropic's x-api-key, x-api-key beside OpenAI's Authorization) is relayed to
     the provider beside the exported key."""
@@ -336,7 +339,7 @@ def test_no_exported_key_in_the_transcript_record_or_output(attack):
 
 
 def test_an_allowed_request_does_not_have_the_provider_call_out(attack):
-    """HOLE (the rules judge method and path, never the body): POST /v1/messages with
+    """Was a hole (the rules judged method and path, never the body): POST /v1/messages with
     mcp_servers (Anthropic's MCP connector, anthropic-beta mcp-client) is relayed with the
     exported key, and the provider then connects to the agent's server and hands it what
     the model is told to send: the project leaves through an allowed request. Server
@@ -357,7 +360,7 @@ echo done-probing
 
 
 def test_a_provider_whose_key_is_not_exported_is_not_reached_with_the_agents_key(workstation, providers):
-    """HOLE: a developer who exports only ANTHROPIC_API_KEY runs pi: api.anthropic.com is
+    """Was a hole: a developer who exports only ANTHROPIC_API_KEY runs pi: api.anthropic.com is
     served by the injector and refused direct, but pi's default allow still lets the agent
     CONNECT to api.openai.com and generativelanguage.googleapis.com with a key of its own
     (the exfiltration class of issue 27: files to the attacker's account through an
