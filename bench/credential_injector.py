@@ -48,6 +48,7 @@ import certificates  # noqa: E402  pylint: disable=wrong-import-position
 import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import (  # noqa: E402
     CredentialInjector)
+from ansible_collections.aisb.sandbox.plugins.module_utils._providers import ANTHROPIC  # noqa: E402
 from hostile_requests import (  # noqa: E402  pylint: disable=wrong-import-position
     exchange, malformed_requests, status_of)
 
@@ -229,8 +230,9 @@ def measure(runs, with_squid=False):
             while not port_file.exists() or not port_file.read_text():
                 time.sleep(0.05)
             provider_port = int(port_file.read_text())
+            # Anthropic's request rules (_providers), as an exported key's entry has them.
             entry = {"host": "localhost", "port": provider_port, "header": "X-Api-Key", "prefix": "",
-                     "variable": "ANTHROPIC_API_KEY", "key": KEY}
+                     "variable": "ANTHROPIC_API_KEY", "key": KEY, "paths": list(ANTHROPIC.paths) + ["POST /stream"]}
             injector = CredentialInjector([entry], {"ANTHROPIC_API_KEY": PLACEHOLDER},
                                           context=ssl.create_default_context(cafile=ca),
                                           refused=lambda _address: None, budget=BUDGET).start()

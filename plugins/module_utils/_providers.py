@@ -11,6 +11,7 @@ only the requests its rules name (allowed_request). Pure.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import typing
@@ -170,23 +171,21 @@ def request_path(target):
 def key_parameters(target):
     """The query parameters of TARGET that a provider would read a key from (any case)."""
     query = target.partition("?")[2]
+    if not query:
+        return []
     names = (pair.partition("=")[0].lower() for pair in re.split(r"[&;]", query) if pair)
     return sorted(set(name for name in names if name in KEY_PARAMETERS))
 
 
-def _segment_pattern(segment):
-    return re.compile(r"\A%s\Z" % ".+".join(re.escape(part) for part in segment.split("*")))
+@functools.lru_cache(maxsize=256)
+def _rule_pattern(rule):
+    """RULE as one pattern over "METHOD /path": '*' is one or more characters but '/'."""
+    return re.compile(r"\A%s\Z" % "[^/]+".join(re.escape(part) for part in rule.split("*")))
 
 
 def allowed_request(rules, method, path):
     """The rule of RULES ("METHOD /path") that METHOD and PATH (request_path's) match, or
     None. A rule matches the whole path, segment by segment; '*' matches one or more
     characters within a segment."""
-    segments = path.split("/")
-    for rule in rules:
-        rule_method, _space, rule_path = rule.partition(" ")
-        wanted = rule_path.split("/")
-        if rule_method == method and len(wanted) == len(segments) and all(
-                _segment_pattern(want).match(got) for want, got in zip(wanted, segments)):
-            return rule
-    return None
+    request = "%s %s" % (method, path)
+    return next((rule for rule in rules if _rule_pattern(rule).match(request)), None)
