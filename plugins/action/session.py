@@ -77,7 +77,8 @@ def resolve_controller_options(args, controller_env):
             raise SessionInputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
                                     "injector holds it, the harness gets a placeholder; leave it out of "
                                     "pass_environment" % name)
-    implicit = implicit_entries(harness_names(harness), controller_env, written, names, given) \
+    url_variables = harness_credential_urls(harness)
+    implicit = implicit_entries(harness_names(harness), controller_env, written, names, given, url_variables) \
         if network == "allow" else []
     credentials = resolve_credentials(written + implicit, controller_env)
     check_token_budget(args.get("token_budget"))
@@ -85,7 +86,6 @@ def resolve_controller_options(args, controller_env):
     if directory is not None and not isinstance(directory, str):
         raise SessionInputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
     harness_config = read_config(directory, harness)
-    url_variables = harness_credential_urls(harness)
     # Filled by the session: the placeholders, and the base URLs leading to their injector.
     filled = set(entry["variable"] for entry in credentials)
     filled |= set(url_variables[v] for v in filled if v in url_variables)

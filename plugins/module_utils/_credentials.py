@@ -117,13 +117,15 @@ def _check_entry(index, entry):
     return checked
 
 
-def implicit_entries(names, controller_env, entries, pass_names, given):
+def implicit_entries(names, controller_env, entries, pass_names, given, url_variables=None):
     """Entries (from_environment) for the provider keys the calling shell holds
     (CONTROLLER_ENV) in NAMES, the recipe's variables that are a built-in provider's key
     variable: the safe default, so that an exported key is injected, never handed over.
     None for a name the operator passes through (PASS_NAMES) or gives a value (GIVEN), nor
     for a provider host ENTRIES (checked) already serve, nor for a key an entry reads:
-    the operator's word wins. The first of two names for one provider wins."""
+    the operator's word wins. The first of two names for one provider wins. A key whose
+    base-URL variable (the recipe's credential_urls, URL_VARIABLES) points at another
+    server is refused: the key would go to the provider, not where the developer meant."""
     served = set(by_route(entries))
     taken = set(entry["variable"] for entry in entries) | sources(entries)
     implicit = []
@@ -131,12 +133,20 @@ def implicit_entries(names, controller_env, entries, pass_names, given):
         key = _providers.key_for(name)
         if key is None or not controller_env.get(name) or name in pass_names or name in given or name in taken:
             continue
+        entry = {"host": key.provider.host, "port": DEFAULT_PORT, "header": key.header, "prefix": key.prefix,
+                 "variable": name, "from_environment": name, "paths": list(key.provider.paths)}
+        url_variable = (url_variables or {}).get(name)
+        url = given.get(url_variable) if url_variable in given else (
+            controller_env.get(url_variable) if url_variable in pass_names or url_variable in names else None)
+        if url and injector_url(url, by_route([entry]), "") is None:
+            raise SessionInputError(
+                "%s is exported, and %s=%s names another server than %s: write an aisb_credentials entry for that "
+                "server's host (the key is then injected there), or name %s in aisb_pass_environment to hand the "
+                "key to the agent as it is" % (name, url_variable, url, key.provider.host, name))
         route = "%s:%d" % (key.provider.host, DEFAULT_PORT)
         if route not in served:
             served.add(route)
-            implicit.append({"host": key.provider.host, "port": DEFAULT_PORT, "header": key.header,
-                             "prefix": key.prefix, "variable": name, "from_environment": name,
-                             "paths": list(key.provider.paths)})
+            implicit.append(entry)
     return implicit
 
 

@@ -173,3 +173,17 @@ def test_an_operators_entry_for_the_provider_wins_over_the_exported_key():
     _environment, credentials = resolved(EXPORTED, credentials=[entry])
     assert [(c["variable"], c["key"]) for c in credentials][0] == ("ANTHROPIC_API_KEY", "vaulted")
     assert "sk-ant-exported" not in json.dumps(credentials)
+
+
+@pytest.mark.parametrize("given", [{"environment": {"ANTHROPIC_BASE_URL": "https://gateway.corp.example/anthropic"}},
+                                   {"pass_environment": ["ANTHROPIC_BASE_URL"]}, {}])
+def test_an_exported_key_meant_for_another_server_is_refused_not_sent_to_the_provider(given):
+    claude = {"command": ["claude"], "env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"],
+              "credential_urls": {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL"}}
+    environ = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "https://gateway.corp.example/anthropic"}
+    with pytest.raises(SessionInputError, match="ANTHROPIC_API_KEY is exported, and ANTHROPIC_BASE_URL=https://gateway"):
+        resolved(environ, harness=claude, **given)
+    # On the provider's own host it is kept behind the injector.
+    environ["ANTHROPIC_BASE_URL"] = "https://api.anthropic.com"
+    environment, credentials = resolved(environ, harness=claude)
+    assert [c["variable"] for c in credentials] == ["ANTHROPIC_API_KEY"] and KEY not in json.dumps(environment)
