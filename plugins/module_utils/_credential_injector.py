@@ -384,6 +384,9 @@ def _handler_for(injector):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True
+        # An answer's head and a short body leave in one write (one segment), not two;
+        # a stream's pieces are flushed as they come.
+        wbufsize = CHUNK
         server_version = "aisb-credential-injector"
         sys_version = ""
 
@@ -441,6 +444,7 @@ def _handler_for(injector):
                     raise InjectorError(429, spent)
                 if (self.headers.get("Expect") or "").lower() == "100-continue" and self.request_version == "HTTP/1.1":
                     self.handle_expect_100()
+                    self.wfile.flush()
                 body = read_body(self.rfile, self._body_length)
                 outbound = outbound_request(body)
                 if outbound:
@@ -533,6 +537,8 @@ def _handler_for(injector):
                     continue
                 try:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                    if chunked:
+                        self.wfile.flush()
                 except OSError as error:
                     # The harness left mid-answer: the provider goes on and is paid for,
                     # so the rest is read for its usage (leaving would hide a stream's
