@@ -22,7 +22,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import HTTP_P
 MAX_FILEDESCRIPTORS = 4096
 # Inside the gate image (roles/gate/templates/Containerfile.j2 makes both): squid needs a
 # certificate on an ssl-bump port even when it only peeks and splices; and the helper that
-# compares the ClientHello's SNI with the CONNECT name.
+# reads the ClientHello and compares its one server name with the CONNECT name.
 PEEK_CERTIFICATE = "/etc/squid/aisb-peek.pem"
 SNI_HELPER = "/usr/local/lib/aisb/sni-is-connect-host"
 # Seconds a client has after connecting (and after a CONNECT's 200) to send its first
@@ -36,11 +36,12 @@ SQUID_POLICY_CONF = "squid-policy.conf"
 # One access log line as the session part's logformat aisb writes it.
 # hier: squid's hierarchy code (HIER_NONE where no server was contacted); tls: squid's
 # SslBump decision, "-" where none applies (plain HTTP), "splice" for a tunnel relayed,
-# anything else for a ClientHello refused; sni: URL-encoded, "-" where none was read.
+# anything else for a ClientHello refused; sni: URL-encoded, "-" where none was read;
+# reason: why the SNI helper refused a ClientHello, "-" where it did not.
 GATE_LOG_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
     r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+) "
-    r"hier=(?P<hier>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)$")
+    r"hier=(?P<hier>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)(?: reason=(?P<reason>\S+))?$")
 
 
 def render_policy_conf(policy):
@@ -190,7 +191,7 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "max_filedescriptors %d" % MAX_FILEDESCRIPTORS,
         # hier and sni let parse_gate_log keep one line per decision (see there).
         "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a"
-        " hier=%%Sh tls=%%ssl::bump_mode sni=%%#ssl::>sni" % session_id,
+        " hier=%%Sh tls=%%ssl::bump_mode sni=%%#ssl::>sni reason=%%#ea" % session_id,
         # Unbuffered (no buffer-size): the session reads this log while the gate still
         # runs and then kills it; a buffered decision would be missing from the record.
         "access_log %s logformat=aisb" % access_log,
@@ -203,15 +204,19 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
 
 def _peeking():
     """TLS consistency without interception: the port reads an allowed CONNECT's
-    ClientHello and splices the tunnel only when its SNI names the CONNECT host; anything
-    else (another name, no SNI, bytes that are not TLS, a client that waits for the server
-    to speak) is refused before any server is contacted. Never bumped: the certificate is
-    never presented, and nobody trusts it. The policy part holds the ssl_bump rules.
+    ClientHello and splices the tunnel only when it holds one server name, a DNS name
+    equal to the CONNECT host; anything else (another name, no SNI, two names or two
+    server_name extensions, another name type, a name that is not a DNS name, bytes that
+    are not TLS, a client that waits for the server to speak) is refused before any server
+    is contacted. Never bumped: the certificate is never presented, and nobody trusts it.
+    The policy part holds the ssl_bump rules.
     """
     return [
-        # One helper answers every check (concurrency, not more processes); the answer
-        # for a name and SNI pair is kept for the default hour.
-        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 %%DST %%ssl::>sni %s"
+        # One helper answers every check (concurrency, not more processes). It is given
+        # the raw ClientHello (%>handshake, base64), the bytes the server would get, not
+        # squid's reading of it (the first host_name, cut at a NUL). No cache: every
+        # ClientHello differs (its random), and a cache would only hold them.
+        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 cache=0 %%DST %%>handshake %s"
         % SNI_HELPER,
         "acl aisb_sni_is_connect_host external aisb_sni",
         "acl aisb_client_hello at_step SslBump1",
@@ -259,6 +264,8 @@ def parse_gate_log(text):
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
         # Where squid connected ("-": nowhere yet, as for a ClientHello's verdict).
         entry = dict(log_entry(match), dst=match.group("dst"))
+        if match.group("reason") not in (None, "-"):
+            entry["reason"] = match.group("reason")
         decisions["denied" if denied else "allowed"].append(entry)
         if not denied and match.group("sni") != "-":
             open_tunnels.setdefault(tunnel, []).append(entry)

@@ -33,8 +33,11 @@ ALLOWED_NAMES = ["allowed.test", "b-allowed.test", "b-tls.test", "b-loop.test", 
 # A wildcard entry: its names resolve to the TLS server too.
 WILDCARD = ".b-wild.test"
 WILDCARD_NAMES = ["a.b-wild.test", "c.b-wild.test"]
-# What an allowed case may show: a listener saw it.
-REACHED = ("http=200", "tunnel=200 tls=ok")
+# What an allowed case may show: a listener saw it (answered: a TLS server answered a
+# rebuilt ClientHello).
+REACHED = ("http=200", "tunnel=200 tls=ok", "tunnel=200 tls=answered")
+# A ClientHello the gate refused after answering its CONNECT.
+HELLO_REFUSED = "tunnel=200 tls=refused"
 # What the gate refuses and records as denied: the CONNECT or request itself (403), or,
 # after an allowed CONNECT, what the tunnel carries (not a ClientHello, or one whose SNI
 # is not the CONNECT name): nothing comes back through the tunnel.
@@ -237,6 +240,26 @@ CASES = [
      "tls tls-wildcard-matches a.b-wild.test:443 sni a.b-wild.test", "tunnel=200 tls=ok"),
     ("tls-wildcard-differs", "SNI differs from the CONNECT name (another name of the same wildcard entry)",
      "tls tls-wildcard-differs a.b-wild.test:443 sni c.b-wild.test", "tunnel=200 tls=refused"),
+] + [
+    # node's own ClientHello for b-tls.test, rebuilt with these server_name extensions.
+    ("tls-hello-" + variant, threat, "tls tls-hello-%s b-tls.test:443 hello %s" % (variant, variant), result)
+    for variant, threat, result in [
+        ("rebuilt", "positive control: a rebuilt ClientHello with one good name", "tunnel=200 tls=answered"),
+        ("two-names-other-first", "parser differential at the handshake (two names, the other first)", HELLO_REFUSED),
+        ("two-names-other-second", "parser differential at the handshake (two names, the other second)",
+         HELLO_REFUSED),
+        ("two-extensions", "parser differential at the handshake (two server_name extensions, the other first)",
+         HELLO_REFUSED),
+        ("name-type", "parser differential at the handshake (a name type other than host_name)", HELLO_REFUSED),
+        ("name-type-first", "parser differential at the handshake (another name type before the host_name)",
+         HELLO_REFUSED),
+        ("nul", "parser differential at the handshake (a NUL inside the name)", HELLO_REFUSED),
+        ("space", "parser differential at the handshake (a space inside the name)", HELLO_REFUSED),
+        ("300-bytes", "parser differential at the handshake (a 300-byte name)", HELLO_REFUSED),
+        ("label-over-63", "parser differential at the handshake (a label of 64)", HELLO_REFUSED),
+        ("empty", "parser differential at the handshake (an empty name)", HELLO_REFUSED),
+    ]
+] + [
     ("server-speaks-first", "another protocol inside CONNECT:443 (the server speaks first)",
      "tls server-speaks-first b-tls.test:443 quiet", "tunnel=200 tls=refused"),
     ("h2c-prior-knowledge", "another protocol inside CONNECT:443 (cleartext HTTP/2)",
@@ -409,7 +432,8 @@ def seen(battery, case_id):
     """Every listener entry that carries c-CASE_ID: what reached a listener from that case."""
     token = re.compile(r"c-" + re.escape(case_id) + r"(?![\w-])")
     return ([r for r in battery["http"] if token.search(r["path"])] +
-            [e for e in battery["events"] if token.search(e.get("data", "") + " " + e.get("name", ""))])
+            [e for e in battery["events"]
+             if token.search(" ".join((e.get("data", ""), e.get("name", ""), e.get("hello", ""))))])
 
 
 @pytest.mark.parametrize("case_id", CASE_IDS)

@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The gate's squid configuration: ACL order, the session part, refused session inputs,
-the peeking rules and their SNI helper, the access log read back."""
+the peeking rules, the access log read back (the SNI helper: test_sni_helper)."""
 
 import ipaddress
-import subprocess
-from pathlib import Path
 
 import pytest
 from test_policy import PASSING, REFUSED
@@ -12,8 +10,6 @@ from test_policy import PASSING, REFUSED
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import (
     parse_gate_log, render_policy_conf, render_session_conf)
-
-SNI_HELPER = Path(__file__).resolve().parents[2] / "roles" / "gate" / "files" / "sni-is-connect-host"
 
 
 def access_rules(text):
@@ -158,26 +154,6 @@ def test_a_connect_is_refused_by_the_same_rules_as_plain_http(entries):
     assert lines[-2:] == ["miss_access deny aisb_refused", "miss_access allow all"]
 
 
-@pytest.mark.parametrize("host,sni,answer", [
-    ("b-tls.test", "b-tls.test", "OK"),
-    ("b-tls.test", "B-TLS.Test", "OK"),
-    ("b-tls.test", "b-tls.test.", "OK"),
-    ("b-tls.test.", "b-tls.test", "OK"),
-    ("b-tls.test", "-", "ERR"),
-    ("b-tls.test", "b-unlisted.test", "ERR"),
-    ("a.example.com", "b.example.com", "ERR"),
-    ("example.com", "a.example.com", "ERR"),
-    ("b-tls.test", "b-tls.test..", "ERR"),
-    ("b-tls.test", "b-tls.test%00.evil", "ERR"),
-])
-def test_sni_helper_accepts_only_the_connect_name(host, sni, answer):
-    """The squid helper itself (bash), in squid's concurrency protocol; squid appends its
-    %DATA ("-") to each line."""
-    done = subprocess.run(["bash", str(SNI_HELPER)], input="7 %s %s -\n3 %s %s -\n" % (host, sni, host, sni),
-                          capture_output=True, text=True, check=True, timeout=10)
-    assert done.stdout == "7 %s\n3 %s\n" % (answer, answer)
-
-
 @pytest.mark.parametrize("port,session_id,path", [
     (80, "s1", "/p"), (65536, "s1", "/p"), ("3128", "s1", "/p"), (True, "s1", "/p"),
     (3128, "s1\nhttp_access allow all", "/p"), (3128, "", "/p"), (3128, "a b", "/p"), (3128, "x" * 65, "/p"),
@@ -244,6 +220,33 @@ def test_a_tunnels_end_gives_its_verdict_the_address_connected_to():
     assert [(d["time"], d["url"], d["dst"]) for d in decisions["allowed"]] == [
         (1.001, "models.lan:443", "10.0.0.5"), (1.002, "models.lan:443", "-"), (1.004, "b-tls.test:443", "-")]
     assert [(d["time"], d["dst"]) for d in decisions["denied"]] == [(1.003, "-")]
+
+
+def test_a_refused_client_hello_keeps_the_helpers_reason():
+    """The SNI helper's log= (reason=, URL-encoded by squid) is the denied entry's reason;
+    "-" (no helper answer, or OK) and a line written before the field existed give none."""
+    head = "1.001 session=sid client=127.0.0.1 NONE_NONE/200 CONNECT b-tls.test:443 dst=- hier=HIER_NONE"
+    log = "\n".join([
+        head + " tls=terminate sni=b-tls.test reason=sni-several-names",
+        head + " tls=terminate sni=- reason=client-hello-malformed",
+        head + " tls=peek sni=- reason=-",
+        head + " tls=terminate sni=b-unlisted.test",
+        head + " tls=splice sni=b-tls.test reason=-",
+    ])
+    decisions = parse_gate_log(log)
+    assert [d.get("reason") for d in decisions["denied"]] == [
+        "sni-several-names", "client-hello-malformed", None, None]
+    assert "reason" not in decisions["allowed"][0]
+
+
+def test_the_helper_gets_the_raw_client_hello_and_nothing_is_cached():
+    """%>handshake: the bytes squid splices to the server (base64), not its own reading of
+    the SNI; cache=0: each ClientHello is another (its random)."""
+    conf = render_session_conf(3128, "sid", "/etc/squid/policy.conf").splitlines()
+    helper = [line for line in conf if line.startswith("external_acl_type aisb_sni ")]
+    assert helper == ["external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 cache=0"
+                      " %DST %>handshake /usr/local/lib/aisb/sni-is-connect-host"]
+    assert [line for line in conf if line.startswith("logformat aisb ")][0].endswith(" reason=%#ea")
 
 
 def test_gate_log_skips_connections_that_sent_no_request():
