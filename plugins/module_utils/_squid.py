@@ -215,9 +215,10 @@ def _peeking():
         # One helper answers every check (concurrency, not more processes). It is given
         # the raw ClientHello (%>handshake, base64), the bytes the server would get, not
         # squid's reading of it (the first host_name, cut at a NUL). No cache: every
-        # ClientHello differs (its random), and a cache would only hold them.
-        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 cache=0 %%DST %%>handshake %s"
-        % SNI_HELPER,
+        # ClientHello differs (its random), and a cache would only hold them. A perl
+        # script: perl-base is in every Debian and Ubuntu image.
+        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 cache=0 %%DST %%>handshake"
+        " /usr/bin/perl %s" % SNI_HELPER,
         "acl aisb_sni_is_connect_host external aisb_sni",
         "acl aisb_client_hello at_step SslBump1",
         # squid's default, said here because it is the refusal: bytes that are not a TLS

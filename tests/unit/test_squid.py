@@ -245,7 +245,7 @@ def test_the_helper_gets_the_raw_client_hello_and_nothing_is_cached():
     conf = render_session_conf(3128, "sid", "/etc/squid/policy.conf").splitlines()
     helper = [line for line in conf if line.startswith("external_acl_type aisb_sni ")]
     assert helper == ["external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 cache=0"
-                      " %DST %>handshake /usr/local/lib/aisb/sni-is-connect-host"]
+                      " %DST %>handshake /usr/bin/perl /usr/local/lib/aisb/sni-is-connect-host"]
     assert [line for line in conf if line.startswith("logformat aisb ")][0].endswith(" reason=%#ea")
 
 
