@@ -25,6 +25,9 @@ MAX_FILEDESCRIPTORS = 4096
 # reads the ClientHello and compares its one server name with the CONNECT name.
 PEEK_CERTIFICATE = "/etc/squid/aisb-peek.pem"
 SNI_HELPER = "/usr/local/lib/aisb/sni-is-connect-host"
+# What the helper's OK tags the client connection with (clt_conn_tag, its argument): a
+# tunnel to a CONNECT port opens only with it (see _connect).
+HELLO_CHECKED = "aisb-hello-checked"
 # Seconds a client has after connecting (and after a CONNECT's 200) to send its first
 # byte. Every HTTP and TLS client speaks first, at once.
 FIRST_BYTE_TIMEOUT = 10
@@ -135,14 +138,20 @@ def _connect(refusals, extra):
     lines = ["acl aisb_refuse annotate_transaction aisb_verdict=refused",
              "acl aisb_refused note aisb_verdict refused"]
     lines += ["ssl_bump splice aisb_client_hello %s aisb_refuse" % refusal for refusal in refusals]
+    guard = []
     if refusals != ["all"]:
         lines += ["ssl_bump peek aisb_client_hello aisb_connect_ports"]
         if extra:
             lines += ["ssl_bump splice aisb_client_hello aisb_extra"]
+        # squid splices when a step-2 check ends without an answer (its helper broken,
+        # timed out or overloaded: "else bumpAction = Ssl::bumpSplice"): a tunnel to a
+        # CONNECT port, always peeked, opens only on a connection the helper's OK tagged.
+        guard = ["miss_access deny aisb_connect aisb_connect_ports !aisb_hello_checked"]
     return lines + [
         "ssl_bump splice aisb_sni_is_connect_host",
         "ssl_bump terminate all",
         "miss_access deny aisb_refused",
+    ] + guard + [
         "miss_access allow all",
     ]
 
@@ -216,10 +225,12 @@ def _peeking():
         # the raw ClientHello (%>handshake, base64), the bytes the server would get, not
         # squid's reading of it (the first host_name, cut at a NUL). No cache: every
         # ClientHello differs (its random), and a cache would only hold them. A perl
-        # script: perl-base is in every Debian and Ubuntu image.
-        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 cache=0 %%DST %%>handshake"
-        " /usr/bin/perl %s" % SNI_HELPER,
+        # script: perl-base is in every Debian and Ubuntu image. queue-size: squid
+        # gives up on a check beyond its queue; no more can wait than connections.
+        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 queue-size=%d cache=0"
+        " %%DST %%>handshake /usr/bin/perl %s %s" % (MAX_FILEDESCRIPTORS, SNI_HELPER, HELLO_CHECKED),
         "acl aisb_sni_is_connect_host external aisb_sni",
+        "acl aisb_hello_checked note clt_conn_tag %s" % HELLO_CHECKED,
         "acl aisb_client_hello at_step SslBump1",
         # squid's default, said here because it is the refusal: bytes that are not a TLS
         # ClientHello get an HTTP error, never a tunnel.

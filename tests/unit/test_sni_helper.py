@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The gate's ClientHello check (roles/gate/files/sni-is-connect-host, perl) run as squid
 runs it: lines of channel, CONNECT host and squid's %>handshake (base64), answered in
-squid's concurrency protocol. The ClientHellos are OpenSSL's own (Python's ssl), taken
-apart and rebuilt with the server_name extensions an attacker would send."""
+squid's concurrency protocol, an OK tagging the connection (clt_conn_tag). The
+ClientHellos are OpenSSL's own (Python's ssl), taken apart and rebuilt with the
+server_name extensions an attacker would send."""
 
 import base64
 import ssl
@@ -12,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import HELLO_CHECKED
+
 SNI_HELPER = Path(__file__).resolve().parents[2] / "roles" / "gate" / "files" / "sni-is-connect-host"
 HOST = "b-tls.test"
 OTHER = b"b-unlisted.test"
+OK = "OK clt_conn_tag=" + HELLO_CHECKED
 
 
 def openssl_hello(name=HOST):
@@ -75,7 +79,7 @@ def rebuilt(*sni_extensions, records=None, after=b"", extra=None, inside=b""):
 def answers(*lines):
     """The helper's answers to LINES, each (host, handshake as squid gives it)."""
     given = "".join("%d %s %s -\n" % (channel, host, handshake) for channel, (host, handshake) in enumerate(lines))
-    done = subprocess.run(["perl", str(SNI_HELPER)], input=given, capture_output=True, text=True, check=True,
+    done = subprocess.run(["perl", str(SNI_HELPER), HELLO_CHECKED], input=given, capture_output=True, text=True, check=True,
                           timeout=10)
     assert done.stderr == ""
     return done.stdout.splitlines()
@@ -94,21 +98,21 @@ def name(text):
     ("a" * 63 + "." + HOST, "A" * 63 + "." + HOST),
 ])
 def test_one_host_name_equal_to_the_connect_host_is_ok(host, sent):
-    assert answer(rebuilt(name(sent)), host) == "OK"
+    assert answer(rebuilt(name(sent)), host) == OK
 
 
 @pytest.mark.parametrize("records", [[1, 10000], [3, 1, 10000], [4, 10000], [200, 10000]])
 def test_a_client_hello_over_several_records_is_read_whole(records):
     hello = rebuilt(name(HOST))
     sizes = records[:-1] + [len(hello) - 5 - sum(records[:-1])]
-    assert answer(rebuilt(name(HOST), records=sizes)) == "OK"
+    assert answer(rebuilt(name(HOST), records=sizes)) == OK
 
 
 def test_every_base64_ending_is_read():
     """Hellos whose lengths leave each remainder modulo 3 (base64's "==", "=" and none)."""
     hellos = [rebuilt(name(HOST), extra=b"x" * size) for size in range(3)]
     assert sorted(len(hello) % 3 for hello in hellos) == [0, 1, 2]
-    assert [answer(hello) for hello in hellos] == ["OK"] * 3
+    assert [answer(hello) for hello in hellos] == [OK] * 3
 
 
 @pytest.mark.parametrize("sni,reason", [
@@ -151,8 +155,8 @@ def test_anything_but_one_good_name_is_refused_with_its_reason(sni, reason):
 def test_a_name_of_253_characters_is_the_longest():
     longest = ".".join(["a" * 63] * 3 + ["b" * 61])
     assert len(longest) == 253
-    assert answer(rebuilt(name(longest)), longest) == "OK"
-    assert answer(rebuilt(name(longest + ".")), longest) == "OK"
+    assert answer(rebuilt(name(longest)), longest) == OK
+    assert answer(rebuilt(name(longest + ".")), longest) == OK
     assert answer(rebuilt(name("a" + longest)), "a" + longest) == "ERR log=sni-not-a-dns-name"
 
 
@@ -198,4 +202,11 @@ def test_records_that_are_not_one_client_hello_are_refused(hello):
 def test_answers_keep_their_channels():
     good, bad = base64.b64encode(rebuilt(name(HOST))).decode(), base64.b64encode(rebuilt()).decode()
     assert answers((HOST, good), (HOST, bad), ("other.test", good), (HOST, good)) == [
-        "0 OK", "1 ERR log=sni-absent", "2 ERR log=sni-differs", "3 OK"]
+        "0 " + OK, "1 ERR log=sni-absent", "2 ERR log=sni-differs", "3 " + OK]
+
+
+def test_without_its_tag_the_helper_does_not_start():
+    done = subprocess.run(["perl", str(SNI_HELPER)], input="0 b-tls.test - -\n", capture_output=True, text=True,
+                          timeout=10)
+    assert (done.returncode, done.stdout) == (255, "")
+    assert "usage: sni-is-connect-host CONNECTION-TAG" in done.stderr

@@ -151,7 +151,10 @@ def test_a_connect_is_refused_by_the_same_rules_as_plain_http(entries):
               if line.startswith("ssl_bump splice") and line.endswith(" aisb_refuse")]
     assert marked == (denied or ["all"])
     assert "acl aisb_refuse annotate_transaction aisb_verdict=refused" in lines
-    assert lines[-2:] == ["miss_access deny aisb_refused", "miss_access allow all"]
+    # A tunnel to a CONNECT port opens only where the ClientHello check said OK (squid
+    # splices when the check has no answer); with nothing allowed, nothing is peeked.
+    guard = ["miss_access deny aisb_connect aisb_connect_ports !aisb_hello_checked"] if entries else []
+    assert lines[-2 - len(guard):] == ["miss_access deny aisb_refused"] + guard + ["miss_access allow all"]
 
 
 @pytest.mark.parametrize("port,session_id,path", [
@@ -241,11 +244,15 @@ def test_a_refused_client_hello_keeps_the_helpers_reason():
 
 def test_the_helper_gets_the_raw_client_hello_and_nothing_is_cached():
     """%>handshake: the bytes squid splices to the server (base64), not its own reading of
-    the SNI; cache=0: each ClientHello is another (its random)."""
+    the SNI; cache=0: each ClientHello is another (its random); a queue as long as the
+    gate's descriptors (squid gives up on a check beyond it); its OK tags the connection
+    with the tag the policy part's miss_access asks for."""
     conf = render_session_conf(3128, "sid", "/etc/squid/policy.conf").splitlines()
     helper = [line for line in conf if line.startswith("external_acl_type aisb_sni ")]
-    assert helper == ["external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 cache=0"
-                      " %DST %>handshake /usr/bin/perl /usr/local/lib/aisb/sni-is-connect-host"]
+    assert helper == ["external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 queue-size=4096"
+                      " cache=0 %DST %>handshake /usr/bin/perl /usr/local/lib/aisb/sni-is-connect-host"
+                      " aisb-hello-checked"]
+    assert "acl aisb_hello_checked note clt_conn_tag aisb-hello-checked" in conf
     assert [line for line in conf if line.startswith("logformat aisb ")][0].endswith(" reason=%#ea")
 
 
