@@ -342,7 +342,7 @@ def test_a_client_hello_the_check_does_not_answer_opens_no_tunnel(workstation, i
     extra = ["--detach"]
     if helper == "broken":
         broken = write(workstation, f"{work}/broken-helper", BROKEN_HELPER)
-        workstation.run(["chmod", "0755", broken])
+        workstation.run(["chmod", "0755", broken], user="root")
         extra += ["--volume", f"{broken}:{squid_lib.SNI_HELPER}:ro"]
     name = f"aisb-gate-{session}"
     workstation.run(podman_argv.gate_run("podman", newest(workstation, "localhost/aisb-gate"), name, policy_dir,
