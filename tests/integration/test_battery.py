@@ -506,6 +506,25 @@ def test_gate_decisions_match_the_cases(battery):
     assert len(gate["denied"]) == len(refused) + len([c for c in refused if c[0] in TWO_REQUESTS]), gate
 
 
+# Why the gate's ClientHello check refused each case it answered (its log=, the record's
+# reason); the other refused cases never reach it (squid's own parser, or no ClientHello).
+CHECK_REASONS = {
+    "tls-sni-differs": "sni-differs", "tls-split-hello-differs": "sni-differs", "tls-wildcard-differs": "sni-differs",
+    "tls-sni-absent": "sni-absent",
+    "tls-hello-two-names-other-first": "sni-several-names", "tls-hello-two-names-other-second": "sni-several-names",
+    "tls-hello-two-extensions": "sni-extension-twice",
+    "tls-hello-name-type": "sni-name-type", "tls-hello-name-type-first": "sni-name-type",
+    **{"tls-hello-" + variant: "sni-not-a-dns-name" for variant in ["nul", "space", "300-bytes", "label-over-63", "empty"]},
+}
+
+
+def test_refused_client_hellos_are_recorded_with_their_reasons(battery):
+    """Each ClientHello the check refused is a denied CONNECT with its reason in the
+    record (the helper's log=, through squid's access log): one per case."""
+    recorded = sorted(entry["reason"] for entry in battery["record"]["gate"]["denied"] if "reason" in entry)
+    assert recorded == sorted(CHECK_REASONS.values())
+
+
 def test_residual_risks_are_what_the_docs_say(battery):
     """docs/security.md states these plainly: a ClientHello naming the CONNECT name gets
     through, whatever the Host header inside TLS names (domain fronting); an SNI other
