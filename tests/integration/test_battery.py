@@ -514,7 +514,8 @@ CHECK_REASONS = {
     "tls-hello-two-names-other-first": "sni-several-names", "tls-hello-two-names-other-second": "sni-several-names",
     "tls-hello-two-extensions": "sni-extension-twice",
     "tls-hello-name-type": "sni-name-type", "tls-hello-name-type-first": "sni-name-type",
-    **{"tls-hello-" + variant: "sni-not-a-dns-name" for variant in ["nul", "space", "300-bytes", "label-over-63", "empty"]},
+    **{"tls-hello-" + variant: "sni-not-a-dns-name"
+       for variant in ["nul", "space", "300-bytes", "label-over-63", "empty"]},
 }
 
 
