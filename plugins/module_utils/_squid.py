@@ -257,7 +257,9 @@ def parse_gate_log(text):
     the verdict on it (logged before any server is contacted, sni set); the spliced
     tunnel's end (a server contacted, the same sni) is the same request again, and gives
     the verdict its dst: the oldest allowed verdict of that CONNECT and SNI still
-    without one (tunnels to one name may end in another order than they began).
+    without one (tunnels to one name may end in another order than they began). A splice
+    that miss_access refused instead (403, no server contacted: the check gave no
+    answer) is the denial in place of that verdict.
     """
     decisions = {"allowed": [], "denied": []}
     # (url, sni) -> the allowed verdicts whose tunnel has not ended yet, oldest first.
@@ -272,6 +274,9 @@ def parse_gate_log(text):
             if open_tunnels.get(tunnel):
                 open_tunnels[tunnel].pop(0)["dst"] = match.group("dst")
             continue
+        if match.group("sni") != "-" and match.group("code") == "403" and open_tunnels.get(tunnel):
+            # A splice miss_access refused (the check gave no answer): its verdict allowed nothing.
+            decisions["allowed"].remove(open_tunnels[tunnel].pop(0))
         refused_hello = match.group("tls") not in ("-", "splice")
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
         # Where squid connected ("-": nowhere yet, as for a ClientHello's verdict).

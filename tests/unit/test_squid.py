@@ -225,6 +225,20 @@ def test_a_tunnels_end_gives_its_verdict_the_address_connected_to():
     assert [(d["time"], d["dst"]) for d in decisions["denied"]] == [(1.003, "-")]
 
 
+def test_a_splice_refused_for_want_of_an_answer_is_one_denial():
+    """When the ClientHello check gives no answer squid splices, and miss_access refuses
+    the tunnel (403) before any server is contacted: the verdict's "splice" allowed
+    nothing, the request is one denial; another tunnel of that name is untouched."""
+    def line(t, status, hier):
+        return ("%s session=sid client=127.0.0.1 %s CONNECT b-tls.test:443 dst=- hier=%s tls=splice sni=b-tls.test"
+                " reason=-" % (t, status, hier))
+    log = "\n".join([line("1.001", "NONE_NONE/200", "HIER_NONE"), line("1.002", "NONE_NONE/200", "HIER_NONE"),
+                     line("1.003", "TCP_TUNNEL/403", "HIER_NONE"), line("2.001", "TCP_TUNNEL/200", "HIER_DIRECT")])
+    decisions = parse_gate_log(log)
+    assert [(d["time"], d["status"]) for d in decisions["denied"]] == [(1.003, "TCP_TUNNEL/403")]
+    assert [(d["time"], d["dst"]) for d in decisions["allowed"]] == [(1.002, "-")]
+
+
 def test_a_refused_client_hello_keeps_the_helpers_reason():
     """The SNI helper's log= (reason=, URL-encoded by squid) is the denied entry's reason;
     "-" (no helper answer, or OK) and a line written before the field existed give none."""
