@@ -22,9 +22,12 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import HTTP_P
 MAX_FILEDESCRIPTORS = 4096
 # Inside the gate image (roles/gate/templates/Containerfile.j2 makes both): squid needs a
 # certificate on an ssl-bump port even when it only peeks and splices; and the helper that
-# compares the ClientHello's SNI with the CONNECT name.
+# reads the ClientHello and compares its one server name with the CONNECT name.
 PEEK_CERTIFICATE = "/etc/squid/aisb-peek.pem"
 SNI_HELPER = "/usr/local/lib/aisb/sni-is-connect-host"
+# What the helper's OK tags the client connection with (clt_conn_tag, its argument): a
+# tunnel to a CONNECT port opens only with it (see _connect).
+HELLO_CHECKED = "aisb-hello-checked"
 # Seconds a client has after connecting (and after a CONNECT's 200) to send its first
 # byte. Every HTTP and TLS client speaks first, at once.
 FIRST_BYTE_TIMEOUT = 10
@@ -36,11 +39,12 @@ SQUID_POLICY_CONF = "squid-policy.conf"
 # One access log line as the session part's logformat aisb writes it.
 # hier: squid's hierarchy code (HIER_NONE where no server was contacted); tls: squid's
 # SslBump decision, "-" where none applies (plain HTTP), "splice" for a tunnel relayed,
-# anything else for a ClientHello refused; sni: URL-encoded, "-" where none was read.
+# anything else for a ClientHello refused; sni: URL-encoded, "-" where none was read;
+# reason: why the SNI helper refused a ClientHello, "-" where it did not.
 GATE_LOG_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
     r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+) "
-    r"hier=(?P<hier>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)$")
+    r"hier=(?P<hier>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)(?: reason=(?P<reason>\S+))?$")
 
 
 def render_policy_conf(policy):
@@ -134,14 +138,20 @@ def _connect(refusals, extra):
     lines = ["acl aisb_refuse annotate_transaction aisb_verdict=refused",
              "acl aisb_refused note aisb_verdict refused"]
     lines += ["ssl_bump splice aisb_client_hello %s aisb_refuse" % refusal for refusal in refusals]
+    guard = []
     if refusals != ["all"]:
         lines += ["ssl_bump peek aisb_client_hello aisb_connect_ports"]
         if extra:
             lines += ["ssl_bump splice aisb_client_hello aisb_extra"]
+        # squid splices when a step-2 check ends without an answer (its helper broken,
+        # timed out or overloaded: "else bumpAction = Ssl::bumpSplice"): a tunnel to a
+        # CONNECT port, always peeked, opens only on a connection the helper's OK tagged.
+        guard = ["miss_access deny aisb_connect aisb_connect_ports !aisb_hello_checked"]
     return lines + [
         "ssl_bump splice aisb_sni_is_connect_host",
         "ssl_bump terminate all",
         "miss_access deny aisb_refused",
+    ] + guard + [
         "miss_access allow all",
     ]
 
@@ -190,7 +200,7 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "max_filedescriptors %d" % MAX_FILEDESCRIPTORS,
         # hier and sni let parse_gate_log keep one line per decision (see there).
         "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a"
-        " hier=%%Sh tls=%%ssl::bump_mode sni=%%#ssl::>sni" % session_id,
+        " hier=%%Sh tls=%%ssl::bump_mode sni=%%#ssl::>sni reason=%%#ea" % session_id,
         # Unbuffered (no buffer-size): the session reads this log while the gate still
         # runs and then kills it; a buffered decision would be missing from the record.
         "access_log %s logformat=aisb" % access_log,
@@ -203,17 +213,24 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
 
 def _peeking():
     """TLS consistency without interception: the port reads an allowed CONNECT's
-    ClientHello and splices the tunnel only when its SNI names the CONNECT host; anything
-    else (another name, no SNI, bytes that are not TLS, a client that waits for the server
-    to speak) is refused before any server is contacted. Never bumped: the certificate is
-    never presented, and nobody trusts it. The policy part holds the ssl_bump rules.
+    ClientHello and splices the tunnel only when it holds one server name, a DNS name
+    equal to the CONNECT host; anything else (another name, no SNI, two names or two
+    server_name extensions, another name type, a name that is not a DNS name, bytes that
+    are not TLS, a client that waits for the server to speak) is refused before any server
+    is contacted. Never bumped: the certificate is never presented, and nobody trusts it.
+    The policy part holds the ssl_bump rules.
     """
     return [
-        # One helper answers every check (concurrency, not more processes); the answer
-        # for a name and SNI pair is kept for the default hour.
-        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 %%DST %%ssl::>sni %s"
-        % SNI_HELPER,
+        # One helper answers every check (concurrency, not more processes). It is given
+        # the raw ClientHello (%>handshake, base64), the bytes the server would get, not
+        # squid's reading of it (the first host_name, cut at a NUL). No cache: every
+        # ClientHello differs (its random), and a cache would only hold them. A perl
+        # script: perl-base is in every Debian and Ubuntu image. queue-size: squid
+        # gives up on a check beyond its queue; no more can wait than connections.
+        "external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 queue-size=%d cache=0"
+        " %%DST %%>handshake /usr/bin/perl %s %s" % (MAX_FILEDESCRIPTORS, SNI_HELPER, HELLO_CHECKED),
         "acl aisb_sni_is_connect_host external aisb_sni",
+        "acl aisb_hello_checked note clt_conn_tag %s" % HELLO_CHECKED,
         "acl aisb_client_hello at_step SslBump1",
         # squid's default, said here because it is the refusal: bytes that are not a TLS
         # ClientHello get an HTTP error, never a tunnel.
@@ -240,7 +257,9 @@ def parse_gate_log(text):
     the verdict on it (logged before any server is contacted, sni set); the spliced
     tunnel's end (a server contacted, the same sni) is the same request again, and gives
     the verdict its dst: the oldest allowed verdict of that CONNECT and SNI still
-    without one (tunnels to one name may end in another order than they began).
+    without one (tunnels to one name may end in another order than they began). A splice
+    that miss_access refused instead (403, no server contacted: the check gave no
+    answer) is the denial in place of that verdict.
     """
     decisions = {"allowed": [], "denied": []}
     # (url, sni) -> the allowed verdicts whose tunnel has not ended yet, oldest first.
@@ -255,10 +274,15 @@ def parse_gate_log(text):
             if open_tunnels.get(tunnel):
                 open_tunnels[tunnel].pop(0)["dst"] = match.group("dst")
             continue
+        if match.group("sni") != "-" and match.group("code") == "403" and open_tunnels.get(tunnel):
+            # A splice miss_access refused (the check gave no answer): its verdict allowed nothing.
+            decisions["allowed"].remove(open_tunnels[tunnel].pop(0))
         refused_hello = match.group("tls") not in ("-", "splice")
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
         # Where squid connected ("-": nowhere yet, as for a ClientHello's verdict).
         entry = dict(log_entry(match), dst=match.group("dst"))
+        if match.group("reason") not in (None, "-"):
+            entry["reason"] = match.group("reason")
         decisions["denied" if denied else "allowed"].append(entry)
         if not denied and match.group("sni") != "-":
             open_tunnels.setdefault(tunnel, []).append(entry)

@@ -33,8 +33,11 @@ ALLOWED_NAMES = ["allowed.test", "b-allowed.test", "b-tls.test", "b-loop.test", 
 # A wildcard entry: its names resolve to the TLS server too.
 WILDCARD = ".b-wild.test"
 WILDCARD_NAMES = ["a.b-wild.test", "c.b-wild.test"]
-# What an allowed case may show: a listener saw it.
-REACHED = ("http=200", "tunnel=200 tls=ok")
+# What an allowed case may show: a listener saw it (answered: a TLS server answered a
+# rebuilt ClientHello).
+REACHED = ("http=200", "tunnel=200 tls=ok", "tunnel=200 tls=answered")
+# A ClientHello the gate refused after answering its CONNECT.
+HELLO_REFUSED = "tunnel=200 tls=refused"
 # What the gate refuses and records as denied: the CONNECT or request itself (403), or,
 # after an allowed CONNECT, what the tunnel carries (not a ClientHello, or one whose SNI
 # is not the CONNECT name): nothing comes back through the tunnel.
@@ -237,6 +240,26 @@ CASES = [
      "tls tls-wildcard-matches a.b-wild.test:443 sni a.b-wild.test", "tunnel=200 tls=ok"),
     ("tls-wildcard-differs", "SNI differs from the CONNECT name (another name of the same wildcard entry)",
      "tls tls-wildcard-differs a.b-wild.test:443 sni c.b-wild.test", "tunnel=200 tls=refused"),
+] + [
+    # node's own ClientHello for b-tls.test, rebuilt with these server_name extensions.
+    ("tls-hello-" + variant, threat, "tls tls-hello-%s b-tls.test:443 hello %s" % (variant, variant), result)
+    for variant, threat, result in [
+        ("rebuilt", "positive control: a rebuilt ClientHello with one good name", "tunnel=200 tls=answered"),
+        ("two-names-other-first", "parser differential at the handshake (two names, the other first)", HELLO_REFUSED),
+        ("two-names-other-second", "parser differential at the handshake (two names, the other second)",
+         HELLO_REFUSED),
+        ("two-extensions", "parser differential at the handshake (two server_name extensions, the other first)",
+         HELLO_REFUSED),
+        ("name-type", "parser differential at the handshake (a name type other than host_name)", HELLO_REFUSED),
+        ("name-type-first", "parser differential at the handshake (another name type before the host_name)",
+         HELLO_REFUSED),
+        ("nul", "parser differential at the handshake (a NUL inside the name)", HELLO_REFUSED),
+        ("space", "parser differential at the handshake (a space inside the name)", HELLO_REFUSED),
+        ("300-bytes", "parser differential at the handshake (a 300-byte name)", HELLO_REFUSED),
+        ("label-over-63", "parser differential at the handshake (a label of 64)", HELLO_REFUSED),
+        ("empty", "parser differential at the handshake (an empty name)", HELLO_REFUSED),
+    ]
+] + [
     ("server-speaks-first", "another protocol inside CONNECT:443 (the server speaks first)",
      "tls server-speaks-first b-tls.test:443 quiet", "tunnel=200 tls=refused"),
     ("h2c-prior-knowledge", "another protocol inside CONNECT:443 (cleartext HTTP/2)",
@@ -409,7 +432,8 @@ def seen(battery, case_id):
     """Every listener entry that carries c-CASE_ID: what reached a listener from that case."""
     token = re.compile(r"c-" + re.escape(case_id) + r"(?![\w-])")
     return ([r for r in battery["http"] if token.search(r["path"])] +
-            [e for e in battery["events"] if token.search(e.get("data", "") + " " + e.get("name", ""))])
+            [e for e in battery["events"]
+             if token.search(" ".join((e.get("data", ""), e.get("name", ""), e.get("hello", ""))))])
 
 
 @pytest.mark.parametrize("case_id", CASE_IDS)
@@ -480,6 +504,26 @@ def test_gate_decisions_match_the_cases(battery):
     refused = [c for c in CASES if c[3] in REFUSED]
     assert len(gate["allowed"]) == len([c for c in CASES if c[3] in REACHED]), gate
     assert len(gate["denied"]) == len(refused) + len([c for c in refused if c[0] in TWO_REQUESTS]), gate
+
+
+# Why the gate's ClientHello check refused each case it answered (its log=, the record's
+# reason); the other refused cases never reach it (squid's own parser, or no ClientHello).
+CHECK_REASONS = {
+    "tls-sni-differs": "sni-differs", "tls-split-hello-differs": "sni-differs", "tls-wildcard-differs": "sni-differs",
+    "tls-sni-absent": "sni-absent",
+    "tls-hello-two-names-other-first": "sni-several-names", "tls-hello-two-names-other-second": "sni-several-names",
+    "tls-hello-two-extensions": "sni-extension-twice",
+    "tls-hello-name-type": "sni-name-type", "tls-hello-name-type-first": "sni-name-type",
+    **{"tls-hello-" + variant: "sni-not-a-dns-name"
+       for variant in ["nul", "space", "300-bytes", "label-over-63", "empty"]},
+}
+
+
+def test_refused_client_hellos_are_recorded_with_their_reasons(battery):
+    """Each ClientHello the check refused is a denied CONNECT with its reason in the
+    record (the helper's log=, through squid's access log): one per case."""
+    recorded = sorted(entry["reason"] for entry in battery["record"]["gate"]["denied"] if "reason" in entry)
+    assert recorded == sorted(CHECK_REASONS.values())
 
 
 def test_residual_risks_are_what_the_docs_say(battery):

@@ -304,6 +304,66 @@ def test_gate_relays_only_what_the_policy_names(workstation, internet, work, san
         workstation.run(["podman", "rm", "--force", "--time", "0", name], check=False)
 
 
+# A ClientHello check that never says yes or no: squid's BH (broken helper) for every
+# line. A shebang and perl both ways: squid runs its helper as `perl SCRIPT TAG`.
+BROKEN_HELPER = """#!/usr/bin/perl
+$| = 1;
+while (<STDIN>) { my ($channel) = split ' '; print "$channel BH\\n"; }
+"""
+TUNNEL_CLIENT = r"""
+import socket, ssl, sys
+port, host, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(f"CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n".encode())
+print("connect", s.recv(4096).decode(errors="replace").split()[1])
+try:
+    s = ssl._create_unverified_context().wrap_socket(s, server_hostname=host)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+    print("tls", s.recv(4096).decode(errors="replace").split()[1])
+except (OSError, IndexError) as error:
+    print("tls refused", type(error).__name__)
+"""
+
+
+@pytest.mark.parametrize("helper", ["broken", "real"])
+def test_a_client_hello_the_check_does_not_answer_opens_no_tunnel(workstation, internet, work, helper):
+    """squid splices when its step-2 check ends without an answer (the helper broken,
+    timed out, overloaded). The gate fails closed anyway: a tunnel to a CONNECT port needs
+    the connection tag only the helper's OK gives (miss_access). With a helper that
+    answers BH, a good ClientHello to an allowed name reaches nothing; with the image's
+    own helper, the same request is answered (the control)."""
+    policy_dir = f"{work}/gate-policy-{helper}"
+    workstation.run(["mkdir", "-p", policy_dir])
+    write(workstation, f"{policy_dir}/squid-policy.conf",
+          squid_lib.render_policy_conf(policy_lib.parse_policy(["allowed.test"], [443])))
+    port, session = free_port(), f"itest-helper-{helper}"
+    conf = write(workstation, f"{work}/gate-{helper}.conf",
+                 squid_lib.render_session_conf(port, session, podman_argv.GATE_POLICY_CONF))
+    extra = ["--detach"]
+    if helper == "broken":
+        broken = write(workstation, f"{work}/broken-helper", BROKEN_HELPER)
+        workstation.run(["chmod", "0755", broken], user="root")
+        extra += ["--volume", f"{broken}:{squid_lib.SNI_HELPER}:ro"]
+    name = f"aisb-gate-{session}"
+    workstation.run(podman_argv.gate_run("podman", newest(workstation, "localhost/aisb-gate"), name, policy_dir,
+                                         conf, extra=extra))
+    try:
+        wait_for_listener(workstation, port)
+        client = write(workstation, f"{work}/tunnel-client.py", TUNNEL_CLIENT)
+        path = f"/c-helper-{helper}-{free_port()}"
+        said = workstation.run(["python3", client, str(port), "allowed.test", path]).stdout.splitlines()
+        arrived = [r for r in internet.requests() if r["path"] == path]
+        log = workstation.run(["podman", "logs", name]).stdout
+        if helper == "real":
+            assert said == ["connect 200", "tls 200"] and len(arrived) == 1, (said, log)
+            return
+        assert said[0] == "connect 200" and said[1].startswith("tls refused"), (said, log)
+        assert arrived == [], log
+        assert squid_lib.parse_gate_log(log)["allowed"] == [], log
+    finally:
+        workstation.run(["podman", "rm", "--force", "--time", "0", name], check=False)
+
+
 def test_a_build_keeps_its_log_and_a_failure_names_it_with_its_last_lines(workstation, work):
     """content_image with real podman: the build's output in the state directory's log,
     named by content hash; a failed build's error names that log and shows its end."""

@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The gate's squid configuration: ACL order, the session part, refused session inputs,
-the peeking rules and their SNI helper, the access log read back."""
+the peeking rules, the access log read back (the SNI helper: test_sni_helper)."""
 
 import ipaddress
-import subprocess
-from pathlib import Path
 
 import pytest
 from test_policy import PASSING, REFUSED
@@ -12,8 +10,6 @@ from test_policy import PASSING, REFUSED
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import (
     parse_gate_log, render_policy_conf, render_session_conf)
-
-SNI_HELPER = Path(__file__).resolve().parents[2] / "roles" / "gate" / "files" / "sni-is-connect-host"
 
 
 def access_rules(text):
@@ -155,27 +151,10 @@ def test_a_connect_is_refused_by_the_same_rules_as_plain_http(entries):
               if line.startswith("ssl_bump splice") and line.endswith(" aisb_refuse")]
     assert marked == (denied or ["all"])
     assert "acl aisb_refuse annotate_transaction aisb_verdict=refused" in lines
-    assert lines[-2:] == ["miss_access deny aisb_refused", "miss_access allow all"]
-
-
-@pytest.mark.parametrize("host,sni,answer", [
-    ("b-tls.test", "b-tls.test", "OK"),
-    ("b-tls.test", "B-TLS.Test", "OK"),
-    ("b-tls.test", "b-tls.test.", "OK"),
-    ("b-tls.test.", "b-tls.test", "OK"),
-    ("b-tls.test", "-", "ERR"),
-    ("b-tls.test", "b-unlisted.test", "ERR"),
-    ("a.example.com", "b.example.com", "ERR"),
-    ("example.com", "a.example.com", "ERR"),
-    ("b-tls.test", "b-tls.test..", "ERR"),
-    ("b-tls.test", "b-tls.test%00.evil", "ERR"),
-])
-def test_sni_helper_accepts_only_the_connect_name(host, sni, answer):
-    """The squid helper itself (bash), in squid's concurrency protocol; squid appends its
-    %DATA ("-") to each line."""
-    done = subprocess.run(["bash", str(SNI_HELPER)], input="7 %s %s -\n3 %s %s -\n" % (host, sni, host, sni),
-                          capture_output=True, text=True, check=True, timeout=10)
-    assert done.stdout == "7 %s\n3 %s\n" % (answer, answer)
+    # A tunnel to a CONNECT port opens only where the ClientHello check said OK (squid
+    # splices when the check has no answer); with nothing allowed, nothing is peeked.
+    guard = ["miss_access deny aisb_connect aisb_connect_ports !aisb_hello_checked"] if entries else []
+    assert lines[-2 - len(guard):] == ["miss_access deny aisb_refused"] + guard + ["miss_access allow all"]
 
 
 @pytest.mark.parametrize("port,session_id,path", [
@@ -244,6 +223,51 @@ def test_a_tunnels_end_gives_its_verdict_the_address_connected_to():
     assert [(d["time"], d["url"], d["dst"]) for d in decisions["allowed"]] == [
         (1.001, "models.lan:443", "10.0.0.5"), (1.002, "models.lan:443", "-"), (1.004, "b-tls.test:443", "-")]
     assert [(d["time"], d["dst"]) for d in decisions["denied"]] == [(1.003, "-")]
+
+
+def test_a_splice_refused_for_want_of_an_answer_is_one_denial():
+    """When the ClientHello check gives no answer squid splices, and miss_access refuses
+    the tunnel (403) before any server is contacted: the verdict's "splice" allowed
+    nothing, the request is one denial; another tunnel of that name is untouched."""
+    def line(t, status, hier):
+        return ("%s session=sid client=127.0.0.1 %s CONNECT b-tls.test:443 dst=- hier=%s tls=splice sni=b-tls.test"
+                " reason=-" % (t, status, hier))
+    log = "\n".join([line("1.001", "NONE_NONE/200", "HIER_NONE"), line("1.002", "NONE_NONE/200", "HIER_NONE"),
+                     line("1.003", "TCP_TUNNEL/403", "HIER_NONE"), line("2.001", "TCP_TUNNEL/200", "HIER_DIRECT")])
+    decisions = parse_gate_log(log)
+    assert [(d["time"], d["status"]) for d in decisions["denied"]] == [(1.003, "TCP_TUNNEL/403")]
+    assert [(d["time"], d["dst"]) for d in decisions["allowed"]] == [(1.002, "-")]
+
+
+def test_a_refused_client_hello_keeps_the_helpers_reason():
+    """The SNI helper's log= (reason=, URL-encoded by squid) is the denied entry's reason;
+    "-" (no helper answer, or OK) and a line written before the field existed give none."""
+    head = "1.001 session=sid client=127.0.0.1 NONE_NONE/200 CONNECT b-tls.test:443 dst=- hier=HIER_NONE"
+    log = "\n".join([
+        head + " tls=terminate sni=b-tls.test reason=sni-several-names",
+        head + " tls=terminate sni=- reason=client-hello-malformed",
+        head + " tls=peek sni=- reason=-",
+        head + " tls=terminate sni=b-unlisted.test",
+        head + " tls=splice sni=b-tls.test reason=-",
+    ])
+    decisions = parse_gate_log(log)
+    assert [d.get("reason") for d in decisions["denied"]] == [
+        "sni-several-names", "client-hello-malformed", None, None]
+    assert "reason" not in decisions["allowed"][0]
+
+
+def test_the_helper_gets_the_raw_client_hello_and_nothing_is_cached():
+    """%>handshake: the bytes squid splices to the server (base64), not its own reading of
+    the SNI; cache=0: each ClientHello is another (its random); a queue as long as the
+    gate's descriptors (squid gives up on a check beyond it); its OK tags the connection
+    with the tag the policy part's miss_access asks for."""
+    conf = render_session_conf(3128, "sid", "/etc/squid/policy.conf").splitlines()
+    helper = [line for line in conf if line.startswith("external_acl_type aisb_sni ")]
+    assert helper == ["external_acl_type aisb_sni children-max=1 children-startup=1 concurrency=64 queue-size=4096"
+                      " cache=0 %DST %>handshake /usr/bin/perl /usr/local/lib/aisb/sni-is-connect-host"
+                      " aisb-hello-checked"]
+    assert "acl aisb_hello_checked note clt_conn_tag aisb-hello-checked" in conf
+    assert [line for line in conf if line.startswith("logformat aisb ")][0].endswith(" reason=%#ea")
 
 
 def test_gate_log_skips_connections_that_sent_no_request():

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Tripwires for the bypass battery: TCP and UDP listeners that log every connection and
-datagram, a TLS listener that also logs the SNI it was asked for, and a DNS server that
+datagram, a TLS listener that also logs the SNI it was asked for and the first record as
+it arrived (a ClientHello its TLS library refuses is still seen), and a DNS server that
 answers the battery's names and logs every query. One JSON line per event, so a leak is
 seen, not inferred.
 
@@ -16,6 +17,7 @@ import ssl
 import struct
 import sys
 import threading
+import time
 
 LOCK = threading.Lock()
 TYPES = {1: "A", 28: "AAAA"}
@@ -45,6 +47,7 @@ def tcp_client(handle, conn, peer, address, port, tls):
     try:
         if tls is not None and conn.recv(1, socket.MSG_PEEK) == b"\x16":
             event["kind"] = "tls"
+            event["hello"] = first_record(conn).decode("latin-1")
             conn = tls.wrap_socket(conn, server_side=True)
             event["sni"] = getattr(conn, "sni", None)
         data = conn.recv(1024)
@@ -56,6 +59,18 @@ def tcp_client(handle, conn, peer, address, port, tls):
     finally:
         log(handle, **event)
         conn.close()
+
+
+def first_record(conn):
+    """The first TLS record CONN received, peeked (the handshake reads it after), or as
+    much of it as came within the connection's timeout."""
+    data, deadline = b"", time.monotonic() + conn.gettimeout()
+    while time.monotonic() < deadline:
+        data = conn.recv(5 + 16384, socket.MSG_PEEK)
+        if len(data) >= 5 and len(data) >= 5 + struct.unpack("!H", data[3:5])[0]:
+            break
+        time.sleep(0.02)
+    return data
 
 
 def tls_context(certfile, keyfile):
