@@ -107,7 +107,7 @@ def malformed_requests(prefix, key_line, count, seed=27):
 
     def inside(char):
         def mutate():
-            lines = ["X-A: %s" % "".join(rng.choice("abc xyz") for _ in range(rng.randint(0, 20))).strip(),
+            lines = ["X-A: %s" % "".join(rng.choice("abc xyz") for _index in range(rng.randint(0, 20))).strip(),
                      "Content-Length: 2"]
             where = rng.randrange(len(lines))
             position = rng.randint(0, len(lines[where]))

@@ -138,7 +138,7 @@ options:
         O(pass_environment) or O(environment) names it.
       - The gate refuses every request to an entry's host, CONNECT or plain HTTP,
         whatever the allowlist says (logged as C(provider-direct), listed in the
-        record): the provider is reached through its injector only.
+        record); the provider is reached through its injector only.
       - The action plugin reads each key on the controller and sends the entries with
         their keys as JSON text. The session's own process serves them on the host's
         loopback (the injector); the sandbox reaches a provider at

@@ -102,8 +102,10 @@ def provider(workstation, internet):
         workstation.path("/etc/hosts").write_text(hosts)
 
 
-def session(ws, *extra, command=None, env=KEYS, timeout=300):
-    result = run_agent(ws, *extra, command=command, env=env, project=PROJECT, timeout=timeout)
+def session(ws, *extra, command=None, env=None, timeout=300):
+    """run_agent.yml on PROJECT with ENV exported (default: every key in KEYS)."""
+    result = run_agent(ws, *extra, command=command, env=KEYS if env is None else env, project=PROJECT,
+                       timeout=timeout)
     return result, record_of(ws, result.stdout)
 
 

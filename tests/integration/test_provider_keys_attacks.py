@@ -337,7 +337,6 @@ def test_no_exported_key_in_the_transcript_record_or_output(attack):
     assert "/api.anthropic.com/v1/files" in refused, refused
 
 
-
 def test_an_allowed_request_does_not_have_the_provider_call_out(attack):
     """Was a hole (the rules judged method and path, never the body): POST /v1/messages with
     mcp_servers (Anthropic's MCP connector, anthropic-beta mcp-client) is relayed with the
