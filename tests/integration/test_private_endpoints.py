@@ -104,11 +104,13 @@ def servers(workstation, internet):
         workstation.path("/etc/hosts").write_text(hosts)
 
 
-def session(workstation, servers, *entries):
-    """One session with ENTRIES allowed and pi's key for NAME:443 in aisb_credentials:
-    its results, record, transcript and what each server saw (only this session's)."""
+def session(workstation, servers, *entries, keyed=True):
+    """One session with ENTRIES allowed and, when KEYED, pi's key for NAME:443 in
+    aisb_credentials: its results, record, transcript and what each server saw (only this
+    session's)."""
     before = {label: len(server.requests()) for label, server in servers["servers"].items()}
-    credentials = [{"host": NAME, "header": "x-api-key", "variable": "ANTHROPIC_API_KEY", "value": KEY}]
+    credentials = ([{"host": NAME, "header": "x-api-key", "variable": "ANTHROPIC_API_KEY", "value": KEY}]
+                   if keyed else [])
     result = run_agent(workstation, *allow(*entries), "-e", json.dumps({"aisb_credentials": credentials}),
                        command=["bash", "/project/private-endpoints.sh"], project=PROJECT, timeout=600)
     record = record_of(workstation, result.stdout)
@@ -131,10 +133,19 @@ def keys_sent(seen):
     return sent
 
 
+PINNED_ENTRIES = (SAME, MAPPED, ULA, LINK_LOCAL, "allowed.test")
+
+
 @pytest.fixture(scope="module")
 def pinned(workstation, servers):
-    return session(workstation, servers, f"{NAME}:443={servers['address']}", SAME, MAPPED, ULA, LINK_LOCAL,
-                   "allowed.test")
+    """The gate's ways to the private server, without a key for it (with one, the gate
+    refuses the name whole: keyed)."""
+    return session(workstation, servers, f"{NAME}:443={servers['address']}", *PINNED_ENTRIES, keyed=False)
+
+
+@pytest.fixture(scope="module")
+def keyed(workstation, servers):
+    return session(workstation, servers, f"{NAME}:443={servers['address']}", *PINNED_ENTRIES)
 
 
 def test_the_pinned_https_server_answers_through_the_gate(pinned, servers):
@@ -168,18 +179,22 @@ def test_another_spelling_of_the_name_goes_to_the_pinned_address(pinned, label):
     assert (result, arrived) == ("tunnel=200 tls=ok", ["pinned"]), (label, result, arrived)
 
 
-def test_the_key_reaches_the_pinned_server_and_nothing_else(pinned, servers):
+def test_the_key_reaches_the_pinned_server_and_nothing_else(keyed, servers):
     """pi, with a placeholder, through the injector: the pinned server gets the key (the
     name resolves to another private server, which gets nothing); the record names the
-    address the injector connected to; the key is nowhere in the record or transcript."""
-    assert pinned["results"].get("pi") == "exit=0" and ANSWER in pinned["transcript"], pinned["transcript"][-3000:]
-    assert pinned["result"].returncode == 0, pinned["result"].stdout[-3000:]
-    sent = keys_sent(pinned["seen"])
+    address the injector connected to; the key is nowhere in the record or transcript.
+    With the key held for the name, the gate refuses the name itself (provider-direct)."""
+    assert keyed["results"].get("pi") == "exit=0" and ANSWER in keyed["transcript"], keyed["transcript"][-3000:]
+    assert keyed["result"].returncode == 0, keyed["result"].stdout[-3000:]
+    sent = keys_sent(keyed["seen"])
     assert set(sent) == {"pinned"} and set(sent["pinned"]) == {KEY}, sent
-    assert any(path.startswith("/v1/messages") for path in paths(pinned["seen"], "pinned"))
-    injected = pinned["record"]["credentials"]["injected"]
+    assert any(path.startswith("/v1/messages") for path in paths(keyed["seen"], "pinned"))
+    injected = keyed["record"]["credentials"]["injected"]
     assert injected and {(e["host"], e["address"]) for e in injected} == {(NAME, servers["address"])}, injected
-    assert KEY not in json.dumps(pinned["record"]) and KEY not in pinned["transcript"]
+    assert KEY not in json.dumps(keyed["record"]) and KEY not in keyed["transcript"]
+    assert keyed["results"].get("ok") == "000 403" and "/c-ok" not in paths(keyed["seen"], "pinned")
+    direct = [(e["method"], e["url"]) for e in keyed["record"]["credentials"]["provider_direct"]]
+    assert ("CONNECT", f"{NAME}:443") in direct, direct
 
 
 def test_without_the_pin_the_name_reaches_nothing(workstation, servers):
