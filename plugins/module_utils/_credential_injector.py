@@ -375,9 +375,10 @@ def _check_request(entry, method, target, headers):
         if name.lower() in OTHER_KEY_HEADERS and name.lower() != entry["header"].lower() and value not in own:
             raise InjectorError(403, "header %s carries a key that is not this session's placeholder: the injector "
                                      "adds the key, in %s" % (name, entry["header"]))
-    if key_parameters(target):
+    named = key_parameters(target)
+    if named:
         raise InjectorError(403, "the query names %s, where a provider reads a key: the injector adds the key, in %s"
-                            % (", ".join(key_parameters(target)), entry["header"]))
+                            % (", ".join(named), entry["header"]))
 
 
 def _handler_for(injector):

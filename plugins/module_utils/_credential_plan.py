@@ -68,7 +68,7 @@ def base_urls(entries, url_variables, proxy_url, environment):
     """{URL variable: URL} for each of ENTRIES whose variable the recipe's credential_urls
     (URL_VARIABLES, {key variable: URL variable}) names: where the harness reads that
     provider's base URL (Claude Code: ANTHROPIC_BASE_URL), moved to the injector, with a
-    built-in provider's base path (codex: /v1). A value the operator gave in ENVIRONMENT
+    built-in provider's base path (opencode's OPENAI_BASE_URL: /v1). A value the operator gave in ENVIRONMENT
     keeps its path behind the injector (it is on the entry's host and port:
     _credentials.check_session_use refused it otherwise)."""
     urls = {}

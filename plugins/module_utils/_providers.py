@@ -16,7 +16,7 @@ import json
 import re
 import typing
 
-# The key word in a paths list that stands for the provider's defaults (DEFAULT_PATHS).
+# The word in a paths list that stands for the provider's own rules (Provider.paths).
 DEFAULTS = "defaults"
 METHOD = re.compile(r"\A[A-Z]{1,16}\Z")
 # A rule's path: segments of URL characters, '*' standing for any run of them inside one
