@@ -263,6 +263,18 @@ class VerifiedConnection(http.client.HTTPSConnection):
             raise
 
 
+    def _send_output(self, message_body=None, encode_chunked=False):
+        # The head and a whole body leave in one write (one TLS record), not two: a
+        # provider request is small, and its second write cost the relay a round of its own.
+        if isinstance(message_body, bytes) and not encode_chunked:
+            self._buffer.extend((b"", message_body))
+            request = b"\r\n".join(self._buffer)
+            del self._buffer[:]
+            self.send(request)
+            return
+        super()._send_output(message_body, encode_chunked)
+
+
 class QuietServer(ThreadingHTTPServer):
     """A thread per connection; a connection's failure (the harness hung up mid-stream)
     is that connection's end, not a traceback on the session's output."""

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What a session's provider credentials make of it, besides the injector itself
 (_credential_injector): the per-session placeholders, the harness's view (its variables,
-the injector's URL, a recipe's base-URL variables, pi's models.json), the gate's
+the injector's URL, a recipe's base-URL variables, pi's models.json, codex's
+config.toml), the gate's
 refusals (a placeholder sent anywhere else; a provider the injector serves reached
 directly), and those refusals read back from the gate's log.
 
@@ -41,6 +42,14 @@ REFUSAL_LINE = re.compile(
 PI_MODELS_PATH = "/home/agent/.pi/agent/models.json"
 # Its name in the session's directory.
 PI_MODELS_FILE = "pi-models.json"
+# codex (harness command "codex") reads ~/.codex/config.toml. Its built-in openai
+# provider takes neither a key nor a base URL from the environment (0.169.0: the key from
+# auth.json, the URL fixed), so an injected OPENAI_API_KEY needs a provider of the
+# session's own there, reading the placeholder from the variable, speaking the Responses
+# API (its only wire API).
+CODEX_CONFIG_PATH = "/home/agent/.codex/config.toml"
+CODEX_CONFIG_FILE = "codex-config.toml"
+CODEX_PROVIDER = "aisb-injected-openai"
 
 
 def new_placeholder():
@@ -105,6 +114,25 @@ def pi_models(entries, proxy_url, operator_text=None):
     if not providers and not operator_text:
         return None
     return json.dumps(models, indent=2, sort_keys=True) + "\n"
+
+
+def codex_config(entries, proxy_url):
+    """codex's config.toml text naming a provider behind the injector for the entry of
+    OPENAI_API_KEY on OpenAI's API, or None when no entry is. JSON's string syntax is
+    TOML's basic string for these values."""
+    for entry in entries:
+        key = key_for(entry["variable"])
+        if key is not None and key.variable == "OPENAI_API_KEY" and provider_at(entry["host"], entry["port"]) \
+                is key.provider:
+            return "\n".join([
+                "# Written by the session: OPENAI_API_KEY is held by its injector.",
+                "model_provider = %s" % json.dumps(CODEX_PROVIDER), "",
+                "[model_providers.%s]" % CODEX_PROVIDER,
+                "name = %s" % json.dumps("OpenAI (key held by aisb)"),
+                "base_url = %s" % json.dumps("%s/%s%s" % (proxy_url, route(entry), key.provider.base_path)),
+                "env_key = %s" % json.dumps(key.variable),
+                'wire_api = "responses"', ""])
+    return None
 
 
 def moved_urls(text, entries, proxy_url):

@@ -139,13 +139,19 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         for path in inputs.harness_endpoints:
             name = posixpath.join(SESSION_SUBDIR, path)
             session_files[name] = _credential_plan.moved_urls(session_files[name], inputs.credentials, injector_url)
-        operator_models = dict((inside, name) for name, inside in read_only_mounts).get(_credential_plan.PI_MODELS_PATH)
+        operator_paths = dict((inside, name) for name, inside in read_only_mounts)
+        operator_models = operator_paths.get(_credential_plan.PI_MODELS_PATH)
         models = _credential_plan.pi_models(inputs.credentials, injector_url, session_files.get(operator_models))
         if operator_models:
             session_files[operator_models] = models
         elif models is not None:
             session_files[_credential_plan.PI_MODELS_FILE] = models
             read_only_mounts.append((_credential_plan.PI_MODELS_FILE, _credential_plan.PI_MODELS_PATH))
+        # An operator's config.toml is codex's as given (its URLs moved above).
+        codex = _credential_plan.codex_config(inputs.credentials, injector_url)
+        if codex is not None and _credential_plan.CODEX_CONFIG_PATH not in operator_paths:
+            session_files[_credential_plan.CODEX_CONFIG_FILE] = codex
+            read_only_mounts.append((_credential_plan.CODEX_CONFIG_FILE, _credential_plan.CODEX_CONFIG_PATH))
     state_mounts = (inputs.harness_state or {}).get("mounts", [])
     environment["AISB_SESSION"] = session_id
     names = {"gate": "aisb-gate-" + session_id, "sandbox": "aisb-sandbox-" + session_id}

@@ -174,11 +174,11 @@ def test_a_key_the_operator_names_reaches_the_agent_and_is_said_to(workstation, 
 
 
 # Each recipe's harness with one exported key and nothing configured: its default
-# provider reached through the injector (its base-URL variable, credential_urls). codex
-# is not among them: its built-in provider reads no base URL from the environment, and
-# with only a key exported it dials api.openai.com, which the gate refuses
-# (docs/harnesses.md: its config.toml names the provider's URL, which the session moves).
+# provider reached through the injector (its base-URL variable, credential_urls; for
+# codex, whose built-in provider reads no base URL from the environment, the config.toml
+# the session writes).
 HARNESS_KEYS = {"claude-code": ("ANTHROPIC_API_KEY", "x-api-key", "", "/v1/messages"),
+                "codex": ("OPENAI_API_KEY", "authorization", "Bearer ", "/v1/responses"),
                 "opencode": ("OPENAI_API_KEY", "authorization", "Bearer ", "/v1/responses")}
 
 

@@ -150,3 +150,22 @@ def test_an_operators_base_url_on_the_entrys_host_keeps_its_path_behind_the_inje
 def test_without_a_recipes_base_url_variables_nothing_is_added():
     assert _credential_plan.base_urls(ENTRIES, {}, "http://g:1", {}) == {}
     assert "ANTHROPIC_BASE_URL" not in planned()["environment"]
+
+
+def test_codex_gets_a_provider_behind_the_injector_for_an_openai_key():
+    entry = dict(ENTRIES[1], host="api.openai.com", port=443)
+    plan = _session_plan.plan_session("sid", inputs(credentials=[entry]), FACTS, 40001,
+                                      ({"OPENAI_API_KEY": "aisb-placeholder-b"}, 40002))
+    assert ("codex-config.toml", "/home/agent/.codex/config.toml") in plan["read_only_mounts"]
+    text = dict(plan["session_files"])["codex-config.toml"]
+    injector = plan["environment"]["AISB_CREDENTIAL_PROXY"]
+    assert 'model_provider = "aisb-injected-openai"' in text.splitlines()
+    assert 'base_url = "%s/api.openai.com/v1"' % injector in text.splitlines()
+    assert 'env_key = "OPENAI_API_KEY"' in text.splitlines() and KEY not in text
+    assert "/home/agent/.codex" in plan["sandbox_options"]["writable_dirs"]
+
+
+def test_codex_config_only_for_openai_itself():
+    # A key variable for another server (a gateway) or another provider's: nothing to write.
+    assert _credential_plan.codex_config([ENTRIES[1]], "http://x:1") is None
+    assert _credential_plan.codex_config([ENTRIES[0]], "http://x:1") is None
