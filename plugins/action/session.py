@@ -32,8 +32,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_token_budget, environment_values, harness_command,
-    harness_credential_urls, harness_names, harness_values)
+    SessionInputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
+    harness_command, harness_credential_urls, harness_names, harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
@@ -53,7 +53,7 @@ def read_prompt_file(path):
                                 % (path, getattr(error, "strerror", None) or error))
 
 
-def resolve_controller_options(args, controller_env):
+def resolve_controller_options(args, controller_env, writable=()):
     """ARGS with the controller's options resolved: (module args, interactive).
 
     The command: ARGS' own, or the harness recipe's with the prompt. The credentials:
@@ -64,14 +64,22 @@ def resolve_controller_options(args, controller_env):
     the sandbox only when the operator names it), then the recipe's env_values for names
     none of those set, except those that provider credentials fill (a placeholder, a base
     URL to the injector). The harness configuration: its directory's files, read and
-    checked here. Interactive unless told, when no command or prompt says what to run."""
+    checked here. Interactive unless told, when no command or prompt says what to run.
+    WRITABLE: the directories sessions let the agent write (agent_trees), where no file
+    read here may be."""
     harness = args["harness"] or {}
+    for option in ("prompt_file", "harness_config"):
+        if isinstance(args.get(option), str):
+            check_operator_path(option, args[option], writable)
     prompt = read_prompt_file(args["prompt_file"]) if args["prompt_file"] is not None else args["prompt"]
     command = harness_command(harness, args["command"], prompt)
     names = args["pass_environment"]
     given = environment_values(args["environment"])
     network = args.get("network", "allow")
     written = check_credentials(args["credentials"])
+    for index, entry in enumerate(written):
+        if "from_file" in entry:
+            check_operator_path("aisb_credentials[%d] from_file" % index, entry["from_file"], writable)
     for name in names:
         if name in sources(written):
             raise SessionInputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
@@ -121,7 +129,10 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=argument_spec(), **constraints())
         try:
-            args, interactive = resolve_controller_options(args, os.environ)
+            # Only a local session's project is on this machine (the controller's files are read here).
+            writable = agent_trees(args.get("project"), os.environ) \
+                if self._connection.transport in LOCAL_CONNECTIONS else []
+            args, interactive = resolve_controller_options(args, os.environ, writable)
         except SessionInputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
         facts = args.get("host_facts")

@@ -78,9 +78,12 @@ options:
       - The O(harness) recipe's C(state) directories (pi, its sessions) persist per project
         in C($XDG_STATE_HOME/aisb/harness-state/HASH/) (HASH from the project's resolved
         path), mounted read-write into that project's sessions only.
-      - C(keep) uses them as they are; C(fresh) removes them first (a new start).
+      - C(keep) uses them as they are; C(fresh) removes them first (a new start); C(none)
+        mounts none (nothing kept this session).
+      - One session of a project writes its kept state at a time; another one started
+        meanwhile is refused, naming the first, unless it runs with C(none).
     type: str
-    choices: [keep, fresh]
+    choices: [keep, fresh, none]
     default: keep
   prompt:
     description:

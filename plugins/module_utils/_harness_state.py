@@ -11,6 +11,8 @@ creates the directories and removes them, and never reads or follows what is ins
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import os
 import posixpath
@@ -22,9 +24,11 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config impor
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
 
-MODES = ("keep", "fresh")
+MODES = ("keep", "fresh", "none")
 ROOT = "harness-state"
 DIR_MODE = 0o700
+# Beside a project's state directory: who writes it now (claim()).
+LOCK_SUFFIX = ".lock"
 # Beside the state, written by the host only (not mounted): which project this is.
 PROJECT_FILE = "project"
 STATE_NAME = re.compile(r"\A[a-z0-9][a-z0-9.-]{0,63}\Z")
@@ -54,17 +58,19 @@ def plan(state, project, harness, mode):
     if mode not in MODES:
         raise SessionInputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
     names = recipe_state(harness)
-    if not names:
+    if not names or mode == "none":
         return None
     directory = project_state_dir(state, project)
     return {"dir": directory, "mode": mode,
             "mounts": [(os.path.join(directory, name), inside) for name, inside in sorted(names.items())]}
 
 
-def prepare(kept, project, run, podman):
-    """Make KEPT's (plan()) directories, after wiping them when its mode is fresh; the
-    record's section. RUN: a _runner.Runner (podman unshare)."""
+def prepare(kept, project, run, podman, session_id):
+    """Claim KEPT's (plan()) directory for SESSION_ID (claim()), make its directories, after
+    wiping them when its mode is fresh; the record's section. RUN: a _runner.Runner
+    (podman unshare)."""
     directory, wiped = kept["dir"], False
+    claim(directory, session_id)
     if kept["mode"] == "fresh" and os.path.lexists(directory):
         wipe(directory, run, podman)
         wiped = True
@@ -75,6 +81,29 @@ def prepare(kept, project, run, podman):
         handle.write(project + "\n")
     return {"dir": directory, "mode": kept["mode"], "wiped": wiped,
             "mounts": dict((inside, outside) for outside, inside in kept["mounts"])}
+
+
+def claim(directory, session_id):
+    """Make this process the one writer of DIRECTORY (a project's kept state) until it
+    ends: an exclusive lock on DIRECTORY.lock, beside it (never mounted), holding
+    SESSION_ID. Two sessions writing one state would each overwrite the other's files
+    (a harness's conversation index, say); a second session of the project is refused,
+    naming the first. The lock goes with this process, however it ends."""
+    os.makedirs(os.path.dirname(directory), DIR_MODE, exist_ok=True)
+    fd = os.open(directory + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "unknown"
+        os.close(fd)
+        if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise SessionError("the harness state %s could not be locked: %s" % (directory, error.strerror))
+        raise SessionError("another session of this project (%s) is running with its kept harness state: one "
+                           "session writes it at a time; wait for that one to end, or run this one with "
+                           "aisb_harness_state=none (nothing kept)" % holder)
+    os.ftruncate(fd, 0)
+    os.write(fd, session_id.encode("utf-8"))
+    # Not closed: the lock is held until this process ends.
 
 
 def wipe(directory, run, podman):

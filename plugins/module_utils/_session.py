@@ -92,7 +92,7 @@ def start(inputs, facts, environ, run):
             _images.mark_used(os.path.join(state_dir(environ), "images"), tag)
         kept = None
         if inputs.harness_state is not None:
-            kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable)
+            kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable, session_id)
         review = None
         if inputs.project_mode == "review":
             # The agent writes to an upper directory in the session's, never to the project.

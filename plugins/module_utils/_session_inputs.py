@@ -15,6 +15,7 @@ import re
 import typing
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import PROXY_VARIABLE
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import state_dir
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -171,6 +172,28 @@ def resolve_project(raw, home, protected=()):
         raise SessionInputError("project %r (resolved to %r) is not an existing directory%s"
                                 % (raw, resolved, "" if os.path.exists(resolved) else _cut_at_space(raw, resolved)))
     return check_project(resolved, os.path.realpath(home), [os.path.realpath(p) for p in protected])
+
+
+def check_operator_path(option, path, agent_trees):
+    """PATH, an operator's input read on the controller (OPTION names it), refused when it
+    resolves (links followed) inside one of AGENT_TREES, the directories a session lets
+    the agent write: what is read there would be what an earlier session's agent wrote."""
+    resolved = os.path.realpath(os.path.expanduser(path))
+    for tree in agent_trees:
+        if _inside(resolved, tree):
+            raise SessionInputError("%s %r resolves to %s, inside %s, which sessions let the agent write: an "
+                                    "operator's input there is whatever an agent left; keep it outside the project "
+                                    "and the collection's state" % (option, path, resolved, tree))
+    return path
+
+
+def agent_trees(project, environ):
+    """The directories a session on PROJECT (as given) lets the agent write, resolved: the
+    project and the collection's state (kept harness state, review overlays)."""
+    trees = [os.path.realpath(os.path.expanduser(state_dir(environ)))]
+    if isinstance(project, str) and project:
+        trees.insert(0, os.path.realpath(os.path.expanduser(project)))
+    return trees
 
 
 def check_token_budget(value, where="aisb_token_budget"):

@@ -40,7 +40,7 @@ def argument_spec():
         # A directory on the controller (aisb_harness_config); the action plugin sends its
         # files, read and checked there, as JSON text.
         harness_config=dict(type="raw"),
-        harness_state=dict(type="str", choices=["keep", "fresh"], default="keep"),
+        harness_state=dict(type="str", choices=["keep", "fresh", "none"], default="keep"),
         interactive=dict(type="bool"),
         host_facts=dict(type="dict"),
         max_facts_age=dict(type="int", default=604800),

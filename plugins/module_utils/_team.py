@@ -141,7 +141,8 @@ def check_team(data, origin=TEAM_FILE):
     if unknown:
         raise TeamError("team file %s: unknown keys %s; a team file has format, settings and user_may_add"
                         % (origin, ", ".join(unknown)))
-    if data.get("format") != FORMAT:
+    # bool is an int to Python: true is not format 1.
+    if type(data.get("format")) is not int or data.get("format") != FORMAT:  # pylint: disable=unidiomatic-typecheck
         raise TeamError("team file %s: format must be %d, got %r" % (origin, FORMAT, data.get("format")))
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
@@ -198,27 +199,39 @@ def read_team_file(path=TEAM_FILE):
     valid team file is refused (TeamError): the settings would not be the team's."""
     directory = os.path.dirname(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO in its place must not hang the session (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
         if error.errno == errno.ENOENT:
             return None
         raise TeamError("team file %s cannot be opened: %s%s" % (
             path, error.strerror, " (a link: the team file must be the file itself)"
             if error.errno == errno.ELOOP else ""))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise TeamError("team file %s is %s, not a regular file: write it again with aisb.sandbox.provision"
+                        % (path, "a directory" if stat.S_ISDIR(info.st_mode) else "a special file"))
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise TeamError("team file %s is not a regular file" % path)
         _refuse_unless_root_only(path, info, "team file")
         _refuse_unless_root_only(directory, os.lstat(directory), "the team file's directory")
         data = handle.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
         raise TeamError("team file %s is larger than %d bytes" % (path, MAX_BYTES))
     try:
-        parsed = json.loads(data.decode("utf-8"))
+        parsed = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
     except ValueError as error:
         raise TeamError("team file %s is not JSON: %s" % (path, error))
     return check_team(parsed, path)
+
+
+def _unique_keys(pairs):
+    """A JSON object's dict; a key given twice is refused (json would keep the last, silently)."""
+    names = [name for name, _value in pairs]
+    twice = sorted(set(name for name in names if names.count(name) > 1))
+    if twice:
+        raise ValueError("key %s given more than once in one object" % ", ".join(repr(name) for name in twice))
+    return dict(pairs)
 
 
 def _changes(key, base, value):

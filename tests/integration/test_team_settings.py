@@ -189,6 +189,24 @@ def test_a_team_file_the_developer_could_have_written_is_refused(team, project):
         team.run(["chown", "root", TEAM_FILE], user="root")
 
 
+@pytest.mark.parametrize("replace, needle", [
+    (f"mv {TEAM_FILE} {TEAM_FILE}.kept && mkdir {TEAM_FILE}", "team file /etc/aisb/team.json is a directory"),
+    (f"mv {TEAM_FILE} {TEAM_FILE}.kept && mkfifo -m 644 {TEAM_FILE}", "team file /etc/aisb/team.json is a special file"),
+    (f"cp {TEAM_FILE} {TEAM_FILE}.kept && printf '%s' '{{\"format\": 1, \"settings\": {{\"network\": \"none\", "
+     f"\"network\": \"allow\"}}}}' > {TEAM_FILE}", "key 'network' given more than once"),
+    (f"cp {TEAM_FILE} {TEAM_FILE}.kept && printf '%s' '{{\"format\": true}}' > {TEAM_FILE}", "format must be 1, got True"),
+])
+def test_a_team_file_not_strictly_one_is_refused_with_a_sentence(team, project, replace, needle):
+    team.sh(replace, user="root")
+    try:
+        result = run_agent(team, command=["true"], timeout=120)
+        output = result.stdout + result.stderr
+        assert result.returncode != 0 and needle in output, output[-3000:]
+        assert "Traceback" not in output and "Errno" not in output
+    finally:
+        team.sh(f"rm -rf {TEAM_FILE} && mv {TEAM_FILE}.kept {TEAM_FILE}", user="root")
+
+
 def test_a_wrong_team_setting_fails_provisioning_naming_it_and_writes_nothing(team):
     before = digest(team)
     result = team.run(["ansible", "localhost", "-b", "-m", "aisb.sandbox.team_file", "-a",

@@ -2,6 +2,7 @@
 """A harness's state kept per project: one directory per resolved project path, mounted
 read-write into that project's sessions only; fresh wipes it without following a link."""
 
+import multiprocessing
 import os
 import subprocess
 
@@ -9,6 +10,7 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
 
 from test_session_plan import FACTS, inputs
 
@@ -20,6 +22,22 @@ def run_unshared(argv):
     assert argv[:2] == ["podman", "unshare"]
     done = subprocess.run(argv[2:], capture_output=True, text=True, check=False)
     return done.returncode, done.stdout, done.stderr
+
+
+def in_a_session(function, *args):
+    """FUNCTION(*ARGS) in a process of its own, as each session is: its result, or the
+    message of the SessionError it raised."""
+    results = multiprocessing.get_context("fork").Queue()
+
+    def session():
+        try:
+            results.put(function(*args))
+        except SessionError as error:
+            results.put(str(error))
+    process = multiprocessing.get_context("fork").Process(target=session)
+    process.start()
+    process.join()
+    return results.get(timeout=5)
 
 
 def test_each_project_has_its_own_directory():
@@ -54,7 +72,7 @@ def test_keep_keeps_and_fresh_wipes_without_following_a_link(tmp_path):
     victim.mkdir()
     (victim / "file").write_text("kept")
     kept = _harness_state.plan(str(tmp_path / "state"), "/home/dev/src/a", RECIPE, "keep")
-    section = _harness_state.prepare(kept, "/home/dev/src/a", run_unshared, "podman")
+    section = in_a_session(_harness_state.prepare, kept, "/home/dev/src/a", run_unshared, "podman", "s1")
     assert section["wiped"] is False and (tmp_path / "state").exists()
     sessions = kept["mounts"][0][0]
     # What an agent leaves: a conversation, links out, a directory nobody may enter.
@@ -62,11 +80,26 @@ def test_keep_keeps_and_fresh_wipes_without_following_a_link(tmp_path):
     os.symlink(str(victim), os.path.join(sessions, "evil"))
     os.makedirs(os.path.join(sessions, "locked", "deeper"))
     os.chmod(os.path.join(sessions, "locked"), 0)
-    _harness_state.prepare(kept, "/home/dev/src/a", run_unshared, "podman")
+    in_a_session(_harness_state.prepare, kept, "/home/dev/src/a", run_unshared, "podman", "s2")
     assert "conversation.jsonl" in os.listdir(sessions)
     os.chmod(os.path.join(sessions, "locked"), 0o700)  # plain rm here: not podman's namespace
-    section = _harness_state.prepare(dict(kept, mode="fresh"), "/home/dev/src/a", run_unshared, "podman")
+    section = in_a_session(_harness_state.prepare, dict(kept, mode="fresh"), "/home/dev/src/a", run_unshared,
+                           "podman", "s3")
     assert section["wiped"] is True and os.listdir(sessions) == []
     assert (victim / "file").read_text() == "kept"
     assert sorted(os.listdir(kept["dir"])) == ["pi-sessions", "project"]
     assert [n for n in os.listdir(os.path.dirname(kept["dir"])) if ".wiping-" in n] == []
+
+
+def test_one_session_of_a_project_writes_its_state_at_a_time(tmp_path):
+    kept = _harness_state.plan(str(tmp_path / "state"), "/home/dev/src/a", RECIPE, "keep")
+    _harness_state.claim(kept["dir"], "first-session")  # this process: a session still running
+    refused = in_a_session(_harness_state.prepare, dict(kept, mode="fresh"), "/home/dev/src/a", run_unshared,
+                           "podman", "second-session")
+    assert "another session of this project (first-session) is running" in refused
+    assert "aisb_harness_state=none" in refused
+    # Refused before the wipe: the first session's state is still there.
+    assert not os.path.exists(kept["dir"]) or not any(".wiping-" in n for n in os.listdir(tmp_path / "state"))
+    other = _harness_state.plan(str(tmp_path / "state"), "/home/dev/src/b", RECIPE, "keep")
+    assert in_a_session(_harness_state.prepare, other, "/home/dev/src/b", run_unshared, "podman", "b")["wiped"] is False
+    assert _harness_state.plan(str(tmp_path / "state"), "/home/dev/src/a", RECIPE, "none") is None

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.action.session import resolve_controller_options
+from ansible_collections.aisb.sandbox.plugins.module_utils import _session_inputs
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 
 KEY = "sk-controller-secret"
@@ -187,3 +188,51 @@ def test_an_exported_key_meant_for_another_server_is_refused_not_sent_to_the_pro
     environ["ANTHROPIC_BASE_URL"] = "https://api.anthropic.com"
     environment, credentials = resolved(environ, harness=claude)
     assert [c["variable"] for c in credentials] == ["ANTHROPIC_API_KEY"] and KEY not in json.dumps(environment)
+
+
+@pytest.fixture
+def project_and_state(tmp_path):
+    """A project, the collection's state and an operator's directory beside them; a link
+    from the operator's directory into the project."""
+    project, state, operator = tmp_path / "src" / "app", tmp_path / "state", tmp_path / "operator"
+    for directory in (project / ".aisb" / "pi-config", state / "aisb" / "harness-state", operator):
+        directory.mkdir(parents=True)
+    (project / "task.md").write_text("do it")
+    (project / "key").write_text("sk-planted")
+    (operator / "into-project").symlink_to(project / ".aisb" / "pi-config")
+    return project, {"XDG_STATE_HOME": str(state), "HOME": str(tmp_path), "ANTHROPIC_API_KEY": KEY}
+
+
+@pytest.mark.parametrize("option, value, named", [
+    ("prompt_file", "task.md", "prompt_file"),
+    ("harness_config", ".aisb/pi-config", "harness_config"),
+    ("harness_config", "LINK", "harness_config"),
+    ("harness_config", "STATE", "harness_config"),
+    ("credentials", [{"host": "api.anthropic.com", "header": "x-api-key", "variable": "ANTHROPIC_API_KEY",
+                      "from_file": "key"}], "aisb_credentials[0] from_file"),
+])
+def test_an_operator_input_inside_what_the_agent_writes_is_refused(project_and_state, option, value, named):
+    project, environ = project_and_state
+    tree = project if value != "STATE" else project.parent.parent / "state" / "aisb"
+    if isinstance(value, list):
+        value = [dict(entry, from_file=str(project / entry["from_file"])) for entry in value]
+    elif value == "LINK":
+        value = str(project.parent.parent / "operator" / "into-project")
+    elif value == "STATE":
+        value = str(tree / "harness-state")
+    else:
+        value = str(project / value)
+    writable = _session_inputs.agent_trees(str(project), environ)
+    with pytest.raises(SessionInputError) as error:
+        resolve_controller_options(args(project=str(project), **{option: value}), environ, writable)
+    assert str(error.value).startswith(named + " ") and "inside %s" % tree in str(error.value)
+
+
+def test_an_operator_input_outside_is_read(project_and_state):
+    project, environ = project_and_state
+    prompt = project.parent.parent / "operator" / "task.md"
+    prompt.write_text("the operator's task")
+    writable = _session_inputs.agent_trees(str(project), environ)
+    module_args, _interactive = resolve_controller_options(args(project=str(project), prompt_file=str(prompt),
+                                                                prompt=None), environ, writable)
+    assert module_args["command"][-1] == "the operator's task"

@@ -193,6 +193,12 @@ def test_a_team_file_reads_back_as_checked(team_dir):
     (lambda d: (d / "team.json").write_text("{"), "is not JSON"),
     (lambda d: (d / "team.json").write_text(json.dumps(dict(TEAM, settings={"network": "open"}))),
      "settings.network 'open' is not one of"),
+    (lambda d: ((d / "team.json").unlink(), (d / "team.json").mkdir()), "is a directory, not a regular file"),
+    (lambda d: ((d / "team.json").unlink(), os.mkfifo(d / "team.json")), "is a special file, not a regular file"),
+    (lambda d: (d / "team.json").write_text('{"format": 1, "settings": {"network": "none", "network": "allow"}}'),
+     "key 'network' given more than once"),
+    (lambda d: (d / "team.json").write_text('{"format": 1, "format": 1}'), "key 'format' given more than once"),
+    (lambda d: (d / "team.json").write_text('{"format": true}'), "format must be 1, got True"),
 ])
 def test_a_team_file_anybody_but_root_could_have_written_is_refused(team_dir, tamper, needle):
     path = team_dir / "team.json"
