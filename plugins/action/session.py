@@ -35,6 +35,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs impor
     SessionInputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
     harness_command, harness_credential_urls, harness_names, harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
+from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import playbook_terminal
@@ -67,7 +68,7 @@ def resolve_controller_options(args, controller_env, writable=()):
     checked here. Interactive unless told, when no command or prompt says what to run.
     WRITABLE: the directories sessions let the agent write (agent_trees), where no file
     read here may be."""
-    harness = args["harness"] or {}
+    harness = recipe_for(args["harness"], args.get("recipes")) if args.get("harness") is not None else {}
     for option in ("prompt_file", "harness_config"):
         if isinstance(args.get(option), str):
             check_operator_path(option, args[option], writable)
@@ -116,7 +117,7 @@ def resolve_controller_options(args, controller_env, writable=()):
     # As JSON text: results then hide the values as one string (see the module's option).
     module_args.update(command=command, environment=json.dumps(environment, sort_keys=True),
                        credentials=json.dumps(credentials, sort_keys=True),
-                       harness_config=json.dumps(harness_config, sort_keys=True))
+                       harness_config=json.dumps(harness_config, sort_keys=True), harness_config_dir=directory)
     return module_args, interactive
 
 

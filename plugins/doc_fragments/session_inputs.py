@@ -39,8 +39,10 @@ options:
     elements: str
   harness:
     description:
-      - The harness recipe (the image role's C(aisb_sandbox_image_inputs.extra.recipe)),
-        resolved by the action plugin. Its C(command) is the harness's command line, its
+      - The harness's name (the playbooks' C(aisb_harness)) - a built-in recipe (C(pi),
+        C(claude-code), C(codex), C(opencode), C(shell)) or one of O(recipes) - resolved to
+        its recipe by the action plugin and again by the module (never taken from a play
+        variable: a recipe is policy). Its C(command) is the harness's command line, its
         C(prompt) the arguments put before a prompt (for pi, C([-p])), and its C(env) the
         names passed through from the controller's environment when set there (the
         recipe's API key names, say). Its C(config) says where O(harness_config) goes,
@@ -53,7 +55,17 @@ options:
         entry's injector, keeping the path of an C(https://) value on the entry's host
         given in O(environment), refusing one elsewhere. Its other keys are the image
         build's.
+      - A recipe given here as a dict is refused.
+    type: raw
+  recipes:
+    description:
+      - The operator's own recipes (the team file's C(recipes) and, where it lets them, the
+        developer's C(aisb_recipes)), name to recipe, each with the built-in recipes' keys
+        (docs/harnesses.md). A name of a built-in recipe is refused, and so is an address
+        or private entry in a recipe's C(allow) (addresses are the operator's, in C(aisb_allow)).
+      - With a team file, the module checks them against it again.
     type: dict
+    default: {}
   harness_config:
     description:
       - The operator's configuration for the harness (the playbooks' C(aisb_harness_config)),

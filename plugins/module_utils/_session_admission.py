@@ -24,11 +24,12 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
+from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, SessionInputs, build_environment, check_command, check_token_budget, harness_credential_urls,
-    resolve_project)
+    harness_names, harness_values, resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
-    TEAM_FILE, TeamError, check_session, read_team_file)
+    DEFAULTS, TEAM_FILE, TeamError, check_session, read_team_file)
 
 
 def resolve_names(names, getaddrinfo=socket.getaddrinfo):
@@ -102,18 +103,39 @@ def allow_origins(entries, origins, harness):
             for entry in entries]
 
 
-def check_team_file(params, entries, policy, harness, team_file=TEAM_FILE):
+def operator_environment(environment, harness, passed, team_names):
+    """The names of ENVIRONMENT (what the harness gets) that the operator's own values
+    set: not those the HARNESS recipe passes through or fixes, nor PASSED
+    (pass_environment), unless TEAM_NAMES (the team's environment) has them."""
+    recipe_values = harness_values(harness)
+    own = set(passed) | set(harness_names(harness))
+    return dict((name, value) for name, value in environment.items() if name in team_names or (
+        name not in own and recipe_values.get(name) != value))
+
+
+def check_team_file(params, entries, policy, harness, environment, team_file=TEAM_FILE):
     """TeamError unless this host's team file (none: nothing to check) allows what the
-    session was given: its policy's entries beyond the HARNESS recipe's, CONNECT ports,
-    network, limits and the switches (_team.check_session)."""
-    recipe = (harness or {}).get("allow") or []
+    session was given: its policy's entries beyond the HARNESS recipe's (host names: a
+    recipe has no other), CONNECT ports, network, limits, the switches, the harness and
+    the operator's recipes, the harness configuration and the ENVIRONMENT's operator
+    values (_team.check_session). run_agent.yml's own variables can be overridden with -e:
+    what the session runs with is checked, not what the play said it applied."""
+    team = read_team_file(team_file)
+    if team is None:
+        return
+    # Only a recipe's host names are its own (_recipes refuses any other entry in one).
+    recipe = [entry for entry in (harness or {}).get("allow") or [] if parse_policy([entry]).domains]
     limits = dict((name, value) for name, value in (params.get("limits") or {}).items() if value is not None)
     given = {"allow": [entry for entry in entries if entry not in recipe], "connect_ports": list(policy.connect_ports),
              "network": params["network"], "limits": limits, "require_limits": params.get("require_limits", False),
              "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct",
-             "token_budget": params.get("token_budget")}
+             "token_budget": params.get("token_budget"), "harness": params.get("harness") or DEFAULTS["harness"],
+             "recipes": params.get("recipes") or {}, "harness_config": params.get("harness_config_dir"),
+             "pass_environment": params.get("pass_environment") or [],
+             "environment": operator_environment(environment, harness, params.get("pass_environment") or [],
+                                                 team["settings"].get("environment", {}))}
     try:
-        check_session(read_team_file(team_file), given, team_file)
+        check_session(team, given, team_file)
     except TeamError as error:
         raise TeamError("the session's own settings, checked again: %s" % error)
 
@@ -135,13 +157,14 @@ def admit(params, environ, run, interactive=False, now=None):
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
         token_budget = check_token_budget(params.get("token_budget"))
-        harness = params.get("harness")
+        # The recipe the harness's name stands for, resolved here: never one a play variable gave.
+        harness = recipe_for(params["harness"], params.get("recipes")) if params.get("harness") is not None else None
         credential_urls = harness_credential_urls(harness)
         check_session_use(credentials, environment, network, credential_urls)
         check_private_hosts(credentials, policy.private)
         names = no_gate_names(policy) if network == "no-gate" else ()
         allow = allow_origins(entries, params.get("allow_origins") or {}, harness)
-        check_team_file(params, entries, policy, harness)
+        check_team_file(params, entries, policy, harness, environment)
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)

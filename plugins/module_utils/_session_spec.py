@@ -6,10 +6,10 @@ module and its action plugin (which resolves the controller-side options first).
 from __future__ import annotations
 
 # Resolved on the controller by the action plugin, never sent to the module: the
-# prompt becomes COMMAND (with the harness recipe's), the names become values in
-# ENVIRONMENT, and an interactive session runs in the action itself. The recipe goes on:
-# its config and state say where the harness's configuration and state go.
-CONTROLLER_OPTIONS = ("prompt", "prompt_file", "pass_environment", "interactive")
+# prompt becomes COMMAND (with the harness recipe's), and an interactive session runs in
+# the action itself. The pass-through names go on beside their values in ENVIRONMENT (the
+# team file's check), and so does the harness's name (the module resolves it again).
+CONTROLLER_OPTIONS = ("prompt", "prompt_file", "interactive")
 
 
 def argument_spec():
@@ -22,8 +22,11 @@ def argument_spec():
         # Tests only: the other gate path where the host's facts measured both.
         gate_path=dict(type="str", choices=["map-host-loopback", "tcp-forward"]),
         command=dict(type="list", elements="str"),
-        # A recipe as the image role keeps it: its other keys (packages, ...) are the build's.
-        harness=dict(type="dict"),
+        # A recipe's name (_recipes.recipe_for): a recipe is policy, never a play variable.
+        # raw: a recipe given as a dict is refused with a sentence, not turned into text.
+        harness=dict(type="raw"),
+        # The operator's own recipes, {name: recipe}: the team file's and the developer's.
+        recipes=dict(type="dict", default={}),
         prompt=dict(type="str"),
         prompt_file=dict(type="path"),
         # raw: a dict, or its JSON text. The action plugin sends the text, so the values
@@ -40,6 +43,8 @@ def argument_spec():
         # A directory on the controller (aisb_harness_config); the action plugin sends its
         # files, read and checked there, as JSON text.
         harness_config=dict(type="raw"),
+        # Set by the action plugin: the directory harness_config's files were read from.
+        harness_config_dir=dict(type="str"),
         harness_state=dict(type="str", choices=["keep", "fresh", "none"], default="keep"),
         interactive=dict(type="bool"),
         host_facts=dict(type="dict"),
@@ -57,7 +62,7 @@ def argument_spec():
 
 # What aisb.sandbox.session_inputs checks before any image work: the session's own
 # options, minus what only the image and gate roles produce.
-INPUT_OPTIONS = ("project", "network", "command", "harness", "harness_config", "harness_state", "prompt",
+INPUT_OPTIONS = ("project", "network", "command", "harness", "recipes", "harness_config", "harness_state", "prompt",
                  "prompt_file", "environment", "pass_environment", "credentials", "token_budget", "interactive",
                  "project_mode")
 

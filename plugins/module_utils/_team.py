@@ -27,6 +27,7 @@ import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_credentials
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import check_recipes, recipe_for
 from ansible_collections.aisb.sandbox.plugins.module_utils._retention import (
     DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
@@ -39,13 +40,13 @@ FORMAT = 1
 # the team nor the developer gives one: the playbooks' own defaults.
 DEFAULTS = {
     "allow": [], "connect_ports": [443], "pass_environment": [], "environment": {}, "credentials": [],
-    "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "harness_config": None,
+    "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "recipes": {}, "harness_config": None,
     "project_mode": "direct", "allow_unenforced": False,
     "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS, "token_budget": None,
 }
 SETTINGS = tuple(sorted(DEFAULTS))
 LIST_KEYS = ("allow", "connect_ports", "pass_environment", "credentials")
-DICT_KEYS = ("environment", "limits")
+DICT_KEYS = ("environment", "limits", "recipes")
 # The team's value is the default and the most a developer may give (None: no ceiling).
 CEILING_KEYS = ("token_budget",)
 CHOICES = {"network": ("allow", "none", "no-gate"), "project_mode": ("direct", "review")}
@@ -91,8 +92,11 @@ def _check_value(key, value, where):
             if value not in CHOICES[key]:
                 raise TeamError("%s %r is not one of %s" % (where, value, ", ".join(CHOICES[key])))
         elif key == "harness":
-            if not (isinstance(value, str) and value) and not isinstance(value, dict):
-                raise TeamError("%s must name a recipe (pi, claude-code, shell) or be a recipe (a dict), got %r" % (where, value))
+            if not (isinstance(value, str) and value):
+                raise TeamError("%s must name a recipe (a built-in one, or one of recipes: an operator's own recipe "
+                                "goes there under a name of its own), got %r" % (where, value))
+        elif key == "recipes":
+            value = check_recipes(_dict(value, where), where)
         elif key in ("retention_days", "retention_sessions"):
             try:
                 check_count(value, where)
@@ -153,6 +157,10 @@ def check_team(data, origin=TEAM_FILE):
             raise TeamError("team file %s: settings.%s is not a setting; the settings are %s"
                             % (origin, key, ", ".join(SETTINGS)))
         settings[key] = _check_value(key, value, "team file %s: settings.%s" % (origin, key))
+    try:
+        recipe_for(settings.get("harness", DEFAULTS["harness"]), settings.get("recipes"))
+    except SessionInputError as error:
+        raise TeamError("team file %s: settings.harness: %s" % (origin, error))
     for index, entry in enumerate(settings.get("credentials", [])):
         if not any(source in entry for source in TEAM_CREDENTIAL_SOURCES):
             raise TeamError("team file %s: settings.credentials[%d] must take its key from %s: the team file is "
@@ -292,6 +300,10 @@ def apply_team(team, user, origin=TEAM_FILE):
                     key, json.dumps(base)), ", ".join(may_add) or "nothing"))
         else:
             settings[key] = base
+    try:
+        recipe_for(settings["harness"], settings["recipes"])
+    except SessionInputError as error:
+        raise TeamError("%s: %s" % (variable("harness"), error))
     team_allow = team_settings.get("allow", [])
     origins = dict((entry, "team" if entry in team_allow else "user") for entry in settings["allow"])
     return settings, origins
@@ -310,6 +322,7 @@ def user_spec():
         require_limits=dict(type="bool"),
         network=dict(type="str", choices=list(CHOICES["network"])),
         harness=dict(type="raw"),
+        recipes=dict(type="raw"),
         harness_config=dict(type="str"),
         project_mode=dict(type="str", choices=list(CHOICES["project_mode"])),
         allow_unenforced=dict(type="bool"),
@@ -333,6 +346,15 @@ def check_session(team, given, origin=TEAM_FILE):
     if changed:
         raise TeamError("the session's limits leave out or change %s, which the team file %s sets"
                         % (", ".join(changed), origin))
+    for key in ("environment", "harness_config"):
+        # What the session runs with, not what was added: a team's value left out is refused.
+        ran = given.get(key, DEFAULTS[key])
+        team_value = team["settings"].get(key, DEFAULTS[key])
+        left_out = sorted(n for n in team_value if ran.get(n) != team_value[n]) if key == "environment" else \
+            [key] if ran != team_value else []
+        if left_out:
+            raise TeamError("the session's %s leaves out or changes %s, which the team file %s sets"
+                            % (key, ", ".join(left_out), origin))
     team_budget = team["settings"].get("token_budget")
     if team_budget is not None and given.get("token_budget") is None:
         raise TeamError("the session has no token budget, which the team file %s sets (token_budget %d)"

@@ -100,6 +100,11 @@ options:
         C(harness), any other C(unspecified).
     type: dict
     default: {}
+  harness_config_dir:
+    description:
+      - Set by the action plugin - the directory (on the controller) the O(harness_config)
+        files were read from; with a team file the module checks it is the team's.
+    type: str
   allow_unenforced:
     description:
       - Start even when the host facts say enforcement does not hold, and let the
@@ -126,7 +131,7 @@ EXAMPLES = r"""
     image: "{{ ansible_facts['aisb_sandbox_image'] }}"
     gate_image: "{{ ansible_facts['aisb_gate_image'] }}"
     policy_dir: "{{ ansible_facts['aisb_policy_dir'] }}"
-    harness: "{{ ansible_facts['aisb_sandbox_image_inputs']['extra']['recipe'] }}"
+    harness: pi
     prompt_file: task.md
 """
 

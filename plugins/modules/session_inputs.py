@@ -51,7 +51,7 @@ EXAMPLES = r"""
 - name: Check the session's inputs before building anything
   aisb.sandbox.session_inputs:
     project: ~/src/app
-    harness: "{{ image_recipe }}"
+    harness: pi
     prompt: fix the tests
 """
 

@@ -30,7 +30,8 @@ options:
       - C(settings) - the team's values, by name without C(aisb_). The variables of
         C(run_agent.yml) - C(allow), C(connect_ports), C(pass_environment),
         C(environment), C(credentials), C(limits), C(require_limits), C(network),
-        C(harness), C(harness_config), C(project_mode), C(allow_unenforced),
+        C(harness) (a recipe's name), C(recipes) (the team's own recipes, name to recipe,
+        as docs/harnesses.md has them), C(harness_config), C(project_mode), C(allow_unenforced),
         C(token_budget) (a whole number of tokens, 1 or more); and of
         C(prune.yml) - C(retention_days), C(retention_sessions) (whole numbers, 0 or
         more). Each is checked as the session or M(aisb.sandbox.retention) checks it. A
@@ -41,7 +42,7 @@ options:
         C(value) - every local user can read the team file.
       - C(user_may_add) - the settings a developer may add to. C(allow),
         C(connect_ports), C(pass_environment) and C(credentials) - the developer's entries
-        go after the team's; C(environment) and C(limits) - the developer's names go
+        go after the team's; C(environment), C(limits) and C(recipes) - the developer's names go
         beside the team's (a name the team set cannot be changed); any other setting -
         the developer's value replaces the team's. A developer's value for a setting not
         named here is refused, naming the team file, unless it changes nothing (or, for

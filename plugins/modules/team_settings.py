@@ -57,7 +57,10 @@ options:
     type: str
     choices: [allow, none, no-gate]
   harness:
-    description: The harness, a recipe name or a recipe (C(aisb_harness)).
+    description: The harness, a recipe's name (C(aisb_harness)) - a built-in one or one of O(recipes).
+    type: raw
+  recipes:
+    description: The operator's own recipes, name to recipe (C(aisb_recipes); docs/harnesses.md).
     type: raw
   harness_config:
     description: The harness configuration's directory (C(aisb_harness_config)).
@@ -103,7 +106,7 @@ settings:
   description:
     - Every setting, by name without C(aisb_) - C(allow), C(connect_ports),
       C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
-      C(network), C(harness), C(harness_config), C(project_mode), C(allow_unenforced),
+      C(network), C(harness), C(recipes), C(harness_config), C(project_mode), C(allow_unenforced),
       C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless set).
   returned: success
   type: dict

@@ -1,13 +1,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the operator gives a session is never what an agent wrote: an input read on the
 controller (harness configuration, prompt file, a key file) that resolves inside the
-project or the collection's state is refused before anything starts; and one session
-of a project writes its kept harness state at a time."""
+project or the collection's state is refused before anything starts; one session of a
+project writes its kept harness state at a time; and an operator's own recipe is a
+named input whose allow entries are host names, no team file in play."""
 
 import json
 import time
 
 from sessions import PROJECT, record_of, run_agent, session_dirs, start_in_background
+
+# A recipe of the operator's own that reaches other.test.
+WIDE = {"packages": ["curl"], "install": [], "command": ["bash"], "prompt": ["-c"], "allow": ["other.test"], "env": []}
+FETCH = "for n in allowed.test other.test; do curl -s -o /dev/null -w \"$n=%{http_code}\\n\" http://$n/; done"
 
 
 def refused(result, needle):
@@ -57,3 +62,23 @@ def test_a_second_session_of_a_project_does_not_write_its_kept_state(workstation
     # Once the first has ended, the next one keeps the state again.
     fourth = run_agent(workstation, command=["true"])
     assert fourth.returncode == 0 and record_of(workstation, fourth.stdout)["harness_state"]["mode"] == "keep"
+
+
+def test_a_recipe_that_claims_an_address_is_refused(workstation, internet, project):
+    pinned = dict(WIDE, allow=[f"{internet.address}:80"])
+    result = run_agent(workstation, "-e", json.dumps({"aisb_recipes": {"pinned": pinned}, "aisb_harness": "pinned"}),
+                       command=["true"])
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "allow names an address or a private endpoint" in output, output[-3000:]
+
+
+def test_an_operator_recipe_by_name_works_without_a_team(workstation, project):
+    """The control: without a team file a developer's own recipe, named, runs and its
+    allow entry reaches its host."""
+    result = run_agent(workstation, "-e", json.dumps({"aisb_recipes": {"wide": WIDE}, "aisb_harness": "wide"}),
+                       command=["bash", "-c", FETCH], timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(workstation, result.stdout)
+    transcript = workstation.path(record["transcript"]).read_text()
+    assert "other.test=200" in transcript, transcript
+    assert {"entry": "other.test", "origin": "harness"} in record["allow"]

@@ -125,6 +125,47 @@ def test_a_team_that_lets_developers_add_nothing_refuses_an_allow_entry(team, pr
         install_team(team, MODULE_TEAM)
 
 
+# A recipe that would reach other.test, and one that pins the test internet's address.
+WIDE = {"packages": ["curl"], "install": [], "command": ["bash"], "prompt": ["-c"], "allow": ["other.test"], "env": []}
+SETTINGS = {"allow": ["allowed.test"], "connect_ports": [443], "pass_environment": [], "environment": {},
+            "credentials": [], "limits": {}, "require_limits": False, "network": "allow", "harness": "pi",
+            "recipes": {}, "harness_config": None, "project_mode": "direct", "allow_unenforced": False}
+
+
+@pytest.mark.parametrize("extra, needle", [
+    # The image role's variables: its recipe table is the collection's code now, and a
+    # recipe set from outside is refused, not built.
+    ({"image_recipes": {"pi": WIDE}}, "pi is a built-in recipe, which an operator's recipe cannot replace"),
+    ({"image_recipe": WIDE}, "image_recipe is the image role's own"),
+    ({"image_harness": WIDE}, "aisb_harness names a recipe"),
+    ({"aisb_harness": WIDE}, "aisb_harness must name a recipe"),
+    ({"aisb_recipes": {"wide": WIDE}}, "aisb_recipes is refused: the team file /etc/aisb/team.json"),
+    # run_agent.yml's own settings replaced: the session resolves and checks again.
+    ({"run_agent_settings": dict(SETTINGS, harness=WIDE)}, "aisb_harness names a recipe"),
+    ({"run_agent_settings": dict(SETTINGS, harness="wide", recipes={"wide": WIDE})},
+     "the session's own settings, checked again: aisb_recipes is refused"),
+    ({"run_agent_settings": dict(SETTINGS, environment={"EXTRA": "1"})},
+     "the session's own settings, checked again: aisb_environment is refused"),
+    ({"run_agent_settings": dict(SETTINGS, harness_config="/home/dev/operator/empty-config")},
+     "the session's own settings, checked again: aisb_harness_config is refused"),
+    ({"gate_harness_allow": ["other.test"]}, "the session's own settings, checked again: aisb_allow is refused"),
+])
+def test_no_role_or_play_variable_widens_what_the_team_allows(team, project, extra, needle):
+    """A team that lets developers add nothing: each variable a developer could set from
+    outside to change the session's recipe or settings is refused before the sandbox
+    starts (issue 29's bypasses reached other.test: 200)."""
+    install_team(team, {"settings": {"allow": ["allowed.test"]}})
+    team.sh("mkdir -p /home/dev/operator/empty-config")
+    try:
+        sessions = session_dirs(team)
+        result = run_agent(team, "-e", json.dumps(extra), command=["bash", "-c", FETCH])
+        output = result.stdout + result.stderr
+        assert result.returncode != 0 and needle in output, output[-3000:]
+        assert session_dirs(team) == sessions
+    finally:
+        install_team(team, MODULE_TEAM)
+
+
 @pytest.mark.parametrize("override, needle", [
     ({"network": "none"}, "aisb_network is refused"),
     ({"allow_unenforced": True}, "aisb_allow_unenforced is refused"),

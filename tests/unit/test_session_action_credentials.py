@@ -15,11 +15,16 @@ RECIPE = {"command": ["pi"], "prompt": ["-p"], "env": ["ANTHROPIC_API_KEY", "OPE
 
 
 def args(**overrides):
+    """The action's arguments; a harness given as a recipe becomes the operator's recipe
+    "test-recipe" (the action takes a harness by its name)."""
     base = {"harness": RECIPE, "prompt": "hi", "prompt_file": None, "command": None, "interactive": None,
             "pass_environment": [], "environment": {}, "project": "/p", "credentials": [
                 {"host": "api.anthropic.com", "header": "x-api-key", "variable": "ANTHROPIC_API_KEY",
                  "from_environment": "ANTHROPIC_API_KEY"}]}
     base.update(overrides)
+    if isinstance(base["harness"], dict):
+        recipe = dict({"packages": [], "install": [], "prompt": [], "allow": [], "env": []}, **base["harness"])
+        base.update(harness="test-recipe", recipes={"test-recipe": recipe})
     return base
 
 

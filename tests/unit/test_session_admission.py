@@ -184,11 +184,13 @@ def test_the_record_s_allow_entries_carry_their_origins(host):
     """Each of the policy's entries with the word team_settings gave it, the harness
     recipe's own as harness, and any other as unspecified: what the gate enforces, not
     what was asked for."""
-    harness = {"command": ["pi"], "allow": ["198.18.0.7"]}
+    recipe = {"packages": [], "install": [], "command": ["pi"], "prompt": [], "env": [], "allow": ["example.com"]}
     (inputs, _facts, problems, _warnings), _commands = admit(
-        host, allow_origins={"example.com": "team", "never-rendered.test": "user"}, harness=harness)
+        host, allow_origins={"198.18.0.7": "team", "never-rendered.test": "user"}, harness="mine",
+        recipes={"mine": recipe})
     assert problems == []
-    assert inputs.allow == [{"entry": "198.18.0.7", "origin": "harness"}, {"entry": "example.com", "origin": "team"}]
+    assert sorted(inputs.allow, key=lambda e: e["entry"]) == [
+        {"entry": "198.18.0.7", "origin": "team"}, {"entry": "example.com", "origin": "harness"}]
     (inputs, _facts, problems, _warnings), _commands = admit(host)
     assert [entry["origin"] for entry in inputs.allow] == ["unspecified", "unspecified"]
 
@@ -201,14 +203,15 @@ def team_file(tmp_path, monkeypatch):
     directory = tmp_path / "etc-aisb"
     directory.mkdir(mode=0o755)
     path = directory / "team.json"
-    path.write_text(_team.render_team({"settings": {"allow": ["example.com"], "limits": {"memory": "4g"}}}))
+    path.write_text(_team.render_team({"settings": {"allow": ["example.com", "198.18.0.7"],
+                                                    "limits": {"memory": "4g"}}}))
     return str(path)
 
 
 def check_team_file(host, team_file, **overrides):
     given = params(host, **overrides)
     policy, entries = read_policy(host["policy_dir"])
-    _session_admission.check_team_file(given, entries, policy, {"allow": ["198.18.0.7"]}, team_file)
+    _session_admission.check_team_file(given, entries, policy, None, {}, team_file)
 
 
 def test_the_session_checks_the_team_file_again(host, team_file):
@@ -226,12 +229,20 @@ def test_the_session_checks_the_team_file_again(host, team_file):
         assert needle in str(error.value) and team_file in str(error.value)
 
 
-def test_the_session_refuses_a_policy_entry_the_team_file_does_not_allow(host, team_file):
-    """198.18.0.7 is the recipe's own here; a policy entry that is neither the team's nor
-    the recipe's is a developer addition the team did not allow."""
+@pytest.mark.parametrize("extra, recipe_allow", [
+    ("other.test", []),
+    # A recipe's allow exempts its host names only: an address it claims is no exemption.
+    ("198.18.0.9", ["198.18.0.9"]),
+    ("198.18.0.0/24", ["198.18.0.0/24"]),
+])
+def test_the_session_refuses_a_policy_entry_the_team_file_does_not_allow(host, team_file, extra, recipe_allow):
+    """A policy entry that is neither the team's nor the recipe's host name is a developer
+    addition the team did not allow."""
+    write_files(host["policy_dir"], render(ALLOW + [extra], [443])[2])
     policy, entries = read_policy(host["policy_dir"])
     with pytest.raises(_team.TeamError, match="aisb_allow is refused: the team file"):
-        _session_admission.check_team_file(params(host, limits={"memory": "4g"}), entries, policy, {}, team_file)
+        _session_admission.check_team_file(params(host, limits={"memory": "4g"}), entries, policy,
+                                           {"allow": recipe_allow}, {}, team_file)
 
 
 def test_a_key_for_a_private_entrys_name_on_another_port_is_refused_before_anything_runs(host):

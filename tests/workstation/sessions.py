@@ -83,8 +83,9 @@ def recipe_command(ws, image):
 
 
 def image_recipes():
-    """The image role's harness recipes, by name, as the role reads them."""
-    return yaml.safe_load((REPO / "roles" / "image" / "vars" / "main.yml").read_text())["image_recipes"]
+    """The collection's built-in harness recipes, by name."""
+    from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import BUILT_IN  # pylint: disable=import-outside-toplevel
+    return BUILT_IN
 
 
 def provisioned_sandbox_image(ws):

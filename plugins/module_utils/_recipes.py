@@ -1,0 +1,268 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Harness recipes: the collection's own (BUILT_IN) and the operator's (the team file's
+and, where it lets them, the developer's `recipes`), and the one lookup from a harness
+name to its recipe that the image role, the action plugin and the session share.
+
+A recipe is policy (its allow entries join the gate's, its env names what reaches the
+harness, its config and state what is mounted), so it is code or a named, checked
+input, never a play variable: a session gets a harness NAME and resolves it here.
+
+Each recipe names
+  packages: distro packages installed with the sandbox's own tools
+  install:  shell steps run as root at build time, one image layer each
+  command:  the harness's argv (the image's CMD)
+  prompt:   arguments put before a prompt to run it headless (pi -p PROMPT)
+  allow:    host names the harness needs, merged into the gate's policy (never an
+            address or CIDR: those are the operator's, in aisb_allow); never a provider's
+            API (_providers): it is reached through the credential injector, and a
+            provider allowed by default would take a key the agent brings itself
+  env:      environment variable names the harness reads (a session passes only these)
+and optionally
+  config:   where the operator's configuration goes (aisb_harness_config): the directory
+            the harness reads it from and the names it may hold there (a name ending in /
+            is a directory); mounted read-only, never taken from the project.
+            endpoints: those of its files in which a session with aisb_credentials moves
+            the provider URLs (https://HOST[:PORT]) behind the credential injector
+  state:    directories that persist per project (aisb_harness_state), {name: path}
+  env_values: fixed variables the harness always gets, {name: value} (its switches for
+            update checks and telemetry); aisb_environment and pass-throughs win
+  credential_urls: {key variable: base-URL variable}: with a credential for that key
+            variable, the harness reads its provider's base URL from the other, which the
+            session points at the credential injector
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import recipe_config
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_state import recipe_state
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
+    SessionInputError, harness_command, harness_credential_urls, harness_names, harness_values)
+
+KEYS = ("packages", "install", "command", "prompt", "allow", "env")
+OPTIONAL_KEYS = ("config", "state", "env_values", "credential_urls")
+NAME = re.compile(r"\A[a-z0-9][a-z0-9-]{0,63}\Z")
+DEFAULT = "pi"
+
+BUILT_IN = {
+    "pi": {
+        # fd-find and ripgrep: pi downloads fd and rg at start when neither fd nor fdfind,
+        # nor rg, is on PATH (its tools-manager), which the gate refuses.
+        "packages": ["nodejs", "npm", "git", "ripgrep", "fd-find", "curl"],
+        "install": [
+            # pi needs Node >= 20.6. Debian 13's nodejs (20.19) is enough; Ubuntu 24.04's
+            # (18) is not, and nodejs.org is often unreachable from build networks: then
+            # take the official Node binaries as republished on the npm registry
+            # (node-linux-<arch>, the packages behind npm's `node` package) into
+            # /usr/local, ahead of /usr/bin.
+            "node -e 'process.exit(Number(process.versions.node.split(\".\")[0]) >= 20 ? 0 : 1)'"
+            " || npm install --global --no-fund --no-audit"
+            " \"node-linux-$(dpkg --print-architecture | sed s/amd64/x64/)@22.23.5\"",
+            "npm install --global --no-fund --no-audit @mariozechner/pi-coding-agent@0.73.1",
+        ],
+        "command": ["pi"],
+        "prompt": ["-p"],
+        "allow": [],
+        "env": ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"],
+        # pi reads ~/.pi/agent (its getAgentDir); auth.json is not among the names: logins
+        # and keys are no configuration (docs/harnesses.md).
+        "config": {
+            "dir": "/home/agent/.pi/agent",
+            "names": ["settings.json", "models.json", "keybindings.json", "AGENTS.md", "SYSTEM.md",
+                      "APPEND_SYSTEM.md", "prompts/", "skills/", "themes/"],
+        },
+        # pi keeps a project's conversations in ~/.pi/agent/sessions/--project--/: pi --continue.
+        "state": {"pi-sessions": "/home/agent/.pi/agent/sessions"},
+        # Its version check and install telemetry (both to pi.dev) off; PI_OFFLINE would
+        # also stop the package updates an operator's settings may ask for.
+        "env_values": {"PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"},
+    },
+    "claude-code": {
+        # The npm package is a wrapper whose postinstall links in the native binary (Bun,
+        # rg built in) of its platform package: Node runs only at install. It asks for
+        # Node 22, which only its npm's engine warning checks; ripgrep for its Grep tool
+        # all the same.
+        "packages": ["nodejs", "npm", "git", "ripgrep", "curl"],
+        "install": [
+            "npm install --global --no-fund --no-audit @anthropic-ai/claude-code@2.1.328",
+            # Its first TUI start (onboarding) checks api.anthropic.com and
+            # platform.claude.com, whatever the provider, and exits when either fails:
+            # marked done in its state file, which stays the harness user's to write.
+            "install -d -o 1000 -g 1000 /home/agent"
+            " && printf '{\"hasCompletedOnboarding\": true}\\n' >/home/agent/.claude.json"
+            " && chown 1000:1000 /home/agent/.claude.json",
+        ],
+        "command": ["claude"],
+        # Headless without a permission prompt it cannot answer: every tool allowed, as the
+        # sandbox, not Claude Code's prompts, is the boundary (docs/harnesses.md).
+        "prompt": ["--permission-mode", "bypassPermissions", "-p"],
+        "allow": [],
+        "env": ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+                "ANTHROPIC_DEFAULT_OPUS_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL"],
+        # ~/.claude (CLAUDE_CONFIG_DIR's default); .credentials.json (its login) is not
+        # among the names, nor ~/.claude.json (its own state: onboarding, per-project trust).
+        "config": {
+            "dir": "/home/agent/.claude",
+            "names": ["settings.json", "CLAUDE.md", "agents/", "commands/", "skills/", "output-styles/"],
+        },
+        # A project's conversations in ~/.claude/projects/-project/: claude --continue.
+        "state": {"claude-projects": "/home/agent/.claude/projects"},
+        # Update checks, telemetry (statsig), error reports (sentry) and its other start-up
+        # requests off.
+        "env_values": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+        "credential_urls": {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN": "ANTHROPIC_BASE_URL"},
+    },
+    "codex": {
+        "packages": ["nodejs", "npm", "git", "ripgrep", "curl"],
+        "install": [
+            # The package's optional dependencies are the native builds, one per platform:
+            # npm installs the one for this image's os and cpu (linux x64 or arm64, a
+            # static musl binary); `codex --version` fails the build when none fits.
+            "npm install --global --no-fund --no-audit @openai/codex@0.169.0 && codex --version",
+            # codex's system layer (the operator's config.toml wins over it): off what it
+            # fetches at start, each refused by the gate: analytics (ab.chatgpt.com), the
+            # curated plugins' sync (github.com, api.github.com, chatgpt.com) and the
+            # TUI's update check.
+            "mkdir -p /etc/codex && printf '%s\\n' 'check_for_update_on_startup = false' '[analytics]' "
+            "'enabled = false' '[features]' 'plugins = false' >/etc/codex/config.toml",
+        ],
+        "command": ["codex"],
+        # Headless: exec answers and exits, never prompting. Its own sandbox (bubblewrap,
+        # landlock) and approvals are off: it cannot nest in this container, and this
+        # container is the boundary (docs/harnesses.md). Not every project is a git
+        # repository.
+        "prompt": ["exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"],
+        "allow": [],
+        # Its built-in openai provider takes no base URL from the environment (0.169.0
+        # dialled api.openai.com over CONNECT with OPENAI_BASE_URL set): with
+        # OPENAI_API_KEY injected and no operator config.toml, the session writes one
+        # naming the injector (_credential_plan.codex_config; docs/harnesses.md).
+        "env": ["OPENAI_API_KEY"],
+        # codex reads $CODEX_HOME, ~/.codex; auth.json (logins and keys) is not among the names.
+        "config": {
+            "dir": "/home/agent/.codex",
+            "names": ["config.toml", "AGENTS.md", "prompts/", "skills/", "rules/"],
+            "endpoints": ["config.toml"],
+        },
+        # codex keeps each conversation in ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl:
+        # codex exec resume --last.
+        "state": {"codex-sessions": "/home/agent/.codex/sessions"},
+    },
+    "opencode": {
+        # ripgrep: opencode downloads rg into ~/.local/share/opencode/bin when it is not on PATH.
+        "packages": ["nodejs", "npm", "git", "ripgrep", "curl"],
+        "install": [
+            # Not the optional dependencies (every linux-x64 build, plain and baseline,
+            # glibc and musl: 185 MB each): the postinstall fetches the one build this cpu
+            # runs (arch, AVX2 or baseline, glibc) at the pinned version and checks it runs.
+            "npm install --global --no-fund --no-audit --omit=optional opencode-ai@1.18.33 && opencode --version",
+            # The agent's own XDG directories: podman would make the kept state's parent
+            # (~/.local) root's, and opencode then cannot create ~/.local/state.
+            "mkdir -p /home/agent/.local/share /home/agent/.local/state /home/agent/.cache"
+            " && chown -R 1000:1000 /home/agent",
+        ],
+        "command": ["opencode"],
+        # Headless: run answers and exits; --auto approves what the permissions would ask
+        # about (nobody is there to answer), denied ones stay denied (docs/harnesses.md).
+        "prompt": ["run", "--auto"],
+        "allow": [],
+        "env": ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"],
+        # Its OpenAI provider (the AI SDK's) reads its base URL from OPENAI_BASE_URL.
+        "credential_urls": {"OPENAI_API_KEY": "OPENAI_BASE_URL"},
+        # Off what opencode fetches at start: the models.dev catalogue (the build's own
+        # copy serves), its update check, language servers, sharing. npm offline: at start
+        # opencode installs @opencode-ai/plugin (for plugins of its configuration
+        # directories, which the recipe does not take) with npm from the registry, which
+        # the gate refuses.
+        "env_values": {"npm_config_offline": "true", "OPENCODE_DISABLE_MODELS_FETCH": "1",
+                       "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+                       "OPENCODE_DISABLE_SHARE": "1"},
+        # opencode reads ~/.config/opencode; its logins are in its data directory (below).
+        "config": {
+            "dir": "/home/agent/.config/opencode",
+            "names": ["opencode.json", "opencode.jsonc", "AGENTS.md", "agent/", "command/", "mode/", "themes/"],
+            "endpoints": ["opencode.json", "opencode.jsonc"],
+        },
+        # opencode keeps its sessions in ~/.local/share/opencode/opencode.db: run --continue.
+        "state": {"opencode-data": "/home/agent/.local/share/opencode"},
+    },
+    "shell": {
+        "packages": ["curl", "git"],
+        "install": [],
+        "command": ["bash"],
+        "prompt": ["-c"],
+        "allow": [],
+        "env": [],
+    },
+}
+
+
+class RecipeError(SessionInputError):
+    """A harness name or recipe a session must not start with; the message names it."""
+
+
+def check_recipe(name, recipe, where="recipes"):
+    """RECIPE (an operator's, named NAME) checked as a session uses it: a copy, or
+    RecipeError naming WHERE and NAME."""
+    what = "%s %s" % (where, name)
+    if not isinstance(name, str) or not NAME.match(name):
+        raise RecipeError("%s: a recipe's name is lower-case letters, digits and '-', got %r" % (where, name))
+    if name in BUILT_IN:
+        raise RecipeError("%s: %s is a built-in recipe, which an operator's recipe cannot replace; give yours a "
+                          "name of its own" % (where, name))
+    if not isinstance(recipe, dict):
+        raise RecipeError("%s must be a recipe (a dict), got %r" % (what, recipe))
+    missing = [key for key in KEYS if key not in recipe]
+    unknown = sorted(set(recipe) - set(KEYS) - set(OPTIONAL_KEYS))
+    if missing or unknown:
+        raise RecipeError("%s must have the keys %s and may have %s; %s" % (
+            what, ", ".join(KEYS), ", ".join(OPTIONAL_KEYS),
+            "missing " + ", ".join(missing) if missing else "unknown " + ", ".join(unknown)))
+    for key in ("packages", "install", "allow"):
+        if not isinstance(recipe[key], list) or not all(isinstance(item, str) for item in recipe[key]):
+            raise RecipeError("%s %s must be a list of strings, got %r" % (what, key, recipe[key]))
+    try:
+        harness_command(recipe)
+        harness_names(recipe)
+        harness_values(recipe)
+        harness_credential_urls(recipe)
+        recipe_config(recipe)
+        recipe_state(recipe)
+        policy = parse_policy(recipe["allow"], [443])
+    except (SessionInputError, PolicyError) as error:
+        raise RecipeError("%s: %s" % (what, error))
+    if policy.pins or policy.private:
+        raise RecipeError("%s allow names an address or a private endpoint: a recipe's allow entries are host "
+                          "names; addresses are the operator's, in aisb_allow" % what)
+    return dict(recipe)
+
+
+def check_recipes(recipes, where="recipes"):
+    """{name: recipe} checked (check_recipe); {} for None."""
+    if recipes is None:
+        return {}
+    if not isinstance(recipes, dict):
+        raise RecipeError("%s must be a dict of recipe names and recipes, got %r" % (where, recipes))
+    return dict((name, check_recipe(name, recipe, where)) for name, recipe in recipes.items())
+
+
+def recipe_for(harness, recipes=None):
+    """The recipe HARNESS names: a built-in one, or one of RECIPES (the operator's, checked
+    here); RecipeError for anything else, a recipe given as a dict included."""
+    own = check_recipes(recipes)
+    if not isinstance(harness, str):
+        raise RecipeError("aisb_harness names a recipe (%s), got %r: an operator's own recipe goes in aisb_recipes "
+                          "under a name of its own" % (", ".join(names(own)), harness))
+    found = BUILT_IN.get(harness) or own.get(harness)
+    if found is None:
+        raise RecipeError("aisb_harness %r is not a recipe; the recipes are %s" % (harness, ", ".join(names(own))))
+    return found
+
+
+def names(recipes=None):
+    """The built-in recipes' names, then RECIPES'."""
+    return list(BUILT_IN) + sorted(set(recipes or {}) - set(BUILT_IN))
