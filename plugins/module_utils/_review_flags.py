@@ -23,6 +23,12 @@ FLAGGED_DIRECTORIES = {
     ".devcontainer": "dev container definitions run on the host's container engine",
     ".cargo": "cargo's configuration names runners and compiler wrappers",
     ".mvn": "Maven's wrapper and JVM options",
+    # The harnesses' project configuration: what the next session's harness loads and runs
+    # (extensions, hooks, MCP servers, plugins) before the operator's word applies.
+    ".pi": "pi loads extensions, packages and settings from it at start",
+    ".claude": "Claude Code runs hooks and reads settings and MCP servers from it",
+    ".codex": "codex reads the project's configuration (MCP servers, commands) from it",
+    ".opencode": "opencode loads plugins, agents and commands from it",
 }
 # ... by a directory pair on its way.
 FLAGGED_SUBDIRECTORIES = {
@@ -55,6 +61,9 @@ FLAGGED_NAMES = {
     "build.gradle.kts": "Gradle runs it", "settings.gradle": "Gradle runs it",
     "settings.gradle.kts": "Gradle runs it", "gradle-wrapper.properties": "names the Gradle the wrapper downloads",
     ".gitlab-ci.yml": "CI jobs run with the repository's secrets when pushed",
+    ".mcp.json": "Claude Code and others start the MCP servers it names",
+    "opencode.json": "opencode's project configuration (MCP servers, plugins, commands)",
+    "opencode.jsonc": "opencode's project configuration (MCP servers, plugins, commands)",
 }
 FLAGGED_SUFFIXES = {
     ".desktop": "a desktop entry runs its command when opened",

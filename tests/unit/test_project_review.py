@@ -113,7 +113,8 @@ def test_flags_name_what_the_host_runs(layers):
     flagged = [".git/hooks/post-checkout", ".git/config", "vendor/lib/.git/config", ".envrc", ".vscode/tasks.json",
                ".idea/workspace.xml", ".github/workflows/ci.yml", "Makefile", "src/Makefile", ".gitattributes",
                ".gitmodules", "pyproject.toml", "setup.py", ".pre-commit-config.yaml", ".npmrc", ".husky/pre-commit",
-               "app.desktop", "tests/conftest.py"]
+               "app.desktop", "tests/conftest.py", ".pi/extensions/x.ts", ".claude/settings.json", ".mcp.json",
+               ".codex/config.toml", "opencode.json", ".opencode/plugin/p.ts"]
     for path in flagged + ["src/main.py", ".github/README.md"]:
         write(os.path.join(upper, path))
     write(os.path.join(upper, "run.sh"), mode=0o755)
