@@ -143,6 +143,8 @@ SETTINGS = {"allow": ["allowed.test"], "connect_ports": [443], "pass_environment
     # run_agent.yml's own settings replaced: the session resolves and checks again.
     ({"run_agent_settings": dict(SETTINGS, harness=WIDE)}, "aisb_harness names a recipe"),
     ({"run_agent_settings": dict(SETTINGS, harness="wide", recipes={"wide": WIDE})},
+     "the session's own settings, checked again: aisb_harness is refused"),
+    ({"run_agent_settings": dict(SETTINGS, recipes={"wide": WIDE})},
      "the session's own settings, checked again: aisb_recipes is refused"),
     ({"run_agent_settings": dict(SETTINGS, environment={"EXTRA": "1"})},
      "the session's own settings, checked again: aisb_environment is refused"),
