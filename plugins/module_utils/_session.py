@@ -102,7 +102,7 @@ def start(inputs, facts, environ, run):
         if injector is not None:
             injector.close()
         raise
-    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review, injector, kept
+    return plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept
 
 
 def credentials_report(inputs, injector, gate_log):
@@ -150,6 +150,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         # review mode: where the agent's writes go, and the project's manifest.
         "review": review.section() if review else None,
         "image": {"tag": inputs.image},
+        # The programs it runs on the host, each in the system's directories (_host_tools).
+        "host_tools": inputs.host_tools,
         "gate_image": inputs.gate_image,
         "policy_dir": inputs.policy_dir,
         # The policy's allow entries, each with its origin: team, user or harness.
