@@ -197,7 +197,8 @@ def admit(params, environ, run, interactive=False, now=None):
         project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
-        host_tools=host_tools, executable=host_tools["podman"], credentials=credentials, harness_files=harness_files,
+        host_tools=host_tools, executable=host_tools["podman"],
+        ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
         credential_urls=credential_urls, token_budget=token_budget)
     return inputs, facts, problems, warnings

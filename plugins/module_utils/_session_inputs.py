@@ -71,6 +71,8 @@ class SessionInputs(typing.NamedTuple):
     watch_tools: typing.Dict[str, str] = {}
     # _host_tools.resolve: podman (the executable option), bash and setpriv, and the watch's.
     host_tools: typing.Dict[str, str] = {}
+    # _project_ansible.origin, as the action plugin found it on the controller.
+    ansible_origin: typing.Optional[typing.Dict[str, typing.Any]] = None
     executable: str = "podman"
     # _credentials.check_resolved: the providers' entries, each with its key.
     credentials: typing.List[typing.Dict[str, typing.Any]] = []
