@@ -53,7 +53,7 @@ options:
     description: The user's quadlet directory. Defaults to C(${XDG_CONFIG_HOME:-~/.config}/containers/systemd).
     type: path
   systemctl:
-    description: The systemctl binary.
+    description: The systemctl binary, found as O(executable) is (the system's directories only).
     type: str
     default: systemctl
 attributes:
