@@ -67,13 +67,20 @@ def _entry(path, info):
 
 def fingerprint(path):
     """A digest of PATH and everything below it (types, modes, sizes, times, link
-    targets, by stat alone), None when it does not exist, "too-large" past MAX_ENTRIES."""
+    targets, by stat alone; a link at PATH followed), None when it does not exist,
+    "too-large" past MAX_ENTRIES."""
     try:
         info = os.lstat(path)
     except OSError:
         return None
     digest = hashlib.sha256(_entry(path, info).encode("utf-8", "surrogateescape"))
-    pending = [path] if stat.S_ISDIR(info.st_mode) else []
+    if stat.S_ISLNK(info.st_mode):
+        # Ansible reads through a link: what it points at counts (a file, or a directory walked below).
+        try:
+            digest.update(_entry(path, os.stat(path)).encode("utf-8", "surrogateescape"))
+        except OSError:
+            pass
+    pending = [path] if os.path.isdir(path) else []
     count = 0
     while pending:
         directory = pending.pop()

@@ -37,6 +37,19 @@ def test_new_and_changed_names_are_found_untouched_ones_are_not(tmp_path):
     assert "/p/ansible.cfg" in sentence and "/p/library" in sentence and "before any task" in sentence
 
 
+def test_a_linked_configuration_is_compared_through_its_link(tmp_path):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "ansible.cfg").write_text("[defaults]\n")
+    (tmp_path / "ansible.cfg").symlink_to("conf/ansible.cfg")
+    (tmp_path / "conf" / "plugins").mkdir()
+    (tmp_path / "callback_plugins").symlink_to("conf/plugins")
+    before = _project_ansible.snapshot(str(tmp_path))
+    (tmp_path / "conf" / "ansible.cfg").write_text("[defaults]\ncallback_plugins = ./cb\n")
+    (tmp_path / "conf" / "plugins" / "agent.py").write_text("")
+    found = _project_ansible.findings(before, _project_ansible.snapshot(str(tmp_path)))
+    assert [f["path"] for f in found] == ["ansible.cfg", "callback_plugins"]
+
+
 def test_a_directory_past_the_bound_is_reported_not_walked(tmp_path, monkeypatch):
     monkeypatch.setattr(_project_ansible, "MAX_ENTRIES", 3)
     before = _project_ansible.snapshot(str(tmp_path))
