@@ -85,23 +85,23 @@ def fingerprint(path):
     while pending:
         directory = pending.pop()
         try:
-            names = sorted(os.listdir(directory))
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
         except OSError as error:
             digest.update(("unreadable %s %s" % (directory, error.errno)).encode("utf-8", "surrogateescape"))
             continue
-        for name in names:
-            count += 1
-            if count > MAX_ENTRIES:
-                return "too-large"
-            child = os.path.join(directory, name)
+        count += len(entries)
+        if count > MAX_ENTRIES:
+            return "too-large"
+        for entry in entries:
             try:
-                child_info = os.lstat(child)
+                child_info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            digest.update(("%s\0%s\n" % (os.path.relpath(child, path), _entry(child, child_info)))
+            digest.update(("%s\0%s\n" % (entry.path[len(path):], _entry(entry.path, child_info)))
                           .encode("utf-8", "surrogateescape"))
             if stat.S_ISDIR(child_info.st_mode):
-                pending.append(child)
+                pending.append(entry.path)
     return digest.hexdigest()
 
 

@@ -81,7 +81,9 @@ def test_a_planted_configuration_is_reported_and_the_next_session_says_it_read_i
     assert "planted" in transcript, transcript
     found = dict((f["path"], f["what"]) for f in record["project_git"]["ansible_findings"])
     assert sorted(found) == [".ansible", "ansible.cfg", "callback_plugins", "group_vars", "library"], found
-    assert "Ansible" in result.stdout and "callback_plugins" in result.stdout, result.stdout[-3000:]
+    # The play's warnings go to stderr.
+    warned = result.stderr
+    assert "what Ansible reads" in warned and f"{PROJECT}/callback_plugins" in warned, warned[-3000:]
     # The developer's next session, from the project's directory: ansible-playbook reads the
     # agent's ansible.cfg and imports its plugin before any task (the control: it can happen);
     # the session says so, and how to check.
@@ -91,11 +93,12 @@ def test_a_planted_configuration_is_reported_and_the_next_session_says_it_read_i
     origin = record_of(ws, nxt.stdout)["ansible_origin"]
     assert origin["config_file"] == f"{PROJECT}/ansible.cfg", origin
     assert any(f"{PROJECT}/callback_plugins" in item for item in origin["from_project"]), origin
-    assert "read its configuration from the project" in nxt.stdout, nxt.stdout[-3000:]
-    assert "ansible-config dump --only-changed" in nxt.stdout, nxt.stdout[-3000:]
+    assert "read its configuration from the project" in nxt.stderr, nxt.stderr[-3000:]
+    assert "ansible-config dump --only-changed" in nxt.stderr, nxt.stderr[-3000:]
     # From elsewhere, the same session reads nothing of the project's.
     away = run_agent(ws, command=["true"], project=PROJECT)
     assert record_of(ws, away.stdout)["ansible_origin"]["from_project"] == [], away.stdout[-3000:]
+    assert "read its configuration from the project" not in away.stderr, away.stderr[-3000:]
 
 
 def test_review_flags_ansible_configuration_and_plugins(workstation):
