@@ -47,9 +47,10 @@ echo planted
 
 
 def with_project_path(argv):
-    """ARGV run with the project's bin/ first on PATH (set once the workstation's own
-    setpriv has changed user: the harness's tools are not under test)."""
-    return ["/usr/bin/env", f"PATH={PROJECT}/bin:{PATH}"] + argv
+    """ARGV run with the project's bin/ first on PATH and as podman's helper directory
+    (CONTAINERS_HELPER_BINARY_DIR, searched before helper_binaries_dir), both set once
+    the workstation's own setpriv has changed user: the harness's tools are not under test."""
+    return ["/usr/bin/env", f"PATH={PROJECT}/bin:{PATH}", f"CONTAINERS_HELPER_BINARY_DIR={PROJECT}/bin"] + argv
 
 
 def planted_markers(ws):

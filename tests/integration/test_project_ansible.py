@@ -87,7 +87,7 @@ def test_a_planted_configuration_is_reported_and_the_next_session_says_it_read_i
     # The developer's next session, from the project's directory: ansible-playbook reads the
     # agent's ansible.cfg and imports its plugin before any task (the control: it can happen);
     # the session says so, and how to check.
-    nxt = ws.run(["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", "project=.",
+    nxt = ws.run(["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws), "-e", f"project={PROJECT}",
                   "-e", json.dumps({"command": ["true"]})], check=False, cwd=PROJECT, env=ANSIBLE_ENV, timeout=600)
     assert ws.path(f"{PWNED}/callback-imported").exists(), nxt.stdout[-3000:]
     origin = record_of(ws, nxt.stdout)["ansible_origin"]
