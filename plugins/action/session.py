@@ -23,13 +23,19 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
+import ansible
+from ansible import constants as C
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import get_all_plugin_loaders
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_credentials, check_session_use, implicit_entries, resolve_credentials, sources)
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
@@ -121,6 +127,22 @@ def resolve_controller_options(args, controller_env, writable=()):
     return module_args, interactive
 
 
+def ansible_origin(project):
+    """_project_ansible.origin of this ansible-playbook for PROJECT: its configuration
+    file, the directories its plugin loaders search (configured and beside the playbook),
+    its collection and role paths, the Python and Ansible running it, and this collection."""
+    paths = [("%s path" % name, path) for name, loader in get_all_plugin_loaders()
+             for path in loader.print_paths().split(os.pathsep)]
+    try:
+        paths += [("collections path", path) for path in AnsibleCollectionConfig.collection_paths]
+    except NotImplementedError:
+        pass  # no collection finder in this process: nothing loads collections
+    paths += [("roles path", path) for path in C.DEFAULT_ROLES_PATH or []]
+    paths += [("python", sys.executable), ("ansible", os.path.dirname(ansible.__file__)),
+              ("collection aisb.sandbox", os.path.dirname(os.path.dirname(__file__)))]
+    return origin(os.path.expanduser(project), C.CONFIG_FILE, paths)
+
+
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
@@ -136,6 +158,7 @@ class ActionModule(ActionBase):
             args, interactive = resolve_controller_options(args, os.environ, writable)
         except SessionInputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
+        args["ansible_origin"] = ansible_origin(args["project"])
         facts = args.get("host_facts")
         if facts is None:
             facts = (task_vars.get("ansible_facts") or {}).get(FACTS)

@@ -12,7 +12,10 @@ class ModuleDocFragment(object):
     DOCUMENTATION = r"""
 options:
   executable:
-    description: The podman binary (a name looked up on PATH, or a path).
+    description:
+      - The podman binary - a name looked up in the system's directories (C(/usr/sbin),
+        C(/usr/bin), C(/sbin), C(/bin)), never on PATH, or an absolute path in one of them;
+        root's alone. Anything else is refused with a sentence naming it.
     type: str
     default: podman
 """

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import subprocess
 import threading
 import time
 
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils import _ruleset
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import SYSTEM_PATH
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 
 # Seconds between two readings; a change is seen at most this long after it was made.
@@ -41,32 +40,33 @@ STALE_AFTER = 2 * INTERVAL
 _JSON_START = '{"nftables"'
 # A reading larger than this is no table the entrypoint installed.
 MAX_READING = 4 * 1024 * 1024
-# The host tools the helper runs, found in the system directories only (never through
-# the caller's PATH, which may name the project's directories).
+# The host tools the helper runs, found in the system directories only (_host_tools:
+# never through the caller's PATH, which may name the project's directories).
 TOOLS = ("nsenter", "setpriv", "nft")
 # The helper's environment: set here, nothing from the session's.
-HELPER_ENV = {"PATH": SYSTEM_PATH, "LC_ALL": "C"}
+HELPER_ENV = {"PATH": _host_tools.SYSTEM_PATH, "LC_ALL": "C"}
 
 
-def unprovisioned(podman, path=SYSTEM_PATH):
+def unprovisioned(podman):
     """One sentence when this host lacks what provision.yml installs for a session
-    (PODMAN and the watch's TOOLS), else None: cheap, so it runs before any image work."""
-    missing = [tool for tool in (podman,) + TOOLS if not shutil.which(tool, path=path)]
+    (PODMAN and the watch's TOOLS, in the system's directories), else None: cheap, so it
+    runs before any image work."""
+    missing = [tool for tool in (podman,) + TOOLS if _host_tools.resolve(tool)[1]]
     if not missing:
         return None
-    return ("this host was never provisioned for sandboxed sessions (%s not found in %s): run "
-            "`ansible-playbook aisb.sandbox.provision` on it first" % (", ".join(missing), path))
+    return ("this host was never provisioned for sandboxed sessions (%s not installed in %s): run "
+            "`ansible-playbook aisb.sandbox.provision` on it first" % (", ".join(missing), _host_tools.SYSTEM_PATH))
 
 
-def find_tools(path=SYSTEM_PATH):
-    """({tool: absolute path}, problem or None): the host's nsenter, setpriv and nft."""
-    found = dict((tool, shutil.which(tool, path=path)) for tool in TOOLS)
-    missing = [tool for tool in TOOLS if not found[tool]]
-    if missing:
-        return found, ("%s not found on this host (in %s): the session reads the sandbox's table from "
-                       "outside with the host's nft and nsenter; run provision.yml (the host role installs "
-                       "nftables and util-linux)" % (" and ".join(missing), path))
-    return found, None
+def find_tools():
+    """({tool: absolute path or None}, problem or None): the host's nsenter, setpriv and
+    nft, in the system's directories (_host_tools)."""
+    found = dict((tool, _host_tools.resolve(tool)) for tool in TOOLS)
+    problems = [problem for _path, problem in found.values() if problem]
+    if problems:
+        problems.append("the session reads the sandbox's table from outside with the host's nft and nsenter; run "
+                        "provision.yml (the host role installs nftables and util-linux)")
+    return dict((tool, path) for tool, (path, _problem) in found.items()), "; ".join(problems) or None
 
 
 def _alive(pid):

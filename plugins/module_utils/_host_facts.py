@@ -16,7 +16,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _podman
 
 # 2: verdict.no_gate_holds, and the sandbox probes record the network they ran on.
 # 3: probes.tcp_forward_sandbox (the sandbox probes on the -T gate path).
@@ -97,7 +97,10 @@ def _pasta_version(run, host):
     package = (host.get("pasta") or {}).get("package") or ""
     if package:
         return package
-    rc, out, err = run(["pasta", "--version"])
+    pasta = _host_tools.resolve("pasta")[0]
+    if not pasta:
+        return ""
+    rc, out, err = run([pasta, "--version"])
     return (out or err).strip().splitlines()[0] if rc == 0 and (out or err).strip() else ""
 
 
@@ -139,9 +142,9 @@ def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman", env
 def host_key(environ, podman="podman", executables=()):
     """What podman info's part of the fingerprint stands on, read without podman: the
     kernel (uname), /etc/os-release, the podman, pasta, OCI runtime and conmon executables
-    (on PATH, and EXECUTABLES: where podman info last said they are) and podman's
-    containers.conf files, each by inode, size and times (a package upgrade replaces the
-    file). Equal keys: the versions podman info reports are unchanged."""
+    (on ENVIRON's PATH, the system's for a session: _host_env; and EXECUTABLES: where
+    podman info last said they are) and podman's containers.conf files, each by inode,
+    size and times (a package upgrade replaces the file). Equal keys: the versions podman info reports are unchanged."""
     search = environ.get("PATH") or os.defpath
     programs = [shutil.which(name, path=search) or name for name in (podman, "pasta", "passt", "crun", "runc", "conmon")]
     programs += list(executables)

@@ -3,13 +3,15 @@
 """The session's guard of the project's git, on the host: before the sandbox starts,
 the read-only mounts that keep what the host's git runs out of the agent's reach (or
 the refusal); after it ends, what the agent created that the host's git would run.
+Ansible's configuration at the project's top rides along (_project_ansible).
 
 _project_layout reads, _project_guard decides, _podman writes the mount options.
 """
 
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _project_guard, _project_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _podman, _project_ansible, _project_guard, _project_layout)
 
 
 def protect(project, environ, label=""):
@@ -21,16 +23,19 @@ def protect(project, environ, label=""):
     decided = _project_guard.plan(layout, _project_layout.kind)
     if decided["refusals"]:
         return None, ["project %s is refused: %s" % (project, refusal) for refusal in decided["refusals"]]
-    return {"project": project, "home": home, "read_only": decided["read_only"], "pinned": decided["pinned"],
-            "mounts": _podman.project_mounts(project, decided["read_only"], decided["pinned"], label),
-            "before": _project_guard.snapshot(layout)}, []
+    read_only = decided["read_only"] + _project_ansible.read_only(project)
+    return {"project": project, "home": home, "read_only": read_only, "pinned": decided["pinned"],
+            "mounts": _podman.project_mounts(project, read_only, decided["pinned"], label),
+            "before": _project_guard.snapshot(layout), "ansible_before": _project_ansible.snapshot(project)}, []
 
 
 def report(protection, environ):
     """The record's project_git: what was read-only, and the findings (_project_guard.findings)."""
     layout = _project_layout.read(protection["project"], protection["home"], environ)
     return {"read_only": protection["read_only"], "pinned": protection["pinned"],
-            "findings": _project_guard.findings(protection["before"], _project_guard.snapshot(layout))}
+            "findings": _project_guard.findings(protection["before"], _project_guard.snapshot(layout)),
+            "ansible_findings": _project_ansible.findings(protection["ansible_before"],
+                                                          _project_ansible.snapshot(protection["project"]))}
 
 
 def problem(record):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 
+from ansible_collections.aisb.sandbox.plugins.module_utils import _project_ansible
+
 EXECUTE = 0o111
 SET_ID = 0o7000
 # fuse-overlayfs marks a deletion of NAME with a file .wh.NAME (kernel overlay does not).
@@ -106,6 +108,7 @@ def flags(item, upper, project):
     if parts[-1] in FLAGGED_NAMES:
         reasons.append(FLAGGED_NAMES[parts[-1]])
     reasons += [why for suffix, why in FLAGGED_SUFFIXES.items() if parts[-1].endswith(suffix)]
+    reasons += _project_ansible.review_flags(parts)
     if item["change"] == "deleted":
         return reasons
     if parts[-1].startswith(WHITEOUT_PREFIX):

@@ -12,8 +12,11 @@ a session, which run with _host_env.host_environment). A session's long-lived
 processes (the sandbox on a terminal, the watchdog) stay outside the Runner.
 """
 
+import os
 import subprocess
 import threading
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import HELPER_DIR_VARIABLE, SYSTEM_PATH
 
 
 class Runner(object):
@@ -46,7 +49,12 @@ class Runner(object):
 def module_execute(module):
     """EXECUTE over MODULE.run_command: arguments exactly as given (no ~ or $VAR
     expansion), a missing program as rc 127, and a command that outlives its timeout
-    killed (SIGKILL, as a hung podman client needs) and reported with rc None."""
+    killed (SIGKILL, as a hung podman client needs) and reported with rc None. Every
+    command gets the system's PATH and no HELPER_DIR_VARIABLE, as podman's own lookups
+    of its helpers (pasta, conmon, ...) must (_host_tools)."""
+    module.run_command_environ_update = dict(module.run_command_environ_update, PATH=SYSTEM_PATH)
+    os.environ.pop(HELPER_DIR_VARIABLE, None)  # this module's own environment: run_command passes it on
+
     def execute(argv, timeout=None):
         killed = threading.Event()
         timers = []

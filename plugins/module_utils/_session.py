@@ -13,7 +13,8 @@ import json
 import os
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller, _harness_state, _images, _podman, _project_git
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _controller, _harness_state, _images, _podman, _project_ansible, _project_git)
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
@@ -102,7 +103,7 @@ def start(inputs, facts, environ, run):
         if injector is not None:
             injector.close()
         raise
-    return plan, SessionRunner(plan, session_dir, podman=inputs.executable, environ=environ), review, injector, kept
+    return plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept
 
 
 def credentials_report(inputs, injector, gate_log):
@@ -150,6 +151,10 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         # review mode: where the agent's writes go, and the project's manifest.
         "review": review.section() if review else None,
         "image": {"tag": inputs.image},
+        # Where this ansible-playbook's configuration and plugins came from (the action plugin).
+        "ansible_origin": inputs.ansible_origin,
+        # The programs it runs on the host, each in the system's directories (_host_tools).
+        "host_tools": inputs.host_tools,
         "gate_image": inputs.gate_image,
         "policy_dir": inputs.policy_dir,
         # The policy's allow entries, each with its origin: team, user or harness.
@@ -247,7 +252,9 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     result["commands"] = run.commands + result.get("commands", [])
     held = held_sentence(keys_held(inputs.environment)) if inputs is not None else None
     # The play prints warnings whether the task failed or not.
-    result["warnings"] = warnings + ([held] if held else []) + result.get("gate", {}).get("hints", [])
+    origin = _project_ansible.origin_warning(params.get("ansible_origin"))
+    result["warnings"] = (warnings + ([held] if held else []) + ([origin] if origin else [])
+                          + result.get("gate", {}).get("hints", []) + result.get("warnings", []))
     return result
 
 
@@ -280,6 +287,9 @@ def task_result(record):
     git_problem = _project_git.problem(record)
     if git_problem:
         problems.append(git_problem)
+    ansible_findings = (record.get("project_git") or {}).get("ansible_findings")
+    if ansible_findings:
+        result["warnings"] = [_project_ansible.warning(record["project"], ansible_findings)]
     if problems:
         result["failed"] = True
         result["msg"] = "; ".join(problems + gate["hints"])

@@ -18,6 +18,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_confi
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_private_hosts, check_resolved, check_session_use)
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
@@ -178,9 +180,14 @@ def admit(params, environ, run, interactive=False, now=None):
     refusal = no_gate_refusal(facts.get("verdict") or {}) if network == "no-gate" else None
     if refusal:
         return None, None, [refusal], warnings
-    fingerprint = cached_fingerprint(run, environ, podman=params["executable"])
+    # The system's programs, never the PATH's (_host_tools): refused even with allow_unenforced.
+    host_tools, refusals = resolve_all(dict(podman=params["executable"], bash="bash", setpriv="setpriv"))
+    if refusals:
+        return None, None, refusals, warnings
+    fingerprint = cached_fingerprint(run, host_environment(environ), podman=host_tools["podman"])
     problems = check_host_facts(facts, fingerprint, now, params["max_facts_age"], network=network)
     watch_tools, missing_tools = find_tools()
+    host_tools.update((tool, path) for tool, path in watch_tools.items() if path)
     if missing_tools:
         problems.append(missing_tools)
     if problems and params["allow_unenforced"]:
@@ -213,7 +220,8 @@ def admit(params, environ, run, interactive=False, now=None):
         project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
-        executable=params["executable"], credentials=credentials, harness_files=harness_files,
+        host_tools=host_tools, executable=host_tools["podman"],
+        ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
         credential_urls=credential_urls, token_budget=token_budget)
     return inputs, facts, problems, warnings

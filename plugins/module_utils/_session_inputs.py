@@ -70,6 +70,10 @@ class SessionInputs(typing.NamedTuple):
     hosts: typing.Dict[str, typing.List[str]] = {}
     # _enforcement_watch.find_tools: the host's nsenter, setpriv and nft.
     watch_tools: typing.Dict[str, str] = {}
+    # _host_tools.resolve: podman (the executable option), bash and setpriv, and the watch's.
+    host_tools: typing.Dict[str, str] = {}
+    # _project_ansible.origin, as the action plugin found it on the controller.
+    ansible_origin: typing.Optional[typing.Dict[str, typing.Any]] = None
     executable: str = "podman"
     # _credentials.check_resolved: the providers' entries, each with its key.
     credentials: typing.List[typing.Dict[str, typing.Any]] = []

@@ -32,19 +32,25 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import foll
 # entrypoint waits for the gate); when none has come this long after podman run started,
 # the watch starts anyway: a sandbox never runs unwatched because a report went missing.
 REPORT_WAIT = 30.0
-# Runs each podman that creates a container: it dies with the session (parent-death
-# signal), so after a SIGKILL no container can still be on its way while the watchdog
-# removes them.
-DIE_WITH_SESSION = ["setpriv", "--pdeathsig", "KILL", "--"]
+
+
+def die_with_session(setpriv):
+    """What runs each podman that creates a container (SETPRIV: its absolute path): it
+    dies with the session (parent-death signal), so after a SIGKILL no container can
+    still be on its way while the watchdog removes them."""
+    return [setpriv, "--pdeathsig", "KILL", "--"]
 
 
 class SessionRunner(object):
     """Runs a plan on this host. Every container it starts is removed on every exit path."""
 
-    def __init__(self, plan, session_dir, podman="podman", environ=None):
+    def __init__(self, plan, session_dir, tools, environ=None):
+        """TOOLS: {podman, bash, setpriv: absolute path} (_host_tools.resolve)."""
         self.plan = plan
         self.session_dir = session_dir
-        self.podman = podman
+        self.podman = tools["podman"]
+        self._die_with_session = die_with_session(tools["setpriv"])
+        self._bash = tools["bash"]
         # Every process this runner starts gets this, never the session's own environment.
         self.environ = host_environment(environ if environ is not None else os.environ)
         self._execute = subprocess_execute(self.environ)
@@ -74,7 +80,7 @@ class SessionRunner(object):
     # -- side effects, each through one of these two
     def _run(self, argv, check=True, die_with_session=False):
         self.commands.append(argv)
-        rc, out, err = self._execute((DIE_WITH_SESSION if die_with_session else []) + argv)
+        rc, out, err = self._execute((self._die_with_session if die_with_session else []) + argv)
         if check and rc != 0:
             raise SessionError("%s failed (exit %s): %s" % (" ".join(argv[:3]), rc, err.strip()[-500:]))
         return out, err
@@ -191,13 +197,14 @@ class SessionRunner(object):
         inherited = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (report_write, env_read)]
         for fd in (report_write, env_read):
             os.close(fd)
-        relay = ["bash", "-c", 'exec %d>&%d %d<&%d %d>&- %d<&-; exec "$@"' % (
+        relay = [self._bash, "-c", 'exec %d>&%d %d<&%d %d>&- %d<&-; exec "$@"' % (
             REPORT_FD, inherited[0], ENV_FD, inherited[1], inherited[0], inherited[1]), "bash"]
         try:
             # Attached to a terminal, handed two descriptors, stopped and resized while it runs:
             # run_command only captures a command's output to its end.
             self._process = subprocess.Popen(  # pylint: disable=ansible-bad-function
-                DIE_WITH_SESSION + relay + argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=stdout,
+                self._die_with_session + relay + argv, stdout=stdout,
+                stdin=stdin if stdin is not None else subprocess.DEVNULL,
                 stderr=stdout if stdin is not None else subprocess.STDOUT, env=self.environ, pass_fds=inherited)
         finally:
             for fd in inherited:

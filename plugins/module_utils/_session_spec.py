@@ -57,6 +57,8 @@ def argument_spec():
         # Allow entry -> team or user (aisb.sandbox.team_settings), for the record.
         allow_origins=dict(type="dict", default={}),
         executable=dict(type="str", default="podman"),
+        # Set by the action plugin: _project_ansible.origin of this ansible-playbook.
+        ansible_origin=dict(type="dict"),
     )
 
 

@@ -171,7 +171,7 @@ commands:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _images
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _host_tools, _images
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
@@ -196,7 +196,9 @@ def argspec():
 def execute_module(module):
     params = module.params
     # In check mode on a bare host podman is not installed yet: report a build.
-    podman = module.get_bin_path(params["executable"], required=not module.check_mode)
+    podman, problem = _host_tools.resolve(params["executable"])
+    if problem and not module.check_mode:
+        module.fail_json(msg=problem)
     run = module_runner(module)
     try:
         if params["files"] is None:

@@ -114,7 +114,8 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _podman, _policy, _policy_dir, _squid
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _content_hash, _host_tools, _podman, _policy, _policy_dir, _squid)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 # Only for the nft -c check: the real address and port come with each session.
@@ -171,7 +172,7 @@ def execute_module(module):
         module.exit_json(changed=not os.path.isdir(final), **result)
     if not (params["gate_image"] and params["sandbox_image"]):
         module.fail_json(msg="gate_image and sandbox_image are needed to check a new policy", **result)
-    podman = module.get_bin_path(params["executable"], required=True)
+    podman = _host_tools.module_program(module, params["executable"])
     if not os.path.isdir(policies):
         os.makedirs(policies, 0o755)
     staging = tempfile.mkdtemp(prefix=".staging-", dir=policies)

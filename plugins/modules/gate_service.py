@@ -53,7 +53,7 @@ options:
     description: The user's quadlet directory. Defaults to C(${XDG_CONFIG_HOME:-~/.config}/containers/systemd).
     type: path
   systemctl:
-    description: The systemctl binary.
+    description: The systemctl binary, found as O(executable) is (the system's directories only).
     type: str
     default: systemctl
 attributes:
@@ -111,7 +111,7 @@ import pwd
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _podman, _policy_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _host_tools, _podman, _policy_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port, gate_answers
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
@@ -153,7 +153,7 @@ class Service(object):
 
     def __init__(self, module, run, name):
         self.module, self.run, self.name = module, run, name
-        self.user = [module.params["systemctl"], "--user"]
+        self.user = [_host_tools.module_program(module, module.params["systemctl"]), "--user"]
         self.unit = _gate_unit.unit_file(module.params["unit_dir"] or _gate_unit.unit_dir(os.environ), name)
 
     def require_manager(self):
@@ -205,7 +205,7 @@ def execute_module(module):
             shutil.rmtree(conf_dir, ignore_errors=True)
         # A gate that gate.yml started as a plain container before it was a service.
         if not module.check_mode:
-            run.checked(_podman.remove(params["executable"], [name]))
+            run.checked(_podman.remove(_host_tools.module_program(module, params["executable"]), [name]))
         return dict(result, changed=changed)
     if state == "stopped":
         if existing is None:

@@ -162,13 +162,14 @@ commands:
 """
 
 import os
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _enforcement_watch, _host_facts, _host_probes, _host_verdict, _images, _podman)
+    _enforcement_watch, _host_env, _host_facts, _host_probes, _host_tools, _host_verdict, _images, _podman)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
@@ -189,14 +190,18 @@ def execute(module, run, environ, now):
     """The stored facts while they still stand for this host, else a new measurement
     (probe image, probes, verdict), stored outside check mode. RUN: a _runner.Runner."""
     params, check_mode = module.params, module.check_mode
-    podman = params["executable"]
-    problem = _enforcement_watch.unprovisioned(podman) if params["require_provisioned"] else None
+    problem = _enforcement_watch.unprovisioned(params["executable"]) if params["require_provisioned"] else None
+    podman, refused = _host_tools.resolve(params["executable"])
+    if refused and shutil.which(params["executable"]):
+        problem = refused
     if problem:
         return {"failed": True, "changed": False, "msg": problem}
+    # Installed nowhere: its name, which the system's PATH does not find either (each probe says so).
+    podman = podman or params["executable"]
     base_image = params["base_image"] or (None if params["probe_image"] else _images.DEFAULT_BASE_IMAGE)
     path = params["path"] or _host_facts.facts_path(environ)
     # Where a fresh fingerprint is also kept for sessions (check mode writes nothing).
-    cache_environ = None if check_mode else environ
+    cache_environ = None if check_mode else _host_env.host_environment(environ)
     previous = _host_facts.load(path)
     source = params["probe_image"] or base_image
     if params["cached"] and previous and previous.get("probe_source") == source:
@@ -219,6 +224,9 @@ def execute(module, run, environ, now):
         "probe_image": image or "",
         "probe_source": source,
         "probes": probes,
+        # Where each program the collection runs on the host is (_host_tools), podman's as given.
+        "host_tools": _host_tools.resolve_all(dict(
+            ((tool, tool) for tool in _host_tools.RECORDED), podman=params["executable"]))[0],
         "verdict": _host_verdict.verdict(probes),
     }
     changed = changed or _host_facts.change_key(previous) != _host_facts.change_key(facts)

@@ -133,7 +133,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _project_review, _review_apply, _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _host_tools, _podman, _project_review, _review_apply, _review_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
 
@@ -179,7 +180,10 @@ def execute(params, environ, run, check_mode):
     if params["action"] == "discard":
         if not check_mode:
             removal = ["rm", "-rf", "--", _review_session.review_dir(session_dir)]
-            rc, _out, err = run(_podman.unshare(params["executable"], removal))
+            podman, problem = _host_tools.resolve(params["executable"])
+            if problem:
+                raise _project_review.ReviewError(problem)
+            rc, _out, err = run(_podman.unshare(podman, removal))
             if rc != 0:
                 raise _project_review.ReviewError("could not remove the upper directory: %s" % _podman.error_line(err))
             _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})

@@ -94,7 +94,8 @@ import shutil
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _host_facts, _images, _podman, _retention
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _gate_unit, _host_facts, _host_tools, _images, _podman, _retention)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID
@@ -185,7 +186,7 @@ def execute_module(module):
             _retention.check_count(params[name], name)
         except ValueError as error:
             module.fail_json(msg=str(error))
-    podman = params["executable"]
+    podman = _host_tools.module_program(module, params["executable"])
     state = params["state_dir"] or _host_facts.state_dir(os.environ)
     images_dir = os.path.join(state, "images")
     run = module_runner(module)

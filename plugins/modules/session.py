@@ -112,8 +112,21 @@ options:
         watched. For debugging only.
     type: bool
     default: false
+  ansible_origin:
+    description:
+      - Set by the action plugin on the controller, not by a task - where this
+        ansible-playbook read its configuration and plugins from, as far as the project
+        goes - C(config_file) (the configuration file in use) and C(from_project) (each
+        configuration file, plugin, collection or role path, Python or Ansible that lies
+        in the project). The record keeps it; the play warns when C(from_project) names
+        anything, since code from the project may then have run before any task.
+    type: dict
 notes:
   - Check mode validates everything and starts nothing.
+  - Runs the programs it needs on the host (podman, bash, setpriv, nsenter, nft) from the
+    system's directories only (C(/usr/sbin), C(/usr/bin), C(/sbin), C(/bin), root's alone),
+    never through PATH, and refuses to start when one is not there; podman and every
+    other host process run with that PATH.
 """
 
 EXAMPLES = r"""

@@ -14,9 +14,8 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch, find_tools
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import SYSTEM_PATH
 
 from test_ruleset import RULES, reading
 
@@ -189,16 +188,13 @@ def test_the_helper_reads_in_the_sandboxs_namespaces_with_the_hosts_nft():
         _podman.netns_reader("nsenter", "1; rm -rf /", "setpriv", "nft")
 
 
-def test_the_tools_are_found_in_the_given_directories_and_missing_ones_named(tmp_path):
+def test_the_tools_are_found_in_the_system_directories_and_missing_ones_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(_host_tools, "SYSTEM_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(_host_tools, "not_root_alone", lambda path: None)
     for tool in ("nsenter", "setpriv"):
         (tmp_path / tool).write_text("#!/bin/sh\n")
         (tmp_path / tool).chmod(0o755)
-    found, problem = find_tools(str(tmp_path))
+    found, problem = find_tools()
     assert found["nsenter"] == str(tmp_path / "nsenter") and found["nft"] is None
-    assert problem.startswith("nft not found on this host") and str(tmp_path) in problem
+    assert problem.startswith("nft is not installed in the system's directories")
     assert "run provision.yml (the host role installs nftables" in problem
-
-
-def test_the_tools_are_looked_up_in_the_system_path_only():
-    # Never the caller's PATH: it may name the project's directories.
-    assert find_tools.__defaults__ == (SYSTEM_PATH,)

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from fake_podman import fake_podman
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _enforcement_watch, _host_facts, _host_probes, _images
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _enforcement_watch, _host_facts, _host_probes, _host_tools, _images)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
 
@@ -36,7 +37,7 @@ def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
     assert run.commands and all(argv[1] in ("info", "image") for argv in run.commands)
 
 
-def test_a_measurement_is_stored_and_names_its_probe_image(tmp_path):
+def test_a_measurement_is_stored_and_names_its_probe_image(tmp_path, programs_as_named):
     environ = {"HOME": str(tmp_path)}
     run = Runner(fake_podman())
     answer = execute(module(base_image="localhost/base:1"), run, environ, NOW)
@@ -44,8 +45,10 @@ def test_a_measurement_is_stored_and_names_its_probe_image(tmp_path):
     assert answer["changed"] is True and answer["cached"] is False
     assert answer["path"] == _host_facts.facts_path(environ)
     assert json.loads(open(answer["path"]).read()) == facts
-    assert sorted(facts) == ["fingerprint", "measured_at", "probe_image", "probe_source", "probes",
+    assert sorted(facts) == ["fingerprint", "host_tools", "measured_at", "probe_image", "probe_source", "probes",
                              "schema_version", "verdict"]
+    assert facts["host_tools"] == {"podman": "podman", "bash": "bash", "setpriv": "setpriv", "nsenter": "nsenter",
+                                   "nft": "nft", "pasta": "pasta"}
     assert list(facts["probes"]) == list(_host_probes.ORDER) and facts["measured_at"] == "2026-11-30T10:00:00Z"
     assert facts["probe_source"] == "localhost/base:1" and facts["probe_image"].startswith("localhost/aisb-probe:")
     assert facts["fingerprint"]["probe_image"] == "sha256:" + facts["probe_image"].replace("/", "-")
@@ -85,11 +88,13 @@ def test_an_unprovisioned_host_gets_one_sentence_naming_provision_and_no_probe(t
     assert run.commands == [] and not (tmp_path / ".local").exists()
 
 
-def test_provisioned_means_podman_and_the_watch_tools_on_the_system_path(tmp_path):
+def test_provisioned_means_podman_and_the_watch_tools_in_the_system_directories(tmp_path, monkeypatch):
+    monkeypatch.setattr(_host_tools, "SYSTEM_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(_host_tools, "not_root_alone", lambda path: None)
     for tool in ("podman", "nsenter", "setpriv"):
         (tmp_path / tool).write_text("#!/bin/sh\n")
         (tmp_path / tool).chmod(0o755)
-    assert "(nft not found in %s)" % tmp_path in _enforcement_watch.unprovisioned("podman", path=str(tmp_path))
+    assert "(nft not installed in " in _enforcement_watch.unprovisioned("podman")
     (tmp_path / "nft").write_text("#!/bin/sh\n")
     (tmp_path / "nft").chmod(0o755)
-    assert _enforcement_watch.unprovisioned("podman", path=str(tmp_path)) is None
+    assert _enforcement_watch.unprovisioned("podman") is None

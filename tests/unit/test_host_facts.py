@@ -66,7 +66,7 @@ def test_fingerprint_hash_follows_every_field():
     assert _host_facts.current_fingerprint(fake_run(image_id="sha256:bbb"))["hash"] != base["hash"]
 
 
-def test_fingerprint_without_podman_or_pasta_package():
+def test_fingerprint_without_podman_or_pasta_package(programs_as_named):
     info = json.loads(json.dumps(INFO))
     del info["host"]["pasta"]
     assert _host_facts.current_fingerprint(fake_run(info=info, pasta="pasta 2023_03_09\n"))["passt"] == \

@@ -99,7 +99,7 @@ def test_apply_after_the_project_changed_is_refused(session):
     assert (session["project"] / "old.txt").exists()
 
 
-def test_discard_removes_the_review_directory_through_podman_unshare(session):
+def test_discard_removes_the_review_directory_through_podman_unshare(session, programs_as_named):
     ran = fake_run()
     result = execute(params("discard"), session["environ"], ran, False)
     assert result["changed"] and ran.commands == [
@@ -108,7 +108,7 @@ def test_discard_removes_the_review_directory_through_podman_unshare(session):
     assert history[0]["action"] == "discard"
 
 
-def test_failed_discard_is_reported(session):
+def test_failed_discard_is_reported(session, programs_as_named):
     with pytest.raises(ReviewError, match="could not remove"):
         execute(params("discard"), session["environ"], fake_run({"unshare": (1, "", "Error: no")}), False)
 

@@ -20,6 +20,8 @@ class Failed(Exception):
 class FakeModule(object):
     """run_command as AnsibleModule's contract has it, executed with subprocess."""
 
+    run_command_environ_update = {}
+
     def __init__(self):
         self.calls = []
 

@@ -20,7 +20,7 @@ ALLOW = ["example.com", "198.18.0.7"]
 
 
 @pytest.fixture
-def host(tmp_path, monkeypatch):
+def host(tmp_path, monkeypatch, programs_as_named):
     """A home with a project, a rendered policy directory and facts that stand."""
     monkeypatch.setattr(_session_admission, "find_tools", lambda: (TOOLS, None))
     environ = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}

@@ -12,7 +12,7 @@ import sys
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _watchdog
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import DIE_WITH_SESSION
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import die_with_session
 
 PREPARED = {"session_id": "20261130T090000-abcdef01", "started_at": "2026-11-30T09:00:00Z",
             "command": ["pi", "-p", "fix it"], "record": "/s/20261130T090000-abcdef01/record.json"}
@@ -122,7 +122,7 @@ def test_a_command_started_to_die_with_the_session_dies_with_it():
         "import subprocess, sys, time\n"
         "child = subprocess.Popen(sys.argv[1:])\n"
         "print(child.pid, flush=True)\n"
-        "time.sleep(60)\n")] + DIE_WITH_SESSION + ["sleep", "60"], stdout=subprocess.PIPE, text=True)
+        "time.sleep(60)\n")] + die_with_session("setpriv") + ["sleep", "60"], stdout=subprocess.PIPE, text=True)
     child = int(session.stdout.readline())
     # setpriv sets the signal, then runs the command: once the command runs, it is set.
     deadline = time.monotonic() + 10
