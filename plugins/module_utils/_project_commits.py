@@ -127,6 +127,17 @@ def bring_back(run, podman, git, image, project, repositories, session_dir, sess
     return found
 
 
+def branch(run, git, project, session_id, name):
+    """Create branch NAME in PROJECT's top repository at refs/aisb/SESSION_ID/HEAD (no
+    checkout, no hook). Returns None, or the sentence why not."""
+    if not BRANCH.match("refs/heads/" + (name or "")):
+        return "%r is not a plain branch name (letters, digits, '._/+@-', no '..')" % name
+    start = "%s/HEAD" % session_refs(session_id)
+    rc, _out, err = run([git, "--git-dir=%s" % os.path.join(project, ".git")] + HOST_GIT +
+                        ["branch", "--no-track", name, start], timeout=FETCH_TIMEOUT)
+    return None if rc == 0 else "git branch %s %s failed: %s" % (name, start, err.strip()[-300:])
+
+
 def summary(commits):
     """One line for the play: which refs arrived, or None when none did and none failed."""
     parts = []

@@ -36,6 +36,12 @@ class ReviewError(Exception):
     """The upper directory or the project cannot be reviewed or applied as asked."""
 
 
+def in_git_directory(path):
+    """True for PATH (relative) in or at a .git: never applied (the agent's commits come
+    back as refs, _project_commits), and not a change of the project an apply checks for."""
+    return ".git" in path.split("/")
+
+
 def _xattr(path, name):
     try:
         return os.getxattr(path, name, follow_symlinks=False)

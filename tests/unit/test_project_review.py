@@ -152,11 +152,14 @@ def test_apply_applies_unflagged_only_and_flagged_when_named(layers):
     left = changes(upper, project)
     assert sorted(item["path"] for item in left) == [".envrc", ".git", ".git/hooks", ".git/hooks/post-checkout",
                                                      "etc-link"]
-    outcome = apply(upper, project, left, named=[".git/", "etc-link"])
-    assert sorted(outcome["applied"]) == [".git", ".git/hooks", ".git/hooks/post-checkout", "etc-link"]
-    assert [h["path"] for h in outcome["held"]] == [".envrc"]
+    outcome = apply(upper, project, left, named=[".git/", "etc-link", "vendor"])
+    # Named or not, nothing in or at a .git is ever applied.
+    assert sorted(outcome["applied"]) == ["etc-link"]
+    assert [h["path"] for h in outcome["held"]] == [".envrc", ".git", ".git/hooks", ".git/hooks/post-checkout"]
+    assert all(h["why"].startswith("a git directory's content or pointer is never applied")
+               for h in outcome["held"] if h["path"] != ".envrc")
     assert os.readlink(os.path.join(project, "etc-link")) == "/etc"
-    assert stat.S_IMODE(os.stat(os.path.join(project, ".git/hooks/post-checkout")).st_mode) == 0o755
+    assert not os.path.exists(os.path.join(project, ".git"))
 
 
 def test_is_named_covers_a_directory_and_nothing_beside_it():
