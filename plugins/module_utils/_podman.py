@@ -202,8 +202,9 @@ def commits_bundle(podman, image, project, mounts, overlay, out, hosts, reposito
     IMAGE without its entrypoint, no network, no capability, the session's user; the
     project as the agent left it (direct mode: MOUNTS, the sandbox's project_mounts;
     review mode: OVERLAY, its (upper, work)); HOSTS, (host git directory, path inside)
-    pairs, read-only. Whatever the agent's configuration makes git do runs in here."""
-    mount = "%s:/project" % project + (":%s" % label if label else "")
+    pairs, read-only. Whatever the agent's configuration makes git do runs in here, and
+    the worktree is read-only to it."""
+    mount = "%s:/project:ro" % project + ("," + label if label else "")
     if overlay:
         mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((project,) + tuple(overlay))
     argv = [podman, "run", "--rm", "--network=none", "--cap-drop=ALL", "--security-opt=no-new-privileges",

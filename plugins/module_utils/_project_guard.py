@@ -86,8 +86,7 @@ def layout_refusals(layout):
                 "(chmod u+rx) or remove it" % (path, why) for path, why in layout["unreadable"]]
     if layout["bound"]:
         path, what = layout["bound"]
-        refusals.append("the project is %s at %s, so it is not read whole; remove or flatten that directory"
-                        % (what, path))
+        refusals.append("%s: %s, so the project is not read whole; remove or flatten that directory" % (path, what))
     return refusals
 
 
@@ -277,7 +276,7 @@ def snapshot(layout):
               for path, why in layout["unreadable"]]
     if layout["bound"]:
         path, what = layout["bound"]
-        unseen.append((path, "the project is %s here: repositories beyond it are not known" % what))
+        unseen.append((path, "%s: repositories beyond it are not known" % what))
     return {"gitdirs": sorted(layout["gitdirs"]), "gitfiles": sorted(layout["gitfiles"]),
             "links": sorted(layout["links"]), "unseen": unseen}
 

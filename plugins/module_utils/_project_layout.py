@@ -78,7 +78,7 @@ def _walk(top, layout):
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
-            layout["bound"] = (relative or ".", "more than %d entries in the project" % MAX_ENTRIES)
+            layout["bound"] = (relative or ".", "the walk passed %d entries here" % MAX_ENTRIES)
             return
         names = dict((entry.name, entry) for entry in entries)
         if _looks_like_gitdir(relative, names):

@@ -250,9 +250,15 @@ def bring_back(inputs, plan, runner, run, review):
         repositories, mounts, overlay = _project_git.top_repository(inputs.project), [], review.overlay
     else:
         return []
-    return _project_commits.bring_back(run, inputs.executable, _project_commits.GIT, inputs.image, inputs.project,
-                                       repositories, runner.session_dir, plan["session_id"], mounts, overlay,
-                                       inputs.project_label)
+    commits = _project_commits.bring_back(run, inputs.executable, _project_commits.GIT, inputs.image, inputs.project,
+                                          repositories, runner.session_dir, plan["session_id"], mounts, overlay,
+                                          inputs.project_label)
+    if inputs.project_git is not None:
+        # The overlays' work directories belong to the user namespace's root: removed
+        # inside it, with the upper layers (their commits are in the bundles now).
+        run(_podman.unshare(inputs.executable, ["rm", "-rf", "--", os.path.join(runner.session_dir,
+                                                                                _project_git.GIT_DIR)]))
+    return commits
 
 
 def run_session(params, environ, check_mode, terminal=None, parent=None):

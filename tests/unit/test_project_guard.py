@@ -130,8 +130,7 @@ def test_what_the_walk_could_not_read_or_reach_is_refused_naming_the_path():
     assert planned["refusals"] == [
         "vendor/locked cannot be read (Permission denied): whether it holds a git repository is not known; make it "
         "readable (chmod u+rx) or remove it",
-        "the project is more than 256 directories deep at a/a/a, so it is not read whole; remove or flatten that "
-        "directory"]
+        "a/a/a: more than 256 directories deep, so the project is not read whole; remove or flatten that directory"]
 
 
 def test_a_commondir_in_a_repositorys_own_git_directory_is_refused():
