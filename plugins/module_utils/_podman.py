@@ -183,14 +183,17 @@ BUNDLE_HOST = "/aisb/host"
 BUNDLE_OUT = "/aisb/out"
 # For each repository (arguments: its git directory relative to /project, numbered
 # from 0): a bundle of the branches and HEAD less every commit a ref on the host holds,
-# its exit status and its messages.
+# its exit status and its messages. pipefail: a host list that cannot be read fails the
+# bundle (never a bundle of everything). --work-tree: a submodule's git directory names
+# its worktree relative to where it is on the host, which is not here.
 BUNDLE_SCRIPT = r"""
+set -o pipefail
 number=0
 for repository; do
-  git --git-dir="%(host)s/$number" for-each-ref \
-      --format='%%(objecttype) %%(objectname) %%(*objecttype) %%(*objectname)' 2>/dev/null |
+  git --git-dir="%(host)s/$number" --work-tree=/tmp for-each-ref \
+      --format='%%(objecttype) %%(objectname) %%(*objecttype) %%(*objectname)' 2>"%(out)s/$number.err" |
     awk '$1 == "commit" { print "^" $2 } $3 == "commit" { print "^" $4 } END { print "--branches"; print "HEAD" }' |
-    git --git-dir="/project/$repository" bundle create -q "%(out)s/$number.bundle" --stdin 2>"%(out)s/$number.err"
+    git --git-dir="/project/$repository" bundle create -q "%(out)s/$number.bundle" --stdin 2>>"%(out)s/$number.err"
   echo $? >"%(out)s/$number.rc"
   number=$((number + 1))
 done

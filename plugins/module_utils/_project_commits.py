@@ -139,7 +139,7 @@ def branch(run, git, project, session_id, name):
 
 
 def summary(commits):
-    """One line for the play: which refs arrived, or None when none did and none failed."""
+    """One line for the play: which refs arrived, or "" when none did and none failed."""
     parts = []
     for entry in commits or []:
         where = "" if entry["repository"] == ".git" else " in %s" % entry["repository"]
@@ -147,7 +147,7 @@ def summary(commits):
             parts.append("%s%s" % (", ".join(sorted(entry["refs"])), where))
         if entry["error"]:
             parts.append("not brought back%s: %s" % (where, entry["error"]))
-    return "; ".join(parts) or None
+    return "; ".join(parts)
 
 
 def _read(path):

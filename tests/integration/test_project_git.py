@@ -128,11 +128,11 @@ def case_markers(ws, case):
 
 def git_state(ws, repo, gitdir=".git"):
     """Every path in REPO's GITDIR with its type and mode, and each file's digest (objects,
-    logs and refs/aisb/, where the session's end adds the agent's commits, left out)."""
-    return ws.run(["bash", "-c", f"find {gitdir} -path {gitdir}/refs/aisb -prune -o -path {gitdir}/objects -prune -o "
-                   f"-path {gitdir}/logs -prune -o -printf '%y %m %p\\n' | sort; "
-                   f"find {gitdir} -path {gitdir}/refs/aisb -prune -o -path {gitdir}/objects -prune -o "
-                   f"-path {gitdir}/logs -prune -o -type f -print0 | sort -z | xargs -0 sha256sum"],
+    logs and refs/aisb/, where the session's end adds the agent's commits, left out, in
+    the git directories inside it too)."""
+    prune = "-path '*/refs/aisb' -prune -o -path '*/objects' -prune -o -path '*/logs' -prune -o"
+    return ws.run(["bash", "-c", f"find {gitdir} {prune} -printf '%y %m %p\\n' | sort; "
+                   f"find {gitdir} {prune} -type f -print0 | sort -z | xargs -0 sha256sum"],
                   cwd=repo).stdout.splitlines()
 
 
@@ -401,6 +401,8 @@ def test_the_overlay_holds_against_every_way_around(git_host):
     assert "overlay-written" in log and len(probes) == 10, log
     assert {name: outcome for name, outcome in probes.items() if outcome != "refused"} == {}
     assert git_state(git_host, repo) == before
+    # No commit was made: nothing comes back (only commits the host lacks travel).
+    assert aisb_refs(git_host, repo, record["session_id"]) == {} and record["commits"][0]["error"] is None
     developer_uses_git(git_host, repo)
     assert [m for m in markers(git_host) if m.startswith("escape")] == []
     assert not git_host.path(repo + "/cfg-link").exists()
@@ -474,7 +476,7 @@ DETECTED = {
     "nested-head-link": ("", f"""
         mkdir -p vendor/lib && cd vendor/lib && git init -q && git commit -q --allow-empty -m nested
         git config core.fsmonitor "{marker('nested-head-link')}; false"
-        rm .git/HEAD && ln -s refs/heads/main .git/HEAD
+        ref=$(git symbolic-ref HEAD) && rm .git/HEAD && ln -s $ref .git/HEAD
         cd /project && git update-index --add --cacheinfo 160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib
         """, "vendor/lib/.git"),
     # ... or its parent not listable: the walk cannot see it, and says where.
@@ -497,8 +499,10 @@ def test_git_directories_the_agent_made_are_reported(git_host, name):
     result = run_agent_script(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack)
     record = record_of(git_host, result.stdout)
     findings = record.get("project_git", {}).get("findings")
+    git_host.run(["chmod", "-R", "u+rwx", repo])
     assert findings and path in [f["path"] for f in findings], (findings, transcript(git_host, record)[-2000:])
-    assert f"{repo}/{path}" in result.stdout, result.stdout[-3000:]
+    # A warning of the play's, naming the full path.
+    assert f"{repo}/{path}" in result.stderr, result.stdout[-3000:] + result.stderr[-2000:]
 
 
 def test_a_planted_commondir_is_refused_at_the_next_start(git_host):
@@ -524,13 +528,24 @@ UNREADABLE = {
 def test_a_project_the_session_cannot_read_whole_is_refused_naming_the_path_until_fixed(git_host, name):
     agent, path, why, fix = UNREADABLE[name]
     repo = new_repo(git_host, "unreadable-" + name, "" if agent else "rm .git/HEAD && ln -s refs/heads/main .git/HEAD")
+    try:
+        refused_until_fixed(git_host, repo, agent, path, why, fix)
+    finally:
+        # GNU rm takes a 1,100-level tree apart; the workstation's own clean-up (Python's
+        # rmtree) would recurse too deep.
+        git_host.run(["bash", "-c", f"chmod -R u+rwx {repo}; rm -rf {repo}"], check=False)
+
+
+def refused_until_fixed(git_host, repo, agent, path, why, fix):
+    """AGENT (a script, or None: the case is on the host already) makes the project one
+    the next session refuses naming PATH and WHY; once FIX runs, a session starts."""
     if agent:
         result = run_agent_script(git_host, repo, agent)
         record = record_of(git_host, result.stdout)
         assert record["status"] == "exited", result.stdout[-3000:]
         # The session that made it says so, naming the path.
         assert path in [f["path"] for f in record["project_git"]["findings"]], record["project_git"]
-        assert f"{repo}/{path}" in result.stdout, result.stdout[-3000:]
+        assert f"{repo}/{path}" in result.stderr, result.stdout[-3000:] + result.stderr[-2000:]
     refused = run_agent_script(git_host, repo, "true")
     assert refused.returncode != 0 and "Traceback" not in refused.stdout, refused.stdout[-3000:]
     assert f"project {repo} is refused: {path}" in refused.stdout and why in refused.stdout, refused.stdout[-3000:]

@@ -359,4 +359,4 @@ def test_the_play_line_names_the_refs_that_arrived_and_what_did_not():
         {"repository": "sub/.git", "refs": {}, "error": "the bundle of sub/.git did not verify: x"}]) == (
         "refs/aisb/S/HEAD, refs/aisb/S/heads/main; not brought back in sub/.git: the bundle of sub/.git did not "
         "verify: x")
-    assert _project_commits.summary([{"repository": ".git", "refs": {}, "error": None}]) is None
+    assert _project_commits.summary([{"repository": ".git", "refs": {}, "error": None}]) == ""
