@@ -17,7 +17,7 @@ A measurement, not a test: it asserts nothing.
 
 import json
 
-from measure import median, row, run_alone
+from measure import IN_PROCESS_SESSION, median, row, run_alone
 from session import FIRST_INSTRUCTION, session_params
 
 REPO = "/home/dev/bench-git"
@@ -61,22 +61,15 @@ def timed(*args, **kwargs):
     return found
 
 _project_commits.bring_back = timed
-
-def session(project, command):
-    start = time.time()
-    result = _session.run_session(dict(params, project=project, command=command), dict(os.environ), False)
-    assert not result.get("failed"), result
-    with open(result["record"]) as record:
-        return start, json.load(record)
-
+""" + IN_PROCESS_SESSION + r"""
 starts = {"git": [], "plain": []}
 for _ in range(runs):
     for name, project in (("git", repo), ("plain", plain)):
-        start, record = session(project, params["command"])
+        start, record = session(project=project)
         starts[name].append(float(open(record["transcript"]).read().split()[-1]) - start)
 del brought[:]
 for _ in range(runs):
-    session(repo, ["bash", "-c", agent])
+    session(project=repo, command=["bash", "-c", agent])
 print(json.dumps({"starts": starts, "brought": brought}))
 """
 
