@@ -34,7 +34,8 @@ import sys
 out = sys.stdout
 for i in range({commits}):
     data, msg = "line %d\n" % i, "commit %d\n" % i
-    out.write("commit refs/heads/main\ncommitter dev <dev@bench> %d +0000\ndata %d\n%s" % (1700000000 + i, len(msg), msg))
+    out.write("commit refs/heads/main\ncommitter dev <dev@bench> %d +0000\n" % (1700000000 + i))
+    out.write("data %d\n%s" % (len(msg), msg))
     out.write("M 644 inline f%03d.txt\ndata %d\n%s\n" % (i % 500, len(data), data))
 PY
 git reset -q --hard main && git gc -q

@@ -54,8 +54,8 @@ def bundle(run, podman, image, project, mounts, repositories, session_dir, overl
                     for path in repositories)
     hosts = [(os.path.join(project, path), "%s/%d" % (_podman.BUNDLE_HOST, number))
              for number, path in enumerate(repositories)]
-    rc, _out, err = run(_podman.commits_bundle(podman, image, project, mounts, overlay, out, hosts, repositories, label),
-                        timeout=BUNDLE_TIMEOUT)
+    argv = _podman.commits_bundle(podman, image, project, mounts, overlay, out, hosts, repositories, label)
+    rc, _out, err = run(argv, timeout=BUNDLE_TIMEOUT)
     if rc != 0:
         return dict((path, "the bundle container failed (exit %s): %s" % (rc, _podman.error_line(err)))
                     for path in repositories)
