@@ -20,7 +20,7 @@ description:
   - O(action=apply) refuses when any path of the project changed since the session started
     (or since the last apply), then applies the unflagged changes and the flagged ones
     named in O(apply_flagged). Devices, fifos and sockets are never applied, nor anything in
-    or at a C(.git) (the agent's commits come back as refs: O(branch)); changes under the
+    or at a C(.git) (the agent's commits come back as refs, see O(branch)); changes under the
     project's git directories do not count as the project having changed. No symbolic
     link is followed, in the upper directory or in the project; files are written under a
     new name and renamed into place. Afterwards the project's manifest is taken again, so
