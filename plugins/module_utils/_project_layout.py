@@ -81,7 +81,7 @@ def _walk(top, layout):
             layout["bound"] = (relative or ".", "the walk passed %d entries here" % MAX_ENTRIES)
             return
         names = dict((entry.name, entry) for entry in entries)
-        if _looks_like_gitdir(relative, names):
+        if looks_like_gitdir(relative, names):
             layout["gitdirs"][relative or "."] = {
                 "entries": sorted(names), "head": kind(names["HEAD"].path) if "HEAD" in names else None,
                 "commondir": _read_text(os.path.join(top, relative, "commondir")) if "commondir" in names else None}
@@ -98,7 +98,7 @@ def _walk(top, layout):
                     if entry.is_dir(follow_symlinks=False)]
 
 
-def _looks_like_gitdir(relative, names):
+def looks_like_gitdir(relative, names):
     """A directory named .git, or what git's is_git_directory() asks of one: a HEAD
     (of any kind: git follows a symbolic link) and objects and refs here, or a
     commondir file naming where they are."""

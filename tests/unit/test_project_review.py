@@ -316,3 +316,15 @@ def test_manifest_sees_any_change_even_with_the_old_mtime(tmp_path):
     first = _project_manifest.save(str(tmp_path.parent / "m1.json"), before)
     assert first == _project_manifest.save(str(tmp_path.parent / "m2.json"), dict(reversed(list(before.items()))))
     assert _project_manifest.load(str(tmp_path.parent / "m1.json")) == before
+
+
+def test_a_repository_the_agent_made_is_flagged_whole_wherever_it_is(layers):
+    project, upper = layers
+    for name in ("HEAD", "config", "objects/info/packs", "refs/heads/main"):
+        write(os.path.join(upper, "fixtures", "evil.git", name), "x\n", 0o644)
+    write(os.path.join(upper, "src", "objects", "x.py"), "x\n", 0o644)
+    flagged = dict((item["path"], item["flags"]) for item in changes(upper, project))
+    why = ("in a repository the agent made (fixtures/evil.git): git run inside it takes its configuration and "
+           "hooks from it")
+    assert flagged["fixtures/evil.git"] == [why] and flagged["fixtures/evil.git/config"] == [why]
+    assert flagged["fixtures"] == [] and flagged["src/objects/x.py"] == []
