@@ -559,6 +559,7 @@ echo agent > agent.txt && git add agent.txt && git commit -q -m agent-commit
 git checkout -q -b agent-branch && echo b >> agent.txt && git commit -q -am agent-branch-commit
 git config core.fsmonitor "{marker('review.fsmonitor')}; false"
 printf '#!/bin/sh\\n{marker('review.hook')}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+git init -q --bare fixtures/evil.git && git -C fixtures/evil.git config core.fsmonitor "{marker('review.bare')}; false"
 """
 
 
@@ -568,7 +569,10 @@ def test_review_mode_brings_the_commits_back_and_never_applies_the_git_directory
     result = run_agent(git_host, "-e", "aisb_project_mode=review", project=repo,
                        command=["bash", "-c", AGENT_IDENTITY + "\n" + REVIEW_AGENT])
     assert result.returncode == 0, result.stdout[-3000:]
-    session = record_of(git_host, result.stdout)["session_id"]
+    record = record_of(git_host, result.stdout)
+    session = record["session_id"]
+    # The repository it made outside a .git is flagged whole.
+    assert {"fixtures/evil.git", "fixtures/evil.git/config"} <= set(record["review"]["flagged"]), record["review"]
     base = f"refs/aisb/{session}/"
     refs = aisb_refs(git_host, repo, session)
     assert sorted(refs) == [base + "HEAD", base + "heads/agent-branch", base + "heads/main"], refs
@@ -579,6 +583,7 @@ def test_review_mode_brings_the_commits_back_and_never_applies_the_git_directory
     assert applied.returncode == 0, applied.stdout[-3000:]
     # The worktree's file arrived; the agent's .git did not (named or not); the branch did.
     assert git_host.path(repo + "/agent.txt").read_text() == "agent\nb\n"
+    assert not git_host.path(repo + "/fixtures/evil.git").exists()
     assert [line for line in git_state(git_host, repo) if "refs/heads/agent-work" not in line] == before
     assert git_host.run(["git", "rev-parse", "agent-work"], cwd=repo).stdout.strip() == refs[base + "HEAD"]
     developer_uses_git(git_host, repo)
