@@ -35,6 +35,18 @@ def provisioned_workstation():
         yield ws
 
 
+# For the scripts that run sessions in the workstation's Python (they define params):
+# session(**more) runs one with PARAMS updated by MORE, returning its start and record.
+IN_PROCESS_SESSION = r"""
+def session(**more):
+    start = time.time()
+    result = _session.run_session(dict(params, **more), dict(os.environ), False)
+    assert not result.get("failed"), result
+    with open(result["record"]) as record:
+        return start, json.load(record)
+"""
+
+
 def run_alone(measure, default_runs):
     """A benchmark script run by itself: its rows, from a workstation of its own, as JSON;
     the number of runs is its first argument."""

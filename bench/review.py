@@ -18,7 +18,7 @@ A measurement, not a test: it asserts nothing.
 
 import json
 
-from measure import median, row, run_alone
+from measure import IN_PROCESS_SESSION, median, row, run_alone
 from session import FIRST_INSTRUCTION, session_params
 
 PROJECT = "/home/dev/bench-review"
@@ -50,21 +50,14 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _session
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.project_review import execute
 params, runs, changed = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-
-def session(mode, command):
-    start = time.time()
-    result = _session.run_session(dict(params, project_mode=mode, command=command), dict(os.environ), False)
-    assert not result.get("failed"), result
-    with open(result["record"]) as record:
-        return start, json.load(record)
-
+""" + IN_PROCESS_SESSION + r"""
 starts = {"direct": [], "review": []}
 for _ in range(runs):
     for mode in ("direct", "review"):
-        start, record = session(mode, params["command"])
+        start, record = session(project_mode=mode)
         starts[mode].append(float(open(record["transcript"]).read().split()[-1]) - start)
-_start, record = session("review", ["sh", "-c", "find . -type f | sort | head -%d | while read f; do "
-                                                 "echo changed >> \"$f\"; done" % changed])
+_start, record = session(project_mode="review", command=["sh", "-c", "find . -type f | sort | head -%d | while read "
+                                                                     "f; do echo changed >> \"$f\"; done" % changed])
 review = record["review"]
 started = time.time()
 result = execute({"session": record["session_id"], "action": "apply", "apply_flagged": [], "executable": "podman"},

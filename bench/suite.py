@@ -5,7 +5,8 @@ usage: bench/run [--runs N] [--slow-runs N] [--out PREFIX] [--no-fleet] [--updat
 
 Provisions three disposable workstations at once (tests/workstation/fleet.py: Debian 13,
 Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session start
-(bench/session.py), review mode (bench/review.py), the spike (bench/spike.py), the gate
+(bench/session.py), review mode (bench/review.py), the project's git
+(bench/project_git.py), the spike (bench/spike.py), the gate
 (bench/gate.py), re-provisioning (bench/reprovision.py), every harness recipe's image
 and warm start (bench/recipes.py); then verify.yml over 1 to 3 of
 them (bench/verify.py). The credential injector (bench/credential_injector.py) runs on
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import credential_injector
 import gate
+import project_git
 import recipes
 import reprovision
 import review
@@ -136,6 +138,7 @@ def main():
         rows = []
         for name, section in (("session", lambda: session.measure(ws, args.runs)),
                               ("review", lambda: review.measure(ws, args.runs)),
+                              ("project_git", lambda: project_git.measure(ws, args.runs)),
                               ("spike", lambda: spike.measure(ws, args.runs, args.slow_runs)),
                               ("gate", lambda: gate.measure(ws, args.runs)),
                               ("provision", lambda: reprovision.measure(ws, args.slow_runs)),

@@ -160,15 +160,63 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     return argv + list(limits) + [image] + list(command)
 
 
-def project_mounts(project, read_only, pinned, label=""):
+def project_mounts(project, read_only, pinned, overlays=(), label=""):
     """--volume options for paths inside the project (_project_guard.plan): each PINNED
     directory bound over itself, writable, so that it cannot be renamed away from the
-    read-only mounts below it; each of READ_ONLY bound over itself read-only. Paths are
+    mounts below it; each of READ_ONLY bound over itself read-only; each of OVERLAYS,
+    (path, upper, work), an overlay over itself whose lower layer is the host's
+    directory (never written) and whose upper and work directories are the session's
+    (podman's O option takes no label: podman labels an overlay itself). Paths are
     relative to PROJECT; podman mounts a parent before what lies below it."""
-    options = []
-    for path, mode in sorted([(p, "rw") for p in pinned] + [(p, "ro") for p in read_only]):
-        options += ["--volume", "%s/%s:/project/%s:%s" % (project, path, path, mode + ("," + label if label else ""))]
-    return options
+    suffix = "," + label if label else ""
+    options = [("%s/%s:/project/%s:%s" % (project, path, path, mode + suffix), path)
+               for path, mode in [(p, "rw") for p in pinned] + [(p, "ro") for p in read_only]]
+    options += [("%s/%s:/project/%s:O,upperdir=%s,workdir=%s" % (project, path, path, upper, work), path)
+                for path, upper, work in overlays]
+    return [word for option, _path in sorted(options, key=lambda item: item[1]) for word in ("--volume", option)]
+
+
+# Inside the bundle container: where each repository's git directory on the host is
+# seen read-only (what the host has, so that only new commits go into a bundle), and
+# where the bundles are written.
+BUNDLE_HOST = "/aisb/host"
+BUNDLE_OUT = "/aisb/out"
+# For each repository (arguments: its git directory relative to /project, numbered
+# from 0): a bundle of the branches and HEAD less every commit a ref on the host holds,
+# its exit status and its messages. pipefail: a host list that cannot be read fails the
+# bundle (never a bundle of everything). --work-tree: a submodule's git directory names
+# its worktree relative to where it is on the host, which is not here.
+BUNDLE_SCRIPT = r"""
+set -o pipefail
+number=0
+for repository; do
+  git --git-dir="%(host)s/$number" --work-tree=/tmp for-each-ref \
+      --format='%%(objecttype) %%(objectname) %%(*objecttype) %%(*objectname)' 2>"%(out)s/$number.err" |
+    awk '$1 == "commit" { print "^" $2 } $3 == "commit" { print "^" $4 } END { print "--branches"; print "HEAD" }' |
+    git --git-dir="/project/$repository" bundle create -q "%(out)s/$number.bundle" --stdin 2>>"%(out)s/$number.err"
+  echo $? >"%(out)s/$number.rc"
+  number=$((number + 1))
+done
+""" % {"host": BUNDLE_HOST, "out": BUNDLE_OUT}
+
+
+def commits_bundle(podman, image, project, mounts, overlay, out, hosts, repositories, label=""):
+    """The container that writes the agent's commits as bundles into OUT: the sandbox's
+    IMAGE without its entrypoint, no network, no capability, the session's user; the
+    project as the agent left it (direct mode: MOUNTS, the sandbox's project_mounts;
+    review mode: OVERLAY, its (upper, work)); HOSTS, (host git directory, path inside)
+    pairs, read-only. Whatever the agent's configuration makes git do runs in here, and
+    the worktree is read-only to it."""
+    mount = "%s:/project:ro" % project + ("," + label if label else "")
+    if overlay:
+        mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((project,) + tuple(overlay))
+    argv = [podman, "run", "--rm", "--network=none", "--cap-drop=ALL", "--security-opt=no-new-privileges",
+            "--userns=keep-id:uid=1000,gid=1000", "--user=1000:1000", "--entrypoint", "bash",
+            "--volume", mount] + list(mounts)
+    for outside, inside in hosts:
+        argv += ["--volume", "%s:%s:ro" % (outside, inside) + ("," + label if label else "")]
+    argv += ["--volume", "%s:%s:rw" % (out, BUNDLE_OUT) + ("," + label if label else ""), "--workdir", "/project"]
+    return argv + [image, "-c", BUNDLE_SCRIPT, "aisb-bundle"] + list(repositories)
 
 
 def logs(podman, name):

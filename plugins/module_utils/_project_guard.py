@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Keeps what the host's git runs out of the agent's reach: from the project's git
-layout (_project_layout.read), the paths the sandbox must see read-only and the ones
-that cannot be protected (a refusal); after the session, the git directories and
-entries the agent created, which the host's git would take commands from.
+layout (_project_layout.read), the git directories the sandbox sees whole through an
+overlay, the paths it sees read-only and the ones that cannot be protected (a refusal);
+after the session, the repositories the agent created, which the host's git would take
+commands from.
 
 Pure: the filesystem is seen only through the layout and KIND(path) ("file", "dir",
 "link", "other" or None). docs/security.md ("The project's git") says why each vector
@@ -15,10 +16,6 @@ import shlex
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _git_config
 
-# What git reads from a git directory to decide what to run: its configuration, the
-# per-worktree configuration (extensions.worktreeConfig), where the configuration is
-# (commondir), the hooks, and info/ (attributes naming filter and diff drivers).
-READ_ONLY_IN_GITDIR = ("config", "config.worktree", "commondir", "hooks", "info")
 # Keys whose value is a command git runs by itself during everyday use (status, diff,
 # log, add, commit, checkout, fetch, pull, push), from git-config(1); "*" is any
 # subsection or name. A path inside the project in such a value is protected too.
@@ -40,27 +37,22 @@ COMMAND_KEYS = frozenset([
 # Keys whose value is a directory git runs files from or copies them from.
 HOOKS_PATH = ("core", None, "hookspath")
 DIRECTORY_KEYS = frozenset([HOOKS_PATH, ("init", None, "templatedir")])
-# Entries of a git directory that hold state, never commands or configuration: new
-# ones after a session are expected. Any other new entry is reported.
-STATE_ENTRIES = frozenset([
-    "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "MERGE_RR", "AUTO_MERGE",
-    "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "COMMIT_EDITMSG", "TAG_EDITMSG", "NOTES_EDITMSG",
-    "SQUASH_MSG", "BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_NAMES", "BISECT_EXPECTED_REV",
-    "BISECT_ANCESTORS_OK", "BISECT_FIRST_PARENT", "BISECT_HEAD", "index", "packed-refs", "shallow",
-    "description", "objects", "refs", "logs", "lost-found", "rr-cache", "gc.log", "gc.pid", "gitk.cache",
-])
+_KIND_NAMES = {"link": "symbolic link", "dir": "directory", "other": "special file"}
 # podman's --volume splits at these; a path holding one cannot be mounted on its own.
 UNMOUNTABLE = (":", ",", "\n")
 
 
 def plan(layout, kind):
-    """{"read_only": [...], "pinned": [...], "refusals": [...]}: paths relative to the
-    project. READ_ONLY are mounted read-only over themselves; PINNED are directories on
-    the way to them, each bound over itself (writable) so that it cannot be renamed or
-    removed: renaming a directory that holds a mount point is allowed, renaming a mount
-    point is not (EBUSY). REFUSALS: one sentence each; the session must not start."""
+    """{"gitdirs": [...], "read_only": [...], "pinned": [...], "refusals": [...]}: paths
+    relative to the project. GITDIRS are the git directories the sandbox sees whole
+    through an overlay (the host's directory its lower layer, never written): every one
+    not inside another. READ_ONLY are mounted read-only over themselves (.git files, what
+    a configuration names in the worktree); PINNED are directories on the way to both,
+    each bound over itself (writable) so that it cannot be renamed or removed: renaming a
+    directory that holds a mount point is allowed, renaming a mount point is not (EBUSY).
+    REFUSALS: one sentence each; the session must not start."""
     root = layout["root"]
-    protect, refusals = set(), []
+    protect, refusals = set(), layout_refusals(layout)
     for link in layout["links"]:
         refusals.append("%s is a symbolic link: the agent could replace it with a git directory of its own, "
                         "which the host's git would use; make it a directory or a .git file" % link)
@@ -70,33 +62,41 @@ def plan(layout, kind):
     global_entries, global_refusals = _entries(layout, layout["global_configs"])
     refusals += global_refusals
     for gitdir, info in sorted(layout["gitdirs"].items()):
-        protect.update(os.path.normpath(os.path.join(gitdir, name)) for name in READ_ONLY_IN_GITDIR
-                       if name in info["entries"])
-        refusals += _gitdir_refusals(layout, gitdir, info)
+        refusals += _gitdir_refusals(layout, gitdir, info, kind)
         entries, entry_refusals = _repository_entries(layout, gitdir, info)
         refusals += entry_refusals
         named, named_refusals = _named_in_project(layout, global_entries + entries,
                                                   _worktree(root, gitdir, entries), kind)
         protect.update(named)
         refusals += named_refusals
-    read_only, pinned = _mount_points(protect)
-    for path in read_only + pinned:
+    gitdirs = set(layout["gitdirs"]) - {"."}
+    outermost, pinned = _mount_points(protect | gitdirs)
+    for path in outermost + pinned:
         refusals += _mount_refusals(root, path, kind)
-    return {"read_only": read_only, "pinned": pinned, "refusals": _unique(refusals)}
+    if "." in layout["gitdirs"]:
+        refusals.append("the project is itself a git directory (a bare repository): the agent would write to it "
+                        "directly; start the session on a worktree of it instead")
+    return {"gitdirs": [p for p in outermost if p in gitdirs], "read_only": [p for p in outermost if p not in gitdirs],
+            "pinned": pinned, "refusals": _unique(refusals)}
+
+
+def layout_refusals(layout):
+    """What kept the walk from seeing the whole project, one sentence each."""
+    refusals = ["%s cannot be read (%s): whether it holds a git repository is not known; make it readable "
+                "(chmod u+rx) or remove it" % (path, why) for path, why in layout["unreadable"]]
+    if layout["bound"]:
+        path, what = layout["bound"]
+        refusals.append("%s: %s, so the project is not read whole; remove or flatten that directory" % (path, what))
+    return refusals
 
 
 def _repository_entries(layout, gitdir, info):
     """([(key, value, file)], refusals) of GITDIR's own configuration: config, its
-    includes and, with extensions.worktreeConfig, config.worktree (which must exist)."""
+    includes and, with extensions.worktreeConfig, config.worktree."""
     files = [os.path.normpath(os.path.join(layout["root"], gitdir, "config"))]
     entries, refusals = _entries(layout, files)
-    if not _worktree_config(entries):
+    if not _worktree_config(entries) or "config.worktree" not in info["entries"]:
         return entries, refusals
-    if "config.worktree" not in info["entries"]:
-        return entries, refusals + [
-            "%s/config sets extensions.worktreeConfig but %s/config.worktree does not exist: the agent could "
-            "create it and the host's git would read it; create it (empty will do) so that it is protected"
-            % (gitdir, gitdir)]
     return _entries(layout, files + [os.path.normpath(os.path.join(layout["root"], gitdir, "config.worktree"))])
 
 
@@ -134,8 +134,16 @@ def _gitfile_refusals(layout, path, text):
     return []
 
 
-def _gitdir_refusals(layout, gitdir, info):
+def _gitdir_refusals(layout, gitdir, info, kind):
     refusals = []
+    if info["head"] not in (None, "file"):
+        refusals.append("%s/HEAD is a %s, not the file git writes: the host's git would still use this repository "
+                        "but the session would not read it as git does; replace it with a file (echo 'ref: "
+                        "refs/heads/main' > %s/HEAD)" % (gitdir, _KIND_NAMES.get(info["head"], info["head"]), gitdir))
+    for name in ("modules", "worktrees"):
+        if name in info["entries"] and kind(os.path.join(layout["root"], gitdir, name)) == "link":
+            refusals.append("%s/%s is a symbolic link: the host's git would use the git directories where it "
+                            "points; replace it with the directory it points at" % (gitdir, name))
     if info["commondir"] is not None and not _is_worktree_gitdir(layout, gitdir):
         refusals.append("%s/commondir exists: git would take this repository's configuration from %r, and git "
                         "writes a commondir only for a linked worktree (under .git/worktrees/); remove it"
@@ -262,26 +270,27 @@ def _unique(items):
 
 
 def snapshot(layout):
-    """What findings() compares: the git directories with their entries, .git files and links."""
-    return {"gitdirs": dict((path, list(info["entries"])) for path, info in layout["gitdirs"].items()),
-            "gitfiles": sorted(layout["gitfiles"]), "links": sorted(layout["links"])}
+    """What findings() compares: the git directories, .git files and links, and where
+    the walk could not see."""
+    unseen = [(path, "cannot be read (%s): repositories in it are not known" % why)
+              for path, why in layout["unreadable"]]
+    if layout["bound"]:
+        path, what = layout["bound"]
+        unseen.append((path, "%s: repositories beyond it are not known" % what))
+    return {"gitdirs": sorted(layout["gitdirs"]), "gitfiles": sorted(layout["gitfiles"]),
+            "links": sorted(layout["links"]), "unseen": unseen}
 
 
 def findings(before, after):
-    """What the agent created that the host's git would take commands or configuration
-    from: [{"path", "what"}], sorted by path. BEFORE and AFTER are snapshot()s."""
-    found = []
-    for path in sorted(set(after["gitdirs"]) - set(before["gitdirs"])):
-        found.append({"path": path, "what": "a git directory: git run in or below its worktree takes its "
-                                            "configuration and hooks from it"})
-    for path in sorted(set(after["gitfiles"]) - set(before["gitfiles"])):
-        found.append({"path": path, "what": "a .git file: git run below it uses the git directory it names"})
-    for path in sorted(set(after["links"]) - set(before["links"])):
-        found.append({"path": path, "what": "a .git link: git run below it uses the directory it points at"})
-    for gitdir in sorted(set(after["gitdirs"]) & set(before["gitdirs"])):
-        for name in sorted(set(after["gitdirs"][gitdir]) - set(before["gitdirs"][gitdir])):
-            if name not in STATE_ENTRIES and not name.endswith(".lock"):
-                found.append({"path": os.path.normpath(os.path.join(gitdir, name)),
-                              "what": "new in a git directory: git reads it (configuration, hooks, a todo list "
-                                      "with exec lines, another git directory)"})
+    """The repositories the agent made, which the host's git would take configuration and
+    commands from when run in or below them, and where the walk could not see after the
+    session: [{"path", "what"}], sorted by path. BEFORE and AFTER are snapshot()s."""
+    found = [{"path": path, "what": "a new git directory: git run in or below its worktree takes its "
+                                    "configuration and hooks from it"}
+             for path in sorted(set(after["gitdirs"]) - set(before["gitdirs"]))]
+    found += [{"path": path, "what": "a new .git file: git run below it uses the git directory it names"}
+              for path in sorted(set(after["gitfiles"]) - set(before["gitfiles"]))]
+    found += [{"path": path, "what": "a new .git link: git run below it uses the directory it points at"}
+              for path in sorted(set(after["links"]) - set(before["links"]))]
+    found += [{"path": path, "what": what} for path, what in after["unseen"]]
     return sorted(found, key=lambda finding: finding["path"])

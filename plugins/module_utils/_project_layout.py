@@ -14,20 +14,27 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _git_config
 # At most this much of a .git file or a config file is read: a pointer is one line, and
 # a configuration git reads is small; a huge one is refused by the guard as unreadable.
 MAX_READ = 1 << 20
+# The walk's bounds: a project deeper or larger than this is refused (naming where the
+# walk stopped), never walked in part. Far beyond real trees (node_modules nests a few
+# dozen levels); an agent's 1,100-level directory stops here instead of in a traceback.
+MAX_DEPTH = 256
+MAX_ENTRIES = 2000000
 
 
 def read(project, home, environ):
     """The layout of PROJECT (an absolute, resolved directory) for _project_guard:
 
-    root, home; gitdirs {relative path: {"entries": [names], "commondir": text or None}};
-    gitfiles {relative path of a .git file: its text}; links [relative paths of .git
-    symbolic links]; global_configs [the system and global files git reads first, in
-    its order]; configs {absolute path: text or None if unreadable} for every
-    configuration file those name or include, each repository's own included.
+    root, home; gitdirs {relative path: {"entries": [names], "commondir": text or None,
+    "head": kind of its HEAD}}; gitfiles {relative path of a .git file: its text}; links
+    [relative paths of .git symbolic links]; unreadable [(relative path, why)] of the
+    directories that could not be listed; bound None, or (relative path, what) when the
+    walk stopped at MAX_DEPTH or MAX_ENTRIES; global_configs [the system and global files
+    git reads first, in its order]; configs {absolute path: text or None if unreadable}
+    for every configuration file those name or include, each repository's own included.
     """
-    layout = {"root": project, "home": home, "gitdirs": {}, "gitfiles": {}, "links": [],
-              "global_configs": global_configs(home, environ), "configs": {}}
-    _walk(project, "", layout, inside_gitdir=False)
+    layout = {"root": project, "home": home, "gitdirs": {}, "gitfiles": {}, "links": [], "unreadable": [],
+              "bound": None, "global_configs": global_configs(home, environ), "configs": {}}
+    _walk(project, layout)
     for relative in layout["gitdirs"]:
         for name in ("config", "config.worktree"):
             _read_config(os.path.normpath(os.path.join(project, relative, name)), home, layout["configs"], 0)
@@ -53,42 +60,51 @@ def kind(path):
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
-def _walk(top, relative, layout, inside_gitdir):
-    """Record git directories and .git entries under TOP/RELATIVE. In a git directory
-    only modules/ and worktrees/ can hold others: its objects are not walked."""
-    path = os.path.join(top, relative)
-    try:
-        with os.scandir(path) as listing:
-            entries = list(listing)
-    except OSError:
-        return
-    names = dict((entry.name, entry) for entry in entries)
-    if _looks_like_gitdir(names):
-        layout["gitdirs"][relative or "."] = {
-            "entries": sorted(names), "commondir": _read_text(os.path.join(path, "commondir"))
-            if "commondir" in names else None}
-        for name in ("modules", "worktrees"):
-            if name in names and names[name].is_dir(follow_symlinks=False):
-                _walk(top, os.path.join(relative, name), layout, inside_gitdir=True)
-        return
-    dot_git = names.get(".git")
-    if dot_git is not None and not inside_gitdir:
-        if dot_git.is_symlink():
-            layout["links"].append(os.path.join(relative, ".git"))
-        elif dot_git.is_file(follow_symlinks=False):
-            layout["gitfiles"][os.path.join(relative, ".git")] = _read_text(dot_git.path)
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            _walk(top, os.path.join(relative, entry.name), layout, inside_gitdir)
+def _walk(top, layout):
+    """Record git directories and .git entries under TOP, depth first without recursion.
+    In a git directory only modules/ and worktrees/ can hold others: its objects are not
+    walked. Stops (LAYOUT's bound) past MAX_DEPTH levels or MAX_ENTRIES entries."""
+    pending, seen = [("", False, 0)], 0
+    while pending:
+        relative, inside_gitdir, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            layout["bound"] = (relative, "more than %d directories deep" % MAX_DEPTH)
+            return
+        try:
+            with os.scandir(os.path.join(top, relative)) as listing:
+                entries = list(listing)
+        except OSError as error:
+            layout["unreadable"].append((relative or ".", error.strerror or str(error)))
+            continue
+        seen += len(entries)
+        if seen > MAX_ENTRIES:
+            layout["bound"] = (relative or ".", "the walk passed %d entries here" % MAX_ENTRIES)
+            return
+        names = dict((entry.name, entry) for entry in entries)
+        if looks_like_gitdir(relative, names):
+            layout["gitdirs"][relative or "."] = {
+                "entries": sorted(names), "head": kind(names["HEAD"].path) if "HEAD" in names else None,
+                "commondir": _read_text(os.path.join(top, relative, "commondir")) if "commondir" in names else None}
+            pending += [(os.path.join(relative, name), True, depth + 1) for name in ("modules", "worktrees")
+                        if name in names and names[name].is_dir(follow_symlinks=False)]
+            continue
+        dot_git = names.get(".git")
+        if dot_git is not None and not inside_gitdir:
+            if dot_git.is_symlink():
+                layout["links"].append(os.path.join(relative, ".git"))
+            elif dot_git.is_file(follow_symlinks=False):
+                layout["gitfiles"][os.path.join(relative, ".git")] = _read_text(dot_git.path)
+        pending += [(os.path.join(relative, entry.name), inside_gitdir, depth + 1) for entry in entries
+                    if entry.is_dir(follow_symlinks=False)]
 
 
-def _looks_like_gitdir(names):
-    """What git's is_git_directory() asks of a directory, without reading HEAD: a HEAD
-    file and objects and refs here, or a commondir file naming where they are."""
-    head = names.get("HEAD")
-    if head is None or not head.is_file(follow_symlinks=False):
-        return False
-    return "commondir" in names or ("objects" in names and "refs" in names)
+def looks_like_gitdir(relative, names):
+    """A directory named .git, or what git's is_git_directory() asks of one: a HEAD
+    (of any kind: git follows a symbolic link) and objects and refs here, or a
+    commondir file naming where they are."""
+    if os.path.basename(relative) == ".git":
+        return True
+    return "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names))
 
 
 def _read_text(path):

@@ -23,6 +23,7 @@ import difflib
 import os
 import stat
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_layout import looks_like_gitdir
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_manifest import kind
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_flags import flags
 
@@ -34,6 +35,12 @@ METACOPY_XATTRS = ("user.overlay.metacopy", "trusted.overlay.metacopy")
 
 class ReviewError(Exception):
     """The upper directory or the project cannot be reviewed or applied as asked."""
+
+
+def in_git_directory(path):
+    """True for PATH (relative) in or at a .git: never applied (the agent's commits come
+    back as refs, _project_commits), and not a change of the project an apply checks for."""
+    return ".git" in path.split("/")
 
 
 def _xattr(path, name):
@@ -156,11 +163,23 @@ def changes(upper, project):
     _walk(upper, project, "", out, links, False)
     # A hard link to a file outside the upper directory: its data is someone else's file.
     foreign = set(path for paths in links.values() for path, count in paths if count > len(paths))
+    repositories = new_repositories(out, upper)
     for item in out:
         item["flags"] = flags(item, upper, project)
         if item["path"] in foreign:
             item["flags"].append("a hard link to a file outside the session's upper directory")
+        item["flags"] += ["in a repository the agent made (%s): git run inside it takes its configuration and "
+                          "hooks from it" % top for top in repositories
+                          if item["path"] == top or item["path"].startswith(top + "/")]
     return sorted(out, key=lambda item: item["path"].split("/"))
+
+
+def new_repositories(items, upper):
+    """The directories ITEMS add that git would take for a git directory (a bare
+    repository the agent made; one at a .git is flagged as such already)."""
+    return [item["path"] for item in items if item["type"] == "dir" and item["change"] == "added"
+            and not in_git_directory(item["path"])
+            and looks_like_gitdir(item["path"], set(os.listdir(os.path.join(upper, item["path"]))))]
 
 
 def _text(path, limit):

@@ -15,7 +15,7 @@ import os
 import stat
 import uuid
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError, in_git_directory
 
 PERMISSIONS = 0o777
 APPLYING_PREFIX = ".aisb-apply-"
@@ -117,7 +117,8 @@ def _replaces(item):
 
 def apply(upper, project, items, named=()):
     """Apply ITEMS (from changes()) to PROJECT: unflagged ones, and flagged ones whose path
-    or a directory above it is NAMED; devices, fifos and sockets never.
+    or a directory above it is NAMED; devices, fifos, sockets and anything in or at a
+    .git never.
 
     Removals go first, deepest first; then files, links and directories, parents first.
     A path that cannot be applied (its directory held back, a directory not empty because
@@ -128,6 +129,9 @@ def apply(upper, project, items, named=()):
     for item in items:
         if item["type"] == "special" and item["change"] != "deleted":
             held.append({"path": item["path"], "why": "a device, fifo or socket is never applied"})
+        elif in_git_directory(item["path"]):
+            held.append({"path": item["path"], "why": "a git directory's content or pointer is never applied: the "
+                                                      "agent's commits are under refs/aisb/<session id>/"})
         elif item["flags"] and not is_named(item["path"], named):
             held.append({"path": item["path"], "why": "flagged (%s): name it to apply it" % "; ".join(item["flags"])})
         else:

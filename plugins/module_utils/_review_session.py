@@ -98,14 +98,17 @@ def load_record(state, session_id):
 
 def host_changes(review, project):
     """Paths of PROJECT that differ from its manifest (taken at session start, or after
-    the last apply); ReviewError when there is no manifest to compare with."""
+    the last apply), less its git directories (an apply never writes there, and the
+    session's end fetches the agent's commits into them); ReviewError when there is no
+    manifest to compare with."""
     try:
         manifest = _project_manifest.load(review["manifest"])
     except (OSError, ValueError):
         raise _project_review.ReviewError(
             "the session has no manifest of the project (%s): whether the project changed since the session "
             "started cannot be checked, so nothing is applied; discard the session" % review.get("manifest_error"))
-    return _project_manifest.differences(manifest, _project_manifest.take(project))
+    return [path for path in _project_manifest.differences(manifest, _project_manifest.take(project))
+            if not _project_review.in_git_directory(path)]
 
 
 def retake_manifest(review, project):

@@ -14,7 +14,7 @@ import os
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _controller, _harness_state, _images, _podman, _project_ansible, _project_git)
+    _controller, _harness_state, _host_tools, _images, _podman, _project_ansible, _project_commits, _project_git)
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
@@ -95,6 +95,10 @@ def start(inputs, facts, environ, run):
         if inputs.harness_state is not None:
             kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable, session_id)
         review = None
+        if inputs.project_git is not None:
+            # The git directories' overlays keep their upper layers in the session's directory.
+            plan["sandbox_options"]["project_mounts"] = _project_git.mounts(inputs.project_git, session_dir,
+                                                                            inputs.project_label)
         if inputs.project_mode == "review":
             # The agent writes to an upper directory in the session's, never to the project.
             review = Review(inputs.project, session_dir)
@@ -227,8 +231,10 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         # Every change the agent made, with its flags.
         record["review"] = review.end()
     if inputs.project_git is not None:
-        # What the agent created that the host's git would run.
+        # The repositories the agent made, which the host's git would take commands from.
         record["project_git"] = _project_git.report(inputs.project_git, environ)
+    # The agent's branches and HEAD as data, under refs/aisb/<session id>/ of each repository.
+    record["commits"] = bring_back(inputs, plan, runner, run, review)
     try:
         runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as error:
@@ -236,6 +242,29 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         record["record_error"] = "the record could not be written to %s: %s" % (record["record"], error.strerror)
         record["record"] = None
     return record
+
+
+def bring_back(inputs, plan, runner, run, review):
+    """_project_commits.bring_back for this session's repositories: direct mode's, from
+    the sandbox's mounts; review mode's top repository, from its overlay."""
+    if inputs.project_git is not None:
+        repositories, mounts, overlay = (inputs.project_git["repositories"],
+                                         plan["sandbox_options"]["project_mounts"], None)
+    elif review is not None:
+        repositories, mounts, overlay = _project_git.top_repository(inputs.project), [], review.overlay
+    else:
+        return []
+    # The host's own git, from the system's directories (_host_tools), never the project's.
+    git, missing = _host_tools.resolve("git")
+    commits = [{"repository": path, "refs": {}, "error": missing} for path in repositories] if missing else \
+        _project_commits.bring_back(run, inputs.executable, git, inputs.image, inputs.project, repositories,
+                                    runner.session_dir, plan["session_id"], mounts, overlay, inputs.project_label)
+    if inputs.project_git is not None:
+        # The overlays' work directories belong to the user namespace's root: removed
+        # inside it, with the upper layers (their commits are in the bundles now).
+        run(_podman.unshare(inputs.executable, ["rm", "-rf", "--", os.path.join(runner.session_dir,
+                                                                                _project_git.GIT_DIR)]))
+    return commits
 
 
 def run_session(params, environ, check_mode, terminal=None, parent=None):
@@ -276,7 +305,14 @@ def task_result(record):
         "transcript": record["transcript"], "commands": record["commands"],
         "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
         "token_budget": budget_note(record.get("tokens")),
+        # Which of the agent's refs arrived under refs/aisb/<session id>/ (the play's last line).
+        "commits": _project_commits.summary(record.get("commits")),
     }
+    ansible_findings = (record.get("project_git") or {}).get("ansible_findings")
+    warnings = [_project_git.warning(record),
+                _project_ansible.warning(record["project"], ansible_findings) if ansible_findings else None]
+    if any(warnings):
+        result["warnings"] = [warning for warning in warnings if warning]
     problems = []
     if record["status"] != "exited" or record["exit_code"] != 0:
         problems.append("session %s %s%s" % (
@@ -284,12 +320,6 @@ def task_result(record):
             "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else ""))
     if record.get("record_error"):
         problems.append(record["record_error"])
-    git_problem = _project_git.problem(record)
-    if git_problem:
-        problems.append(git_problem)
-    ansible_findings = (record.get("project_git") or {}).get("ansible_findings")
-    if ansible_findings:
-        result["warnings"] = [_project_ansible.warning(record["project"], ansible_findings)]
     if problems:
         result["failed"] = True
         result["msg"] = "; ".join(problems + gate["hints"])

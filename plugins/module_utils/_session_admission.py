@@ -207,10 +207,10 @@ def admit(params, environ, run, interactive=False, now=None):
     label = (facts.get("verdict") or {}).get("bind_mount_label", "")
     project_git = None
     if project_mode == "direct":
-        # Read-only mounts for what the host's git runs, or a refusal. Not in review mode:
-        # the overlay keeps the host's tree unchanged, and the guard's writable binds of the
-        # project's own directories would reach around it.
-        project_git, refusals = protect_project_git(project, environ, label)
+        # Overlays for the git directories and read-only mounts for what the host's git runs,
+        # or a refusal. Not in review mode: the overlay keeps the host's tree unchanged, and
+        # the guard's writable binds of the project's own directories would reach around it.
+        project_git, refusals = protect_project_git(project, environ)
         if refusals:
             return None, None, refusals, warnings
     inputs = SessionInputs(

@@ -183,7 +183,9 @@ def plan_session(session_id, inputs, facts, port, injector=None):
     plan["sandbox_options"] = {
         "name": names["sandbox"], "image": inputs.image, "project": inputs.project,
         "project_label": inputs.project_label, "network": network,
-        "project_mounts": (inputs.project_git or {}).get("mounts", []),
+        # Direct mode: the git directories' overlays and read-only paths, made when the
+        # session's directory (which holds the overlays' upper layers) exists.
+        "project_mounts": [],
         # The entrypoint's whole environment beyond podman's defaults: the session's
         # own values, nothing an operator or the project wrote.
         "env": {"AISB_SESSION": session_id, "AISB_REPORT_FD": str(REPORT_FD), "AISB_ENV_FD": str(ENV_FD)},

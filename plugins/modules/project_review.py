@@ -19,7 +19,9 @@ description:
     diff of the text files, and the project's paths that changed since the session started.
   - O(action=apply) refuses when any path of the project changed since the session started
     (or since the last apply), then applies the unflagged changes and the flagged ones
-    named in O(apply_flagged). Devices, fifos and sockets are never applied. No symbolic
+    named in O(apply_flagged). Devices, fifos and sockets are never applied, nor anything in
+    or at a C(.git) (the agent's commits come back as refs, see O(branch)); changes under the
+    project's git directories do not count as the project having changed. No symbolic
     link is followed, in the upper directory or in the project; files are written under a
     new name and renamed into place. Afterwards the project's manifest is taken again, so
     a later apply (of flagged paths named then) checks against the project as this one
@@ -44,6 +46,13 @@ options:
     type: list
     elements: str
     default: []
+  branch:
+    description:
+      - With O(action=apply), also create this branch in the project's repository at the
+        agent's HEAD as the session's end brought it back (C(refs/aisb/<session>/HEAD)), without
+        checking it out and without running a hook. The agent's git directory itself is never
+        applied.
+    type: str
   executable:
     description: The podman executable (for C(podman unshare) on discard).
     type: str
@@ -65,11 +74,12 @@ EXAMPLES = r"""
   aisb.sandbox.project_review:
     session: 20261130T230455-1a2b3c4d
 
-- name: Apply it, with one flagged path
+- name: Apply it, with one flagged path, and the agent's commits as branch agent-work
   aisb.sandbox.project_review:
     session: 20261130T230455-1a2b3c4d
     action: apply
     apply_flagged: [package.json]
+    branch: agent-work
 """
 
 RETURN = r"""
@@ -117,6 +127,10 @@ held:
   returned: when O(action=apply)
   type: list
   elements: dict
+branch:
+  description: The branch O(branch) created, at the agent's HEAD.
+  returned: when O(branch) was given and created
+  type: str
 unmatched:
   description: Entries of O(apply_flagged) that name no change.
   returned: when O(action=apply)
@@ -134,7 +148,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _host_tools, _podman, _project_review, _review_apply, _review_session)
+    _host_tools, _podman, _project_commits, _project_review, _review_apply, _review_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
 
@@ -146,6 +160,7 @@ def argument_spec():
         session=dict(type="str", required=True),
         action=dict(type="str", choices=["show", "apply", "discard"], default="show"),
         apply_flagged=dict(type="list", elements="str", default=[]),
+        branch=dict(type="str"),
         executable=dict(type="str", default="podman"),
     )
 
@@ -206,7 +221,15 @@ def execute(params, environ, run, check_mode):
                            if not any(_review_apply.is_named(item["path"], [name]) for item in items)]
     if check_mode:
         return dict(result, applied=[], held=[], changed=bool(items))
+    if params.get("branch"):
+        # First: a branch refused (its name taken, no commits brought back) applies nothing.
+        git, refused = _host_tools.resolve("git")
+        refused = refused or _project_commits.branch(run, git, project, params["session"], params["branch"])
+        if refused:
+            raise _project_review.ReviewError(refused)
     outcome = _review_apply.apply(review["upper"], project, items, named)
+    if params.get("branch"):
+        outcome["branch"] = params["branch"]
     tree_hash = _review_session.retake_manifest(review, project)
     _review_session.note(session_dir, record, dict(outcome, action="apply", at=format_time(time.time()),
                                                    named=named, tree_hash=tree_hash))

@@ -191,6 +191,16 @@ token_budget:
       has each provider's input and output tokens, requests and the budget.
   returned: when a session started
   type: str
+commits:
+  description:
+    - Which of the agent's refs arrived as data under C(refs/aisb/<session_id>/) of each
+      repository the project held at the start (its branches and HEAD, new commits only), and
+      what could not be brought back; empty when nothing new arrived. The record's C(commits)
+      has each repository's refs. Take them with
+      O(aisb.sandbox.project_review#module:branch) (review mode) or
+      C(git reset refs/aisb/<session_id>/HEAD) / C(git branch NAME refs/aisb/<session_id>/HEAD).
+  returned: when a session started
+  type: str
 commands:
   description: The podman command lines that ran.
   returned: always

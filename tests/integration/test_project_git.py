@@ -9,15 +9,21 @@ marker exists only if the host ran what the agent wrote. After the session the
 developer's everyday commands run on the host (a terminal for the pager, no -m for
 the editor, a fetch and pull from a local remote, a push through an ssh rewrite).
 
-Cases the sandbox protects assert that no marker appears and that the agent's own git
-still works; cases it can only detect (a git directory the agent created where none
-was) assert that the session's record and the play's output name the path.
+Every git directory is overlaid whole (the host's directory the lower layer, the agent's
+writes in the session's directory), so cases the sandbox protects assert that no marker
+appears, that the host's git directory did not change, and that the agent's commits came
+back under refs/aisb/<session id>/ and nothing else did; cases it can only detect (a
+repository the agent created where none was) assert that the session's record and the
+play's output name the path; a project the session cannot read whole is refused, naming
+the path, and starts again once it is fixed.
 """
 
+import json
 import re
 
 import pytest
 
+from scenario import ANSIBLE_ENV, operator_vars
 from sessions import record_of, run_agent
 
 SRC = "/home/dev/src"
@@ -104,10 +110,12 @@ def new_repo(ws, name, setup=""):
 
 def nothing_the_agent_wrote_runs(ws, case, repo, attack, where=()):
     """Run ATTACK in a session on REPO, then the developer's git in REPO and each of
-    WHERE: none of CASE's markers may appear."""
+    WHERE: none of CASE's markers may appear, and REPO's git directory is as it was."""
+    before = git_state(ws, repo)
     result = run_agent_script(ws, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack + "\necho attack-done")
     record = record_of(ws, result.stdout)
     assert record["status"] == "exited" and "attack-done" in transcript(ws, record), result.stdout[-3000:]
+    assert git_state(ws, repo) == before
     for place in (repo,) + tuple(where):
         developer_uses_git(ws, place)
     assert case_markers(ws, case) == [], transcript(ws, record)[-3000:]
@@ -116,6 +124,23 @@ def nothing_the_agent_wrote_runs(ws, case, repo, attack, where=()):
 
 def case_markers(ws, case):
     return [m for m in markers(ws) if m.split(".")[0] == case]
+
+
+def git_state(ws, repo, gitdir=".git"):
+    """Every path in REPO's GITDIR with its type and mode, and each file's digest (objects,
+    logs and refs/aisb/, where the session's end adds the agent's commits, left out, in
+    the git directories inside it too)."""
+    prune = "-path '*/refs/aisb' -prune -o -path '*/objects' -prune -o -path '*/logs' -prune -o"
+    return ws.run(["bash", "-c", f"find {gitdir} {prune} -printf '%y %m %p\\n' | sort; "
+                   f"find {gitdir} {prune} -type f -print0 | sort -z | xargs -0 sha256sum"],
+                  cwd=repo).stdout.splitlines()
+
+
+def aisb_refs(ws, repo, session_id):
+    """{ref: object} of what the session's end brought back into REPO."""
+    out = ws.run(["git", "for-each-ref", "--format=%(refname) %(objectname)", f"refs/aisb/{session_id}/"],
+                 cwd=repo).stdout
+    return dict(line.split(" ", 1) for line in out.splitlines())
 
 
 def tree_listing(ws, repo):
@@ -187,32 +212,25 @@ mv {path} {path}-old && printf '[core]\\n\\tfsmonitor = "{marker('rename.' + lab
 echo change >> README
 """
 
-# Ways around a read-only mount with no capability: each prints the probe's name and
-# whether it got through (the test wants every one refused).
+# Ways around the git directory's overlay to the host's directory beneath it, with no
+# capability: each prints the probe's name and whether it got through (the test wants
+# every one refused). Writing into .git itself works, and goes to the overlay's upper layer.
 ESCAPE_ATTACK = f"""
 probe() {{ name=$1; shift; if "$@" >/dev/null 2>&1; then echo "probe $name got-through"; else echo "probe $name refused"; fi; }}
 evil='[core]\\n\\tfsmonitor = "{marker('escape.config')}; false"\\n'
-probe write-config sh -c "printf '$evil' >> .git/config"
-probe git-config git config core.fsmonitor "{marker('escape.git-config')}; false"
-probe chmod-config chmod u+w .git/config
-probe unlink-config rm -f .git/config
-probe umount umount /project/.git/config
-probe umount-lazy umount -l /project/.git/hooks
-probe mount-move mount --move /project/.git/hooks /tmp
-probe remount-rw mount -o remount,rw /project/.git/config
-probe userns-umount unshare -Urm umount /project/.git/config
-probe userns-remount unshare -Urm mount -o remount,bind,rw /project/.git/config
+printf "$evil" >> .git/config && git config core.pager "{marker('escape.pager')}; cat" && echo overlay-written
+probe umount umount /project/.git
+probe umount-lazy umount -l /project/.git
+probe mount-move mount --move /project/.git /tmp
+probe userns-umount unshare -Urm sh -c "umount /project/.git && printf '$evil' >> /project/.git/config"
+probe userns-umount-lazy unshare -Urm sh -c "umount -l /project/.git && printf '$evil' >> /project/.git/config"
 probe userns-bind-reveal unshare -Urm sh -c "mkdir -p /tmp/reveal && mount --bind /project /tmp/reveal \\
   && printf '$evil' >> /tmp/reveal/.git/config"
 probe userns-rbind-umount unshare -Urm sh -c "mkdir -p /tmp/rbind && mount --rbind /project /tmp/rbind \\
-  && umount /tmp/rbind/.git/config && printf '$evil' >> /tmp/rbind/.git/config"
-probe hardlink sh -c "ln .git/config cfg-link && printf '$evil' >> cfg-link"
-probe proc-fd sh -c "exec 3<.git/config; printf '$evil' >> /proc/self/fd/3"
+  && umount /tmp/rbind/.git && printf '$evil' >> /tmp/rbind/.git/config"
+probe hardlink-out sh -c "ln .git/config cfg-link && printf '$evil' >> cfg-link"
 probe rename-gitdir mv .git .git-old
-probe rename-hooks mv .git/hooks .git/hooks-old
-probe rename-info mv .git/info .git/info-old
-probe replace-config sh -c "printf '$evil' > .git/config.new && mv .git/config.new .git/config"
-probe write-hook sh -c "printf '#!/bin/sh\\n{marker('escape.hook')}\\n' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit"
+probe remove-gitdir rmdir .git
 true
 """
 
@@ -301,8 +319,39 @@ printf '#!/bin/sh\\n{marker('command-path.fsmonitor')}\\nexit 1\\n' > .githooks/
 echo change >> README
 """
 
+# The issue's vectors against the last design, each now inside the overlay.
+HEAD_LINK_ATTACK = f"""
+rm -f .git/HEAD && ln -s refs/heads/main .git/HEAD
+git config core.fsmonitor "{marker('head-link.fsmonitor')}; false"
+printf '#!/bin/sh\\n{marker('head-link.hook')}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+echo change >> README
+"""
+HIDDEN_GITDIR_ATTACK = f"""
+git config core.fsmonitor "{marker('hidden-gitdir.fsmonitor')}; false"
+printf '#!/bin/sh\\n{marker('hidden-gitdir.hook')}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+chmod 0311 .git
+echo change >> README
+"""
+COMMONDIR_ATTACK = EVIL_GITDIR + """
+make_evil .evil commondir.gitdir && rm -f .evil/HEAD && echo ../.evil > .git/commondir
+echo change >> README
+"""
+REBASE_TODO_ATTACK = f"""
+echo a >> README && git commit -q -am a && echo b >> README && git commit -q -am b
+GIT_SEQUENCE_EDITOR="sed -i -e '1i break' -e '1a exec {marker('rebase-todo.exec')}'" git rebase -q -i HEAD~2
+"""
+MISSING_WORKTREE_CONFIG_ATTACK = f"""
+printf '[core]\\n\\tfsmonitor = "{marker('missing-config-worktree.file')}; false"\\n' > .git/config.worktree
+echo change >> README
+"""
+
 PROTECTED = {
     "config": ("", CONFIG_ATTACK),
+    "head-link": ("", HEAD_LINK_ATTACK),
+    "hidden-gitdir": ("", HIDDEN_GITDIR_ATTACK),
+    "commondir": ("", COMMONDIR_ATTACK),
+    "rebase-todo": ("", REBASE_TODO_ATTACK),
+    "missing-config-worktree": ("git config extensions.worktreeConfig true", MISSING_WORKTREE_CONFIG_ATTACK),
     "hooks": ("", HOOKS_ATTACK),
     "rename": ("", RENAME_ATTACK),
     "include": (INCLUDE_SETUP, INCLUDE_ATTACK),
@@ -342,36 +391,48 @@ def test_control_the_same_files_written_on_the_host_do_run(git_host, name):
     assert set(CONTROL_MARKERS[name]) <= set(ran), " ".join(ran)
 
 
-def test_read_only_mounts_hold_against_every_way_around(git_host):
+def test_the_overlay_holds_against_every_way_around(git_host):
     repo = new_repo(git_host, "escape")
-    before = tree_listing(git_host, repo)
+    before = git_state(git_host, repo)
     result = run_agent_script(git_host, repo, ESCAPE_ATTACK)
     record = record_of(git_host, result.stdout)
-    probes = dict(re.findall(r"^probe (\S+) (\S+)$", transcript(git_host, record), re.M))
-    assert len(probes) == 19, transcript(git_host, record)
+    log = transcript(git_host, record)
+    probes = dict(re.findall(r"^probe (\S+) (\S+)$", log, re.M))
+    assert "overlay-written" in log and len(probes) == 10, log
     assert {name: outcome for name, outcome in probes.items() if outcome != "refused"} == {}
+    assert git_state(git_host, repo) == before
+    # No commit was made: nothing comes back (only commits the host lacks travel).
+    assert aisb_refs(git_host, repo, record["session_id"]) == {} and record["commits"][0]["error"] is None
     developer_uses_git(git_host, repo)
     assert [m for m in markers(git_host) if m.startswith("escape")] == []
-    # The mount points were there already: the host tree gained nothing but what the
-    # developer's own commands made (the probes' cfg-link was refused).
-    assert "f ./cfg-link" not in before and not git_host.path(repo + "/cfg-link").exists()
+    assert not git_host.path(repo + "/cfg-link").exists()
 
 
-def test_the_agent_still_works_with_git_and_leaves_nothing_else(git_host):
+def test_the_agents_commits_come_back_as_refs_and_nothing_else_does(git_host):
     repo = new_repo(git_host, "agent-works")
-    before = tree_listing(git_host, repo)
+    before, tree_before = git_state(git_host, repo), tree_listing(git_host, repo)
+    host_main = git_host.run(["git", "rev-parse", "main"], cwd=repo).stdout.strip()
     result = run_agent_script(git_host, repo, AGENT_IDENTITY + "\n" + AGENT_GIT_WORKS)
     assert result.returncode == 0, result.stdout[-3000:]
     record = record_of(git_host, result.stdout)
     assert "agent-git-works" in transcript(git_host, record)
-    log = git_host.run(["git", "log", "--format=%an %s", "main"], cwd=repo).stdout.splitlines()
-    assert log[:3] == ["agent agent-branch-commit", "agent agent-main-commit", "agent agent-commit"]
-    after = tree_listing(git_host, repo)
-    # No mount point was created in the host tree: the only new paths are the agent's
-    # own work (its file, refs, the tag) and what git itself keeps.
-    new = sorted(set(after) - set(before))
-    assert all(re.match(r"[fd] \./(agent\.txt|\.git/(refs|ORIG_HEAD|COMMIT_EDITMSG|packed-refs|info/refs|"
-                        r"objects|logs))", line) for line in new), new
+    # The host's refs, HEAD, index, config and hooks are as they were, byte for byte.
+    assert git_state(git_host, repo) == before
+    assert git_host.run(["git", "rev-parse", "main"], cwd=repo).stdout.strip() == host_main
+    # The agent's two branches (rebased) and its HEAD, and no tag, stash or other ref.
+    session = record["session_id"]
+    refs = aisb_refs(git_host, repo, session)
+    base = f"refs/aisb/{session}/"
+    assert sorted(refs) == [base + "HEAD", base + "heads/agent-branch", base + "heads/main"], refs
+    assert refs[base + "HEAD"] == refs[base + "heads/main"] == refs[base + "heads/agent-branch"]
+    log = git_host.run(["git", "log", "--format=%an %s", f"{base}HEAD", "^main"], cwd=repo).stdout.splitlines()
+    assert log == ["agent agent-branch-commit", "agent agent-main-commit", "agent agent-commit"]
+    git_host.run(["git", "fsck", "--strict", "--no-dangling"], cwd=repo)
+    assert record["commits"] == [{"repository": ".git", "refs": refs, "error": None}]
+    assert f"commits {base}HEAD, {base}heads/agent-branch, {base}heads/main" in result.stdout
+    # The worktree holds the agent's work; the git directory nothing but the new refs.
+    new = sorted(set(tree_listing(git_host, repo)) - set(tree_before))
+    assert all(re.match(r"[fd] \./(agent\.txt|\.git/refs/aisb($|/))", line) for line in new), new
     assert record.get("project_git", {}).get("findings") == []
 
 
@@ -411,16 +472,23 @@ DETECTED = {
         git config core.fsmonitor "{marker('nested')}; false"
         cd /project && git update-index --add --cacheinfo 160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib
         """, "vendor/lib/.git"),
-    "commondir": ("", EVIL_GITDIR + """
-        make_evil .evil commondir && rm -f .evil/HEAD && echo ../.evil > .git/commondir
-        """, ".git/commondir"),
+    # A nested repository with a gitlink in the top index, its HEAD a symbolic link...
+    "nested-head-link": ("", f"""
+        mkdir -p vendor/lib && cd vendor/lib && git init -q && git commit -q --allow-empty -m nested
+        git config core.fsmonitor "{marker('nested-head-link')}; false"
+        ref=$(git symbolic-ref HEAD) && rm .git/HEAD && ln -s $ref .git/HEAD
+        cd /project && git update-index --add --cacheinfo 160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib
+        """, "vendor/lib/.git"),
+    # ... or its parent not listable: the walk cannot see it, and says where.
+    "nested-hidden": ("", f"""
+        mkdir -p vendor/lib && cd vendor/lib && git init -q && git commit -q --allow-empty -m nested
+        git config core.fsmonitor "{marker('nested-hidden')}; false"
+        cd /project && git update-index --add --cacheinfo 160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib
+        chmod 0311 vendor
+        """, "vendor"),
     "bare": ("", f"""
         git init -q --bare fixtures/evil.git && git -C fixtures/evil.git config core.fsmonitor "{marker('bare')}; false"
         """, "fixtures/evil.git"),
-    "rebase-todo": ("", f"""
-        echo a >> README && git commit -q -am a && echo b >> README && git commit -q -am b
-        GIT_SEQUENCE_EDITOR="sed -i -e '1i break' -e '1a exec {marker('rebase-todo')}'" git rebase -q -i HEAD~2
-        """, ".git/rebase-merge"),
 }
 
 
@@ -431,8 +499,10 @@ def test_git_directories_the_agent_made_are_reported(git_host, name):
     result = run_agent_script(git_host, repo, "set +e\n" + AGENT_IDENTITY + "\n" + attack)
     record = record_of(git_host, result.stdout)
     findings = record.get("project_git", {}).get("findings")
+    git_host.run(["chmod", "-R", "u+rwx", repo])
     assert findings and path in [f["path"] for f in findings], (findings, transcript(git_host, record)[-2000:])
-    assert f"{repo}/{path}" in result.stdout, result.stdout[-3000:]
+    # A warning of the play's, naming the full path.
+    assert f"{repo}/{path}" in result.stderr, result.stdout[-3000:] + result.stderr[-2000:]
 
 
 def test_a_planted_commondir_is_refused_at_the_next_start(git_host):
@@ -442,8 +512,79 @@ def test_a_planted_commondir_is_refused_at_the_next_start(git_host):
     assert "commondir" in result.stdout and "refused" in result.stdout, result.stdout[-3000:]
 
 
-def test_a_worktree_config_git_would_read_but_that_is_missing_is_refused(git_host):
-    repo = new_repo(git_host, "worktree-config-missing", "git config extensions.worktreeConfig true")
-    result = run_agent_script(git_host, repo, "true")
-    assert result.returncode != 0
-    assert "config.worktree" in result.stdout and "refused" in result.stdout, result.stdout[-3000:]
+# A project the session cannot read whole: (what the agent does, or the developer had,
+# the path the refusal names, what it says, how the developer fixes it).
+UNREADABLE = {
+    "deep": ("d=deep; mkdir $d; cd $d; for i in $(seq 1100); do mkdir d && cd d; done", "deep/" + "/".join(["d"] * 256),
+             "more than 256 directories deep", "rm -rf deep"),
+    "locked": ("mkdir -p locked/inner && chmod 0311 locked", "locked", "cannot be read (Permission denied)",
+               "chmod 755 locked"),
+    "host-head-link": (None, ".git/HEAD", "is a symbolic link, not the file git writes",
+                       "rm .git/HEAD && echo 'ref: refs/heads/main' > .git/HEAD"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_a_project_the_session_cannot_read_whole_is_refused_naming_the_path_until_fixed(git_host, name):
+    agent, path, why, fix = UNREADABLE[name]
+    repo = new_repo(git_host, "unreadable-" + name, "" if agent else "rm .git/HEAD && ln -s refs/heads/main .git/HEAD")
+    try:
+        refused_until_fixed(git_host, repo, agent, path, why, fix)
+    finally:
+        # GNU rm takes a 1,100-level tree apart; the workstation's own clean-up (Python's
+        # rmtree) would recurse too deep.
+        git_host.run(["bash", "-c", f"chmod -R u+rwx {repo}; rm -rf {repo}"], check=False)
+
+
+def refused_until_fixed(git_host, repo, agent, path, why, fix):
+    """AGENT (a script, or None: the case is on the host already) makes the project one
+    the next session refuses naming PATH and WHY; once FIX runs, a session starts."""
+    if agent:
+        result = run_agent_script(git_host, repo, agent)
+        record = record_of(git_host, result.stdout)
+        assert record["status"] == "exited", result.stdout[-3000:]
+        # The session that made it says so, naming the path.
+        assert path in [f["path"] for f in record["project_git"]["findings"]], record["project_git"]
+        assert f"{repo}/{path}" in result.stderr, result.stdout[-3000:] + result.stderr[-2000:]
+    refused = run_agent_script(git_host, repo, "true")
+    assert refused.returncode != 0 and "Traceback" not in refused.stdout, refused.stdout[-3000:]
+    assert f"project {repo} is refused: {path}" in refused.stdout and why in refused.stdout, refused.stdout[-3000:]
+    git_host.run(["bash", "-c", fix], cwd=repo)
+    again = run_agent_script(git_host, repo, "echo started-again")
+    assert again.returncode == 0 and "started-again" in transcript(git_host, record_of(git_host, again.stdout))
+
+
+REVIEW_AGENT = f"""
+echo agent > agent.txt && git add agent.txt && git commit -q -m agent-commit
+git checkout -q -b agent-branch && echo b >> agent.txt && git commit -q -am agent-branch-commit
+git config core.fsmonitor "{marker('review.fsmonitor')}; false"
+printf '#!/bin/sh\\n{marker('review.hook')}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+git init -q --bare fixtures/evil.git && git -C fixtures/evil.git config core.fsmonitor "{marker('review.bare')}; false"
+"""
+
+
+def test_review_mode_brings_the_commits_back_and_never_applies_the_git_directory(git_host):
+    repo = new_repo(git_host, "review")
+    before = git_state(git_host, repo)
+    result = run_agent(git_host, "-e", "aisb_project_mode=review", project=repo,
+                       command=["bash", "-c", AGENT_IDENTITY + "\n" + REVIEW_AGENT])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(git_host, result.stdout)
+    session = record["session_id"]
+    # The repository it made outside a .git is flagged whole.
+    assert {"fixtures/evil.git", "fixtures/evil.git/config"} <= set(record["review"]["flagged"]), record["review"]
+    base = f"refs/aisb/{session}/"
+    refs = aisb_refs(git_host, repo, session)
+    assert sorted(refs) == [base + "HEAD", base + "heads/agent-branch", base + "heads/main"], refs
+    applied = git_host.run(["ansible-playbook", "aisb.sandbox.review", "-e", operator_vars(git_host), "-e",
+                            f"session={session}", "-e", "action=apply", "-e",
+                            json.dumps({"apply_flagged": [".git"], "branch": "agent-work"})],
+                           check=False, env=ANSIBLE_ENV)
+    assert applied.returncode == 0, applied.stdout[-3000:]
+    # The worktree's file arrived; the agent's .git did not (named or not); the branch did.
+    assert git_host.path(repo + "/agent.txt").read_text() == "agent\nb\n"
+    assert not git_host.path(repo + "/fixtures/evil.git").exists()
+    assert [line for line in git_state(git_host, repo) if "refs/heads/agent-work" not in line] == before
+    assert git_host.run(["git", "rev-parse", "agent-work"], cwd=repo).stdout.strip() == refs[base + "HEAD"]
+    developer_uses_git(git_host, repo)
+    assert case_markers(git_host, "review") == []

@@ -153,11 +153,14 @@ def test_apply_applies_unflagged_only_and_flagged_when_named(layers):
     left = changes(upper, project)
     assert sorted(item["path"] for item in left) == [".envrc", ".git", ".git/hooks", ".git/hooks/post-checkout",
                                                      "etc-link"]
-    outcome = apply(upper, project, left, named=[".git/", "etc-link"])
-    assert sorted(outcome["applied"]) == [".git", ".git/hooks", ".git/hooks/post-checkout", "etc-link"]
-    assert [h["path"] for h in outcome["held"]] == [".envrc"]
+    outcome = apply(upper, project, left, named=[".git/", "etc-link", "vendor"])
+    # Named or not, nothing in or at a .git is ever applied.
+    assert sorted(outcome["applied"]) == ["etc-link"]
+    assert [h["path"] for h in outcome["held"]] == [".envrc", ".git", ".git/hooks", ".git/hooks/post-checkout"]
+    assert all(h["why"].startswith("a git directory's content or pointer is never applied")
+               for h in outcome["held"] if h["path"] != ".envrc")
     assert os.readlink(os.path.join(project, "etc-link")) == "/etc"
-    assert stat.S_IMODE(os.stat(os.path.join(project, ".git/hooks/post-checkout")).st_mode) == 0o755
+    assert not os.path.exists(os.path.join(project, ".git"))
 
 
 def test_is_named_covers_a_directory_and_nothing_beside_it():
@@ -314,3 +317,15 @@ def test_manifest_sees_any_change_even_with_the_old_mtime(tmp_path):
     first = _project_manifest.save(str(tmp_path.parent / "m1.json"), before)
     assert first == _project_manifest.save(str(tmp_path.parent / "m2.json"), dict(reversed(list(before.items()))))
     assert _project_manifest.load(str(tmp_path.parent / "m1.json")) == before
+
+
+def test_a_repository_the_agent_made_is_flagged_whole_wherever_it_is(layers):
+    project, upper = layers
+    for name in ("HEAD", "config", "objects/info/packs", "refs/heads/main"):
+        write(os.path.join(upper, "fixtures", "evil.git", name), "x\n", 0o644)
+    write(os.path.join(upper, "src", "objects", "x.py"), "x\n", 0o644)
+    flagged = dict((item["path"], item["flags"]) for item in changes(upper, project))
+    why = ("in a repository the agent made (fixtures/evil.git): git run inside it takes its configuration and "
+           "hooks from it")
+    assert flagged["fixtures/evil.git"] == [why] and flagged["fixtures/evil.git/config"] == [why]
+    assert flagged["fixtures"] == [] and flagged["src/objects/x.py"] == []

@@ -83,11 +83,14 @@ def test_apply_applies_unflagged_then_flagged_when_named(session):
     assert result["applied"] == ["main.py", "old.txt"] and len(result["held"]) == 3
     assert sorted(os.listdir(session["project"])) == ["main.py"]
     # The manifest follows the apply: naming the flagged paths later is not refused.
-    result = execute(params("apply", apply_flagged=[".git", "nothing"]), session["environ"], fake_run(), False)
-    assert result["applied"] == [".git", ".git/hooks", ".git/hooks/post-checkout"]
-    assert result["unmatched"] == ["nothing"]
+    result = execute(params("apply", apply_flagged=["main.py", "nothing"]), session["environ"], fake_run(), False)
+    assert result["applied"] == [] and result["unmatched"] == ["main.py", "nothing"]
+    # A git directory's content is never applied, named or not.
+    result = execute(params("apply", apply_flagged=[".git"]), session["environ"], fake_run(), False)
+    assert result["applied"] == [] and [h["path"] for h in result["held"]] == [
+        ".git", ".git/hooks", ".git/hooks/post-checkout"]
     history = json.loads((session["dir"] / "record.json").read_text())["review"]["history"]
-    assert [entry["action"] for entry in history] == ["apply", "apply"]
+    assert [entry["action"] for entry in history] == ["apply", "apply", "apply"]
 
 
 def test_apply_after_the_project_changed_is_refused(session):
@@ -137,3 +140,14 @@ def test_a_long_diff_stops_and_says_how_much_is_left(session, monkeypatch):
     monkeypatch.setattr("ansible_collections.aisb.sandbox.plugins.modules.project_review.DIFF_LIMIT", 10)
     result = execute(params("show"), session["environ"], fake_run(), False)
     assert result["diff"].endswith("over 10 characters: 4 more changes)\n")
+
+
+def test_the_agents_commits_become_a_branch_by_name_with_no_hook_and_a_bad_name_applies_nothing(session):
+    run = fake_run()
+    result = execute(params("apply", branch="agent-work"), session["environ"], run, False)
+    assert result["branch"] == "agent-work" and result["applied"] == ["main.py", "old.txt"]
+    git = run.commands[-1]
+    assert git[1:3] == ["--git-dir=%s/.git" % session["project"], "-c"] and "core.hooksPath=/dev/null" in git
+    assert git[-4:] == ["branch", "--no-track", "agent-work", "refs/aisb/%s/HEAD" % SESSION]
+    with pytest.raises(ReviewError, match="'--force' is not a plain branch name"):
+        execute(params("apply", branch="--force"), session["environ"], fake_run(), False)
