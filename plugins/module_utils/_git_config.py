@@ -201,7 +201,8 @@ def _parameters(text):
         if key is None:
             return pairs
         if text[position:position + 1] == "=":
-            value, position = _quoted(text, position + 1) if text[position + 1:position + 2] == "'" else ("", position + 1)
+            position += 1
+            value, position = _quoted(text, position) if text[position:position + 1] == "'" else ("", position)
             if value is None:
                 return pairs
             pairs.append((key, value))

@@ -59,8 +59,9 @@ def _on_host(path):
 
 def overlaid(layout, upper):
     """(layout, kind) of the project as it would be with a review session's UPPER
-    directory applied over it: the same repositories, each configuration file and each
-    path's kind taken from UPPER where it holds one (a whiteout: absent)."""
+    directory applied over it: the same repositories (with the entries UPPER adds to
+    them, config.worktree say), each configuration file and each path's kind taken
+    from UPPER where it holds one (a whiteout: absent)."""
     root = layout["root"]
 
     def locate(path):
@@ -74,9 +75,25 @@ def overlaid(layout, upper):
             return path
         return None if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0 else above
 
-    merged = dict(layout, configs={})
+    def merged_kind(path):
+        where = locate(path)
+        return None if where is None else kind(where)
+
+    gitdirs = {}
+    for relative, info in layout["gitdirs"].items():
+        names = [name for name in _names(os.path.join(upper, relative))
+                 if merged_kind(os.path.join(root, relative, name)) is not None]
+        gitdirs[relative] = dict(info, entries=sorted(set(info["entries"]) | set(names)))
+    merged = dict(layout, gitdirs=gitdirs, configs={})
     _read_configs(merged, locate)
-    return merged, lambda path: None if locate(path) is None else kind(locate(path))
+    return merged, merged_kind
+
+
+def _names(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def global_configs(home, environ):

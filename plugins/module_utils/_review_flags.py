@@ -100,7 +100,7 @@ def git_reads(upper, project, environ):
     return paths | _project_guard.git_reads(merged, merged_kind)[0]
 
 
-def flags(item, upper, project, read_by_git=frozenset()):
+def flags(item, upper, project, read_by_git):
     """Why ITEM needs the user's explicit word before it reaches the project (a list of
     reasons; empty when it does not). READ_BY_GIT: git_reads()."""
     path = item["path"]

@@ -180,6 +180,19 @@ def test_review_flags_what_the_hosts_git_would_read_or_run(tmp_path):
     assert "conv.sh" not in [item["path"] for item in items if item["flags"]]
 
 
+def test_review_reads_a_worktree_configuration_the_agent_added(tmp_path):
+    project, upper = str(tmp_path / "app"), str(tmp_path / "upper")
+    for name in ("objects", "refs"):
+        os.makedirs(os.path.join(project, ".git", name))
+    write(project + "/.git/HEAD", "ref: refs/heads/main\n")
+    write(project + "/.git/config", "[extensions]\n\tworktreeConfig = true\n")
+    write(upper + "/.git/config.worktree", "[core]\n\thooksPath = .wt\n")
+    write(upper + "/.wt/post-checkout", "touch /tmp/x\n")
+    items = _project_review.changes(upper, project, {"HOME": str(tmp_path / "nohome"), "GIT_CONFIG_NOSYSTEM": "1"})
+    flagged = dict((item["path"], item["flags"]) for item in items if item["flags"])
+    assert flagged[".wt/post-checkout"] == ["the host's git reads or runs it: the configuration names .wt"]
+
+
 # -- differential: what git reads, the guard reads
 
 def git_entries(cwd, environ):
@@ -213,7 +226,6 @@ def corpus(tmp_path):
     repository, and include chains through every form git knows, each file naming
     itself in an entry."""
     home, repo = tmp_path / "home", tmp_path / "home" / "src" / "repo"
-    mine = tmp_path / "mine"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True,
                    env={"HOME": str(home), "PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1"})
     subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "https://example.org/x.git"], check=True,
