@@ -153,12 +153,23 @@ def write(path, text, mode=0o644):
     os.chmod(path, mode)
 
 
-def test_review_flags_what_the_hosts_git_would_read_or_run(tmp_path):
-    project, upper, home = str(tmp_path / "app"), str(tmp_path / "upper"), str(tmp_path / "home")
-    for name in ("objects", "refs", "hooks"):
+def repository(project, config):
+    """A git directory in PROJECT as git's is_git_directory() sees one, with CONFIG."""
+    for name in ("objects", "refs"):
         os.makedirs(os.path.join(project, ".git", name))
     write(project + "/.git/HEAD", "ref: refs/heads/main\n")
-    write(project + "/.git/config", "[include]\n\tpath = ../.gitconfig\n\tpath = ../.gitconfig.local\n")
+    write(project + "/.git/config", config)
+
+
+def flagged_by_rule(upper, project, home):
+    """{path: flags} of the flagged changes, with the developer's HOME and no system file."""
+    items = _project_review.changes(upper, project, {"HOME": home, "GIT_CONFIG_NOSYSTEM": "1"})
+    return dict((item["path"], item["flags"]) for item in items if item["flags"])
+
+
+def test_review_flags_what_the_hosts_git_would_read_or_run(tmp_path):
+    project, upper, home = str(tmp_path / "app"), str(tmp_path / "upper"), str(tmp_path / "home")
+    repository(project, "[include]\n\tpath = ../.gitconfig\n\tpath = ../.gitconfig.local\n")
     write(project + "/.gitconfig", "[core]\n\thooksPath = .githooks\n")
     write(project + "/.githooks/pre-commit", "exit 0\n", 0o755)
     write(project + "/conv.sh", "cat\n")
@@ -170,26 +181,20 @@ def test_review_flags_what_the_hosts_git_would_read_or_run(tmp_path):
     write(upper + "/.githooks/pre-commit", "touch /tmp/x\n", 0o755)
     write(upper + "/conv.sh", "touch /tmp/x\n")
     write(upper + "/README", "hello\n")
-    items = _project_review.changes(upper, project, {"HOME": home, "GIT_CONFIG_NOSYSTEM": "1"})
-    flagged = dict((item["path"], item["flags"]) for item in items if item["flags"])
+    flagged = flagged_by_rule(upper, project, home)
     assert sorted(flagged) == [".gitconfig", ".gitconfig.local", ".githooks/pre-commit", "conv.sh", "mon",
                                "pager.sh"]
     assert flagged[".githooks/pre-commit"] == ["the host's git reads or runs it: the configuration names .githooks"]
     # Without the developer's global file, its textconv script is an ordinary file.
-    items = _project_review.changes(upper, project, {"HOME": str(tmp_path / "nohome"), "GIT_CONFIG_NOSYSTEM": "1"})
-    assert "conv.sh" not in [item["path"] for item in items if item["flags"]]
+    assert "conv.sh" not in flagged_by_rule(upper, project, str(tmp_path / "nohome"))
 
 
 def test_review_reads_a_worktree_configuration_the_agent_added(tmp_path):
     project, upper = str(tmp_path / "app"), str(tmp_path / "upper")
-    for name in ("objects", "refs"):
-        os.makedirs(os.path.join(project, ".git", name))
-    write(project + "/.git/HEAD", "ref: refs/heads/main\n")
-    write(project + "/.git/config", "[extensions]\n\tworktreeConfig = true\n")
+    repository(project, "[extensions]\n\tworktreeConfig = true\n")
     write(upper + "/.git/config.worktree", "[core]\n\thooksPath = .wt\n")
     write(upper + "/.wt/post-checkout", "touch /tmp/x\n")
-    items = _project_review.changes(upper, project, {"HOME": str(tmp_path / "nohome"), "GIT_CONFIG_NOSYSTEM": "1"})
-    flagged = dict((item["path"], item["flags"]) for item in items if item["flags"])
+    flagged = flagged_by_rule(upper, project, str(tmp_path / "nohome"))
     assert flagged[".wt/post-checkout"] == ["the host's git reads or runs it: the configuration names .wt"]
 
 
