@@ -31,7 +31,8 @@ CASES = {
     # The developer's ~/.gitconfig includes a project file by git's ~user/ form.
     "tilde-user": ("""
         printf '[diff]\\n\\trenames = true\\n' > shared.inc && git add shared.inc && git commit -q -m inc
-        git config --global --add include.path ~dev/src/git-tilde-user/shared.inc
+        git config --global --add include.path '~dev/src/git-tilde-user/shared.inc'
+        git config --global --get-all include.path | grep -qx '~dev/src/git-tilde-user/shared.inc'
         """, f"""
         printf '[core]\\n\\tfsmonitor = "{marker('tilde-user.fsmonitor')}; false"\\n' >> shared.inc
         echo change >> README
