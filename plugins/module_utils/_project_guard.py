@@ -114,6 +114,15 @@ def git_reads(layout, kind):
     host, refusals = _entries(layout, layout["global_configs"], layout.get("command_line", ()))
     refusals = list(layout.get("config_refusals", ())) + refusals
     paths = set()
+    # The developer's own file inside the project (GIT_CONFIG_GLOBAL=$PWD/.gitconfig).
+    for path in layout["global_configs"]:
+        inside = _inside(layout["root"], path)
+        if inside is not None and kind(path) is None:
+            refusals.append("the developer's git configuration %s is inside the project and does not exist: the "
+                            "agent could create it and the host's git would read it; create it or point "
+                            "GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM or XDG_CONFIG_HOME outside the project" % path)
+        elif inside is not None:
+            paths.add(inside)
     for gitdir, info in sorted(layout["gitdirs"].items()):
         entries, entry_refusals = _repository_entries(layout, gitdir, info)
         named, named_refusals = _named_in_project(layout, host + entries,

@@ -144,6 +144,16 @@ def test_the_developers_environment_and_user_homes_name_project_files():
                         "outside the project"])
 
 
+def test_the_developers_own_file_inside_the_project_is_protected_or_refused():
+    inside, missing = ROOT + "/.gitconfig", ROOT + "/.config/git/config"
+    paths, refusals = reads({inside: "[core]\n\tpager = less\n"}, files=[".gitconfig"],
+                            global_configs=[inside, missing])
+    assert paths == {".gitconfig"}
+    assert refusals == ["the developer's git configuration %s is inside the project and does not exist: the agent "
+                        "could create it and the host's git would read it; create it or point GIT_CONFIG_GLOBAL, "
+                        "GIT_CONFIG_SYSTEM or XDG_CONFIG_HOME outside the project" % missing]
+
+
 # -- review mode flags by the same rule
 
 def write(path, text, mode=0o644):
