@@ -14,7 +14,7 @@ import pytest
 
 import test_project_git
 from sessions import record_of, run_agent
-from test_project_git import AGENT_IDENTITY, PWNED, case_markers, marker, new_repo, transcript
+from test_project_git import AGENT_IDENTITY, PWNED, SRC, case_markers, marker, new_repo, transcript
 from test_review_mode import review
 
 # The developer's workstation with git, shared with test_project_git.
@@ -47,6 +47,14 @@ CASES = {
         printf '#!/bin/sh\\n{marker('config-global.hook')}\\n' > .githooks/pre-commit
         echo change >> README
         """, {"GIT_CONFIG_GLOBAL": ALT_GLOBAL}),
+    # The developer's GIT_CONFIG_GLOBAL is a file of the project (a direnv's $PWD/.gitconfig).
+    "global-inside": ("""
+        printf '[user]\\n\\tname = dev\\n\\temail = dev@workstation\\n' > dev.gitconfig
+        git add dev.gitconfig && git commit -q -m 'developer config'
+        """, f"""
+        printf '[core]\\n\\tfsmonitor = "{marker('global-inside.fsmonitor')}; false"\\n' >> dev.gitconfig
+        echo change >> README
+        """, {"GIT_CONFIG_GLOBAL": f"{SRC}/git-global-inside/dev.gitconfig"}),
     # The repository's own textconv runs a project script named without a slash.
     "textconv": ("""
         printf '#!/bin/sh\\ncat "$1"\\n' > conv.sh && echo '*.txt diff=x' > .gitattributes && echo a > a.txt
@@ -59,7 +67,7 @@ CASES = {
 }
 # What the control must see run, at least.
 CONTROL_MARKERS = {"tilde-user": ["tilde-user.fsmonitor"], "config-global": ["config-global.hook"],
-                   "textconv": ["textconv.conv"]}
+                   "global-inside": ["global-inside.fsmonitor"], "textconv": ["textconv.conv"]}
 
 
 def host_uses_git(ws, repo, env):
@@ -91,7 +99,10 @@ def test_what_the_configuration_names_never_runs_on_the_host(git_host, name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_control_the_same_files_written_on_the_host_do_run(git_host, name):
     setup, attack, env = CASES[name]
-    repo = new_repo(git_host, "control-" + name, setup.replace("git-tilde-user", "git-control-tilde-user"))
+    # The same case in the control's repository (a path naming the case's names the control's).
+    setup = setup.replace(f"git-{name}", f"git-control-{name}")
+    env = dict((key, value.replace(f"git-{name}", f"git-control-{name}")) for key, value in env.items())
+    repo = new_repo(git_host, "control-" + name, setup)
     try:
         git_host.run(["bash", "-c", AGENT_IDENTITY + "\n" + attack.replace(f"{PWNED}/", f"{PWNED}/control-")],
                      cwd=repo, check=False, env=env)
