@@ -39,10 +39,10 @@ COMMAND_KEYS = frozenset([
     # git-lfs: custom transfer agents and extensions (lfs.customtransfer.<name>.path).
     ("lfs", "*", "path"), ("lfs", "*", "clean"), ("lfs", "*", "smudge"),
 ])
-# Keys whose value is a directory git runs files from or copies them from, or a file
-# that selects the filter and diff drivers git runs.
+# Keys whose value is a path: a directory git runs files from or copies them from, or
+# a file that selects the filter and diff drivers git runs.
 HOOKS_PATH = ("core", None, "hookspath")
-DIRECTORY_KEYS = frozenset([HOOKS_PATH, ("init", None, "templatedir"), ("core", None, "attributesfile")])
+PATH_KEYS = frozenset([HOOKS_PATH, ("init", None, "templatedir"), ("core", None, "attributesfile")])
 # What the shell does to a command's text before a word reaches a program: quoting
 # characters go (c'o'nv.sh is conv.sh) and words split at blanks and operators; '=', ':'
 # and ',' split too, for --option=FILE and lists of paths.
@@ -267,7 +267,7 @@ def _named_paths(key, value, source, base, home):
     if _git_config.is_include(key):
         target = _git_config.include_target(value, source, home)
         return [(target, NAMED)] if target else []
-    if _is_key(key, DIRECTORY_KEYS):
+    if _is_key(key, PATH_KEYS):
         words = [(value, NAMED)]
     elif _is_key(key, COMMAND_KEYS):
         words = command_words(value.lstrip("!"))
