@@ -12,6 +12,7 @@ is protected, refused or reported.
 """
 
 import os
+import re
 import shlex
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _git_config
@@ -28,16 +29,39 @@ COMMAND_KEYS = frozenset([
     ("diff", None, "external"), ("diff", "*", "command"), ("diff", "*", "textconv"),
     ("merge", "*", "driver"), ("filter", "*", "clean"), ("filter", "*", "smudge"), ("filter", "*", "process"),
     ("credential", None, "helper"), ("credential", "*", "helper"),
+    ("core", None, "alternaterefscommand"), ("uploadpack", None, "packobjectshook"),
     ("gpg", None, "program"), ("gpg", "*", "program"), ("gpg", "ssh", "defaultkeycommand"),
     ("remote", "*", "uploadpack"), ("remote", "*", "receivepack"), ("submodule", "*", "update"),
     ("trailer", "*", "command"), ("trailer", "*", "cmd"),
     # git-lfs: custom transfer agents and extensions (lfs.customtransfer.<name>.path).
     ("lfs", "*", "path"), ("lfs", "*", "clean"), ("lfs", "*", "smudge"),
 ])
-# Keys whose value is a directory git runs files from or copies them from.
+# Keys whose value is a path: a directory git runs files from or copies them from, or
+# a file that selects the filter and diff drivers git runs.
 HOOKS_PATH = ("core", None, "hookspath")
-DIRECTORY_KEYS = frozenset([HOOKS_PATH, ("init", None, "templatedir")])
 _KIND_NAMES = {"link": "symbolic link", "dir": "directory", "other": "special file"}
+PATH_KEYS = frozenset([HOOKS_PATH, ("init", None, "templatedir"), ("core", None, "attributesfile")])
+# What the shell does to a command's text before a word reaches a program: quoting
+# characters go (c'o'nv.sh is conv.sh) and words split at blanks and operators; '=', ':'
+# and ',' split too, for --option=FILE and lists of paths.
+QUOTING = re.compile(r"[\"'\\]")
+SEPARATORS = re.compile(r"([\s;&|<>()`=:,{}$]+)")
+# Separators after which a word is a program's name (looked up in PATH), not its argument.
+OPERATORS = re.compile(r"[;&|()`]")
+VARIABLE = re.compile(r"\$(\{)?([A-Za-z_][A-Za-z0-9_]*)(?(1)\})")
+# $PWD is where git runs the command (BASE), $HOME the developer's home; any other
+# variable is an unknown directory (UNKNOWN), whose word may still name a project file.
+KNOWN_VARIABLES = {"PWD": ".", "HOME": "~"}
+UNKNOWN = "\0"
+GLOB = re.compile(r"[*?]|\[.*\]")
+# A bare word ending so names a script an interpreter opens (sh conv.sh): one that does
+# not exist yet is refused like a path. Other bare words (less -R, git-lfs clean) are
+# protected when they name a file.
+SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".py", ".pl", ".rb", ".js", ".mjs", ".cjs", ".ts", ".php", ".lua",
+                   ".tcl", ".awk", ".sed", ".jar")
+# How a named path counts: NAMED must exist (else refused), IF_FILE is protected when it
+# is a file, PATTERN (a shell glob) is refused: what it matches changes with the agent's files.
+NAMED, IF_FILE, PATTERN = "named", "if-file", "pattern"
 # podman's --volume splits at these; a path holding one cannot be mounted on its own.
 UNMOUNTABLE = (":", ",", "\n")
 
@@ -59,16 +83,11 @@ def plan(layout, kind):
     for path, text in sorted(layout["gitfiles"].items()):
         protect.add(path)
         refusals += _gitfile_refusals(layout, path, text)
-    global_entries, global_refusals = _entries(layout, layout["global_configs"])
-    refusals += global_refusals
     for gitdir, info in sorted(layout["gitdirs"].items()):
         refusals += _gitdir_refusals(layout, gitdir, info, kind)
-        entries, entry_refusals = _repository_entries(layout, gitdir, info)
-        refusals += entry_refusals
-        named, named_refusals = _named_in_project(layout, global_entries + entries,
-                                                  _worktree(root, gitdir, entries), kind)
-        protect.update(named)
-        refusals += named_refusals
+    named, named_refusals = git_reads(layout, kind)
+    protect.update(named)
+    refusals += named_refusals
     gitdirs = set(layout["gitdirs"]) - {"."}
     outermost, pinned = _mount_points(protect | gitdirs)
     for path in outermost + pinned:
@@ -90,6 +109,34 @@ def layout_refusals(layout):
     return refusals
 
 
+def git_reads(layout, kind):
+    """(paths, refusals): every path inside the project (relative to it) that the host's
+    git reads as configuration or runs because a configuration names it (an included
+    file, a hooks or template directory, a file a command's words name), for every
+    repository of LAYOUT with the developer's system, global and environment
+    configuration; a named path that does not exist is refused. The one rule of both
+    modes: direct mode mounts these read-only, review mode flags a change to them."""
+    host, refusals = _entries(layout, layout["global_configs"], layout.get("command_line", ()))
+    refusals = list(layout.get("config_refusals", ())) + refusals
+    paths = set()
+    # The developer's own file inside the project (GIT_CONFIG_GLOBAL=$PWD/.gitconfig).
+    for path in layout["global_configs"]:
+        inside = _inside(layout["root"], path)
+        if inside is not None and kind(path) is None:
+            refusals.append("the developer's git configuration %s is inside the project and does not exist: the "
+                            "agent could create it and the host's git would read it; create it or point "
+                            "GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM or XDG_CONFIG_HOME outside the project" % path)
+        elif inside is not None:
+            paths.add(inside)
+    for gitdir, info in sorted(layout["gitdirs"].items()):
+        entries, entry_refusals = _repository_entries(layout, gitdir, info)
+        named, named_refusals = _named_in_project(layout, host + entries,
+                                                  _worktree(layout["root"], gitdir, entries), kind)
+        paths.update(named)
+        refusals += entry_refusals + named_refusals
+    return paths, refusals
+
+
 def _repository_entries(layout, gitdir, info):
     """([(key, value, file)], refusals) of GITDIR's own configuration: config, its
     includes and, with extensions.worktreeConfig, config.worktree."""
@@ -105,9 +152,14 @@ def _named_in_project(layout, entries, base, kind):
     where git runs for this repository); a named path that does not exist is refused."""
     paths, refusals = set(), []
     for key, value, source in entries:
-        for path in _named_paths(key, value, source, base, layout["home"]):
+        for path, how in _named_paths(key, value, source, base, layout["home"]):
             inside = _inside(layout["root"], path)
-            if inside is None:
+            if inside is None or (how == IF_FILE and kind(path) != "file"):
+                continue
+            if how == PATTERN:
+                refusals.append("%s (in %s) names files inside the project by a pattern (%s): what it matches "
+                                "changes with the agent's files, and the host's git would run them; name the "
+                                "files or point %s outside the project" % (key, source, inside, key))
                 continue
             if kind(path) is None:
                 refusals.append("%s (in %s) names %s inside the project, which does not exist: the agent could "
@@ -161,10 +213,16 @@ def _worktree_config(entries):
     return bool(values) and (values[-1] is None or values[-1].lower() in ("true", "yes", "on", "1"))
 
 
-def _entries(layout, files):
-    """([(key, value, file)], refusals) of FILES and the files they include, in git's
-    order; a missing file has no entries."""
+def _entries(layout, files, command_line=()):
+    """([(key, value, source)], refusals) of FILES and the files they include, in git's
+    order, then COMMAND_LINE's entries (source: _git_config.COMMAND_LINE) and what they
+    include; a missing file has no entries."""
     entries, refusals = [], []
+
+    def add(key, value, source, depth):
+        entries.append((key, value, source))
+        if _git_config.is_include(key) and value:
+            read(_git_config.include_target(value, source, layout["home"]), depth + 1)
 
     def read(path, depth):
         if path not in layout["configs"] or depth > _git_config.MAX_INCLUDE_DEPTH:
@@ -176,12 +234,12 @@ def _entries(layout, files):
                             "known" % (path, error))
             return
         for key, value in parsed:
-            entries.append((key, value, path))
-            if _git_config.is_include(key) and value:
-                read(_git_config.include_target(value, path, layout["home"]), depth + 1)
+            add(key, value, path, depth)
 
     for path in files:
         read(path, 0)
+    for key, value in command_line:
+        add(key, value, _git_config.COMMAND_LINE, 0)
     return entries, refusals
 
 
@@ -209,30 +267,63 @@ def _is_key(key, patterns):
 
 
 def _named_paths(key, value, source, base, home):
-    """The absolute paths an entry makes git read or run: an include's file, a hooks or
-    template directory, and every word of a command that looks like a path (a
-    relative one taken from BASE, where git runs the command)."""
+    """[(absolute path, how)]: what an entry makes git read or run (how: NAMED, IF_FILE
+    or PATTERN): an include's file, a hooks or template directory, and every word of a
+    command (command_words; a relative one taken from BASE, where git runs it)."""
     if value is None:
         return []
     if _git_config.is_include(key):
-        return [_git_config.include_target(value, source, home)]
-    if _is_key(key, DIRECTORY_KEYS):
-        return [_resolve(value, base, home)]
-    if not _is_key(key, COMMAND_KEYS):
+        target = _git_config.include_target(value, source, home)
+        return [(target, NAMED)] if target else []
+    if _is_key(key, PATH_KEYS):
+        words = [(value, NAMED)]
+    elif _is_key(key, COMMAND_KEYS):
+        words = command_words(value.lstrip("!"))
+    else:
         return []
+    resolved = [(_resolve(word, base, home), how) for word, how in words]
+    return [(path, how) for path, how in resolved if path is not None]
+
+
+def command_words(command):
+    """[(word, how)]: every word of COMMAND that may name a file, as the shell would
+    see it at any depth (sh -c 'sh conv.sh', --file=conv.sh, "$(cat ./x)", `./x`): the
+    text with every quote dropped and every operator a separator, and a quoted word
+    holding blanks ("my conv.sh") as a whole. $PWD is where the command runs; a word
+    after another variable names a file relative to an unknown directory. A word with
+    '/' or a leading '.' or '~' is NAMED, and so is a script's name (SCRIPT_SUFFIXES)
+    given to a program (not the program itself, which is looked up in PATH); a glob is
+    a PATTERN; any other word is protected when it is a project's file (IF_FILE).
+    Options (-x) are not words here."""
+    text = VARIABLE.sub(lambda match: KNOWN_VARIABLES.get(match.group(2), UNKNOWN), command)
     try:
-        words = shlex.split(value.lstrip("!"))
+        quoted = [(word, IF_FILE) for word in shlex.split(text) if len(word.split()) > 1 and UNKNOWN not in word]
     except ValueError:
-        words = value.lstrip("!").split()
-    # An option's value (--file=PATH) is the path in such a word.
-    parts = [word.split("=", 1)[-1] for word in words]
-    return [_resolve(part, base, home) for part in parts if "/" in part or part.startswith((".", "~"))]
+        quoted = []
+    parts = SEPARATORS.split(QUOTING.sub("", " " + text))
+    found = []
+    # PARTS alternates separator and word: a word starts a command after an operator or -c.
+    for index in range(2, len(parts), 2):
+        word = parts[index]
+        starts = index == 2 or bool(OPERATORS.search(parts[index - 1])) or parts[index - 2] == "-c"
+        if UNKNOWN in word:
+            word, how = word.rsplit(UNKNOWN, 1)[1].lstrip("/"), IF_FILE
+        elif GLOB.search(word):
+            how = PATTERN
+        elif "/" in word or word.startswith((".", "~")) or (word.endswith(SCRIPT_SUFFIXES) and not starts):
+            how = NAMED
+        else:
+            how = IF_FILE
+        # Options are not files; ".", ".." and "/" name directories, not a file to run.
+        if word.strip("./") and not word.startswith("-") and (word, how) not in found:
+            found.append((word, how))
+    return found + [item for item in quoted if item not in found]
 
 
 def _resolve(value, base, home):
-    if value == "~" or value.startswith("~/"):
-        return os.path.normpath(os.path.join(home, value[2:]))
-    return os.path.normpath(os.path.join(base, value))
+    """The absolute path a path VALUE names where git runs in BASE, or None (an unknown ~user)."""
+    path = _git_config.expand_path(value, home)
+    return None if path is None else os.path.normpath(os.path.join(base, path))
 
 
 def _inside(root, path):

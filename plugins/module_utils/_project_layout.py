@@ -19,6 +19,8 @@ MAX_READ = 1 << 20
 # dozen levels); an agent's 1,100-level directory stops here instead of in a traceback.
 MAX_DEPTH = 256
 MAX_ENTRIES = 2000000
+# Debian's git's system configuration (git's ETC_GITCONFIG).
+SYSTEM_CONFIG = "/etc/gitconfig"
 
 
 def read(project, home, environ):
@@ -29,24 +31,97 @@ def read(project, home, environ):
     [relative paths of .git symbolic links]; unreadable [(relative path, why)] of the
     directories that could not be listed; bound None, or (relative path, what) when the
     walk stopped at MAX_DEPTH or MAX_ENTRIES; global_configs [the system and global files
-    git reads first, in its order]; configs {absolute path: text or None if unreadable}
-    for every configuration file those name or include, each repository's own included.
+    git reads first, in its order]; command_line [(key, value) git takes from the
+    environment]; config_refusals [sentences: the environment names a configuration git
+    would look for in whatever directory it runs in]; configs {absolute path: text or
+    None if unreadable} for every configuration file those name or include, each
+    repository's own included.
     """
+    files, refusals = global_configs(home, environ)
     layout = {"root": project, "home": home, "gitdirs": {}, "gitfiles": {}, "links": [], "unreadable": [],
-              "bound": None, "global_configs": global_configs(home, environ), "configs": {}}
+              "bound": None, "global_configs": files, "command_line": _git_config.command_line(environ),
+              "config_refusals": refusals, "configs": {}}
     _walk(project, layout)
-    for relative in layout["gitdirs"]:
-        for name in ("config", "config.worktree"):
-            _read_config(os.path.normpath(os.path.join(project, relative, name)), home, layout["configs"], 0)
-    for path in layout["global_configs"]:
-        _read_config(path, home, layout["configs"], 0)
+    _read_configs(layout, _on_host)
     return layout
 
 
+def _read_configs(layout, locate):
+    """Every configuration file of LAYOUT and what it includes into layout["configs"],
+    each read where LOCATE(path) says it is (None: absent)."""
+    for relative in layout["gitdirs"]:
+        for name in ("config", "config.worktree"):
+            _read_config(os.path.normpath(os.path.join(layout["root"], relative, name)), layout, locate, 0)
+    for path in layout["global_configs"]:
+        _read_config(path, layout, locate, 0)
+    for key, value in layout["command_line"]:
+        if _git_config.is_include(key) and value:
+            _read_config(_git_config.include_target(value, _git_config.COMMAND_LINE, layout["home"]), layout,
+                         locate, 0)
+
+
+def _on_host(path):
+    return path
+
+
+def overlaid(layout, upper):
+    """(layout, kind) of the project as it would be with a review session's UPPER
+    directory applied over it: the same repositories (with the entries UPPER adds to
+    them, config.worktree say), each configuration file and each path's kind taken
+    from UPPER where it holds one (a whiteout: absent)."""
+    root = layout["root"]
+
+    def locate(path):
+        relative = os.path.relpath(path, root)
+        if relative == ".." or relative.startswith("../"):
+            return path
+        above = os.path.join(upper, relative)
+        try:
+            info = os.lstat(above)
+        except OSError:
+            return path
+        return None if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0 else above
+
+    def merged_kind(path):
+        where = locate(path)
+        return None if where is None else kind(where)
+
+    gitdirs = {}
+    for relative, info in layout["gitdirs"].items():
+        names = [name for name in _names(os.path.join(upper, relative))
+                 if merged_kind(os.path.join(root, relative, name)) is not None]
+        gitdirs[relative] = dict(info, entries=sorted(set(info["entries"]) | set(names)))
+    merged = dict(layout, gitdirs=gitdirs, configs={})
+    _read_configs(merged, locate)
+    return merged, merged_kind
+
+
+def _names(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def global_configs(home, environ):
-    """The files git reads before a repository's own (git-config(1), FILES)."""
-    xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return ["/etc/gitconfig", os.path.join(xdg, "git", "config"), os.path.join(home, ".gitconfig")]
+    """([files], refusals): the files git reads before a repository's own, as git reads
+    ENVIRON (git-config(1), FILES and ENVIRONMENT): the system file unless
+    GIT_CONFIG_NOSYSTEM is true, GIT_CONFIG_SYSTEM in place of /etc/gitconfig;
+    GIT_CONFIG_GLOBAL in place of both global files, else $XDG_CONFIG_HOME/git/config
+    and ~/.gitconfig. A relative one is read by git from wherever it runs: refused."""
+    files = []
+    if (environ.get("GIT_CONFIG_NOSYSTEM") or "").strip().lower() not in ("true", "yes", "on", "1"):
+        files.append(environ.get("GIT_CONFIG_SYSTEM", SYSTEM_CONFIG))
+    if "GIT_CONFIG_GLOBAL" in environ:
+        files.append(environ["GIT_CONFIG_GLOBAL"])
+    else:
+        xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        files += [os.path.join(xdg, "git", "config"), os.path.join(home, ".gitconfig")]
+    refusals = ["%s names %r, a relative path: git reads it relative to whatever directory it runs in, so "
+                "the file cannot be known; make it absolute" % (name, environ[name])
+                for name in ("GIT_CONFIG_SYSTEM", "GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME")
+                if environ.get(name) and not os.path.isabs(environ[name])]
+    return [os.path.normpath(path) for path in files if os.path.isabs(path)], refusals
 
 
 def kind(path):
@@ -115,15 +190,19 @@ def _read_text(path):
         return None
 
 
-def _read_config(path, home, configs, depth):
-    """Read PATH and, recursively, the files its includes name into CONFIGS."""
-    if path in configs or depth > _git_config.MAX_INCLUDE_DEPTH or kind(path) != "file":
+def _read_config(path, layout, locate, depth):
+    """Read PATH and, recursively, the files its includes name into layout["configs"]."""
+    configs = layout["configs"]
+    if path is None or path in configs or depth > _git_config.MAX_INCLUDE_DEPTH:
         return
-    configs[path] = text = _read_text(path)
+    where = locate(path)
+    if where is None or kind(where) != "file":
+        return
+    configs[path] = text = _read_text(where)
     try:
         entries = _git_config.parse(text or "")
     except _git_config.ConfigSyntaxError:
         return
     for key, value in entries:
         if _git_config.is_include(key) and value:
-            _read_config(_git_config.include_target(value, path, home), home, configs, depth + 1)
+            _read_config(_git_config.include_target(value, path, layout["home"]), layout, locate, depth + 1)

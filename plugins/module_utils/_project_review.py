@@ -25,7 +25,7 @@ import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_layout import looks_like_gitdir
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_manifest import kind
-from ansible_collections.aisb.sandbox.plugins.module_utils._review_flags import flags
+from ansible_collections.aisb.sandbox.plugins.module_utils._review_flags import flags, git_reads
 
 OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque", "user.fuseoverlayfs.opaque")
 OPAQUE_FILE = ".wh..wh..opq"
@@ -156,16 +156,18 @@ def _walk(upper_dir, lower_dir, prefix, out, links, hidden):
             _deleted(os.path.join(lower_dir, name), prefix + name, out)
 
 
-def changes(upper, project):
+def changes(upper, project, environ):
     """Every path the upper directory adds, changes or deletes in PROJECT, in path order,
-    each with its flags. A file copied up but left as it was is no change."""
+    each with its flags (ENVIRON: the developer's, for the git configuration the host
+    reads). A file copied up but left as it was is no change."""
     out, links = [], {}
     _walk(upper, project, "", out, links, False)
     # A hard link to a file outside the upper directory: its data is someone else's file.
     foreign = set(path for paths in links.values() for path, count in paths if count > len(paths))
     repositories = new_repositories(out, upper)
+    read_by_git = git_reads(upper, project, environ)
     for item in out:
-        item["flags"] = flags(item, upper, project)
+        item["flags"] = flags(item, upper, project, read_by_git)
         if item["path"] in foreign:
             item["flags"].append("a hard link to a file outside the session's upper directory")
         item["flags"] += ["in a repository the agent made (%s): git run inside it takes its configuration and "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _project_ansible
+from ansible_collections.aisb.sandbox.plugins.module_utils import _project_ansible, _project_guard, _project_layout
 
 EXECUTE = 0o111
 SET_ID = 0o7000
@@ -97,12 +97,26 @@ def _link_escapes(path, target):
     return any(part == ".." and any(before != ".." for before in parts[:index]) for index, part in enumerate(parts))
 
 
-def flags(item, upper, project):
+def git_reads(upper, project, environ):
+    """Every path of PROJECT that the host's git reads as configuration or runs
+    (_project_guard.git_reads, the rule direct mode protects by), with the project as
+    it is and as it would be with UPPER applied: the union, so a change is flagged
+    whether it names the path or the project already did."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    layout = _project_layout.read(project, home, environ)
+    paths, _refusals = _project_guard.git_reads(layout, _project_layout.kind)
+    merged, merged_kind = _project_layout.overlaid(layout, upper)
+    return paths | _project_guard.git_reads(merged, merged_kind)[0]
+
+
+def flags(item, upper, project, read_by_git):
     """Why ITEM needs the user's explicit word before it reaches the project (a list of
-    reasons; empty when it does not)."""
+    reasons; empty when it does not). READ_BY_GIT: git_reads()."""
     path = item["path"]
     parts = path.split("/")
     reasons = [FLAGGED_DIRECTORIES[part] + " (%s)" % part for part in parts if part in FLAGGED_DIRECTORIES]
+    reasons += ["the host's git reads or runs it: the configuration names %s" % named for named in sorted(read_by_git)
+                if path == named or path.startswith(named + "/")]
     reasons += [why for pair, why in FLAGGED_SUBDIRECTORIES.items()
                 if any(tuple(parts[i:i + 2]) == pair for i in range(len(parts) - 1))]
     if parts[-1] in FLAGGED_NAMES:

@@ -34,9 +34,11 @@ class Review(object):
     manifest reads the same tree while the sandbox starts as before it (measured: 10,000
     files take 0.05 to 0.37 s, by load, which the session's start no longer waits for)."""
 
-    def __init__(self, project, session_dir):
+    def __init__(self, project, session_dir, environ):
         base = review_dir(session_dir)
         self.project = project
+        # The developer's environment: which git configuration the host reads (flags).
+        self.environ = environ
         self.paths = {"upper": os.path.join(base, "upper"), "work": os.path.join(base, "work"),
                       "manifest": os.path.join(base, "manifest.json")}
         os.mkdir(base, REVIEW_DIR_MODE)
@@ -71,7 +73,7 @@ class Review(object):
         directory holds, with its flags, or the error that kept them from being read."""
         self._thread.join()
         try:
-            items = _project_review.changes(self.paths["upper"], self.project)
+            items = _project_review.changes(self.paths["upper"], self.project, self.environ)
         except (OSError, _project_review.ReviewError) as error:
             return dict(self.section(), changes=None, flagged=None, error=str(error))
         return dict(self.section(), changes=items, flagged=[item["path"] for item in items if item["flags"]],

@@ -101,7 +101,7 @@ def start(inputs, facts, environ, run):
                                                                             inputs.project_label)
         if inputs.project_mode == "review":
             # The agent writes to an upper directory in the session's, never to the project.
-            review = Review(inputs.project, session_dir)
+            review = Review(inputs.project, session_dir, environ)
             plan["sandbox_options"]["project_overlay"] = review.overlay
     except BaseException:
         if injector is not None:

@@ -203,7 +203,7 @@ def execute(params, environ, run, check_mode):
                 raise _project_review.ReviewError("could not remove the upper directory: %s" % _podman.error_line(err))
             _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})
         return dict(result, changed=True)
-    items = _project_review.changes(review["upper"], project)
+    items = _project_review.changes(review["upper"], project, environ)
     result.update(changes=items, summary=[summary_line(item) for item in items],
                   flagged=[item["path"] for item in items if item["flags"]],
                   host_changed=_review_session.host_changes(review, project))

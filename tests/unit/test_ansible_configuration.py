@@ -63,7 +63,7 @@ def test_a_directory_past_the_bound_is_reported_not_walked(tmp_path, monkeypatch
 def test_review_flags_ansible_names_at_any_depth():
     def flagged(path):
         item = {"path": path, "change": "added", "type": "file", "mode": "644"}
-        return [why for why in _review_flags.flags(item, "/nonexistent", "/nonexistent") if why.startswith("Ansible")]
+        return [why for why in _review_flags.flags(item, "/nonexistent", "/nonexistent", set()) if why.startswith("Ansible")]
     for path in ("ansible.cfg", "deploy/ansible.cfg", "callback_plugins/x.py", "playbooks/library/m.py",
                  ".ansible/collections/x", "group_vars/all.yml", "roles/web/tasks/main.yml", "collections"):
         assert flagged(path), path

@@ -15,6 +15,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._project_review impor
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_apply import apply, is_named
 
 OPAQUE = "user.overlay.opaque"
+# No configuration of the machine running the tests: only the project's own counts.
+NO_GIT_CONFIG = {"HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def write(path, text="x\n", mode=None):
@@ -90,7 +92,7 @@ def test_adds_edits_deletes_renames_modes_and_links(layers):
     os.symlink("keep", os.path.join(upper, "link"))
     whiteout(os.path.join(upper, "never-there"))  # a whiteout over nothing changes nothing
     os.makedirs(os.path.join(upper, "dir", "sub"))  # a merged directory, nothing new in it
-    items = by_path(changes(upper, project))
+    items = by_path(changes(upper, project, NO_GIT_CONFIG))
     assert {path: item["change"] for path, item in items.items()} == {
         "added": "added", "edit": "changed", "del": "deleted", "mode": "changed", "old-name": "deleted",
         "new-name": "added", "gone": "deleted", "gone/x": "deleted", "redo/n": "added", "redo/old": "deleted",
@@ -123,7 +125,7 @@ def test_flags_name_what_the_host_runs(layers):
     os.symlink("lib/../..", os.path.join(upper, "out-down-up"))  # lib may itself be a link
     os.makedirs(os.path.join(upper, "d"))
     os.symlink("../inside", os.path.join(upper, "d", "in-rel"))
-    items = by_path(changes(upper, project))
+    items = by_path(changes(upper, project, NO_GIT_CONFIG))
     for path in flagged + ["run.sh", "out-abs", "out-rel", "out-down-up", "package.json"]:
         assert items[path]["flags"], path
     for path in ["src/main.py", ".github/README.md", "d/in-rel", "sub/package.json"]:
@@ -143,14 +145,14 @@ def test_apply_applies_unflagged_only_and_flagged_when_named(layers):
     write(os.path.join(upper, ".git", "hooks", "post-checkout"), "#!/bin/sh\ntouch /tmp/pwned\n", 0o755)
     write(os.path.join(upper, ".envrc"), "export X=1\n", 0o644)
     os.symlink("/etc", os.path.join(upper, "etc-link"))
-    outcome = apply(upper, project, changes(upper, project))
+    outcome = apply(upper, project, changes(upper, project, NO_GIT_CONFIG))
     assert sorted(outcome["applied"]) == ["del", "edit", "src", "src/new.py"]
     assert sorted(h["path"] for h in outcome["held"]) == [".envrc", ".git", ".git/hooks", ".git/hooks/post-checkout",
                                                           "etc-link"]
     assert tree(project) == {"edit": ("file", 0o644, "new\n"), "src": ("dir", 0o755),
                              "src/new.py": ("file", 0o644, "print(1)\n")}
     # What was applied no longer shows; the rest does, and applies when named.
-    left = changes(upper, project)
+    left = changes(upper, project, NO_GIT_CONFIG)
     assert sorted(item["path"] for item in left) == [".envrc", ".git", ".git/hooks", ".git/hooks/post-checkout",
                                                      "etc-link"]
     outcome = apply(upper, project, left, named=[".git/", "etc-link", "vendor"])
@@ -175,7 +177,7 @@ def test_type_changes_apply_in_order(layers):
     opaque_dir(os.path.join(upper, "file2dir"))
     write(os.path.join(upper, "file2dir", "x"), "x\n", 0o644)
     write(os.path.join(upper, "dir2file"), "now\n", 0o600)
-    outcome = apply(upper, project, changes(upper, project))
+    outcome = apply(upper, project, changes(upper, project, NO_GIT_CONFIG))
     assert outcome["held"] == []
     assert tree(project) == {"file2dir": ("dir", 0o755), "file2dir/x": ("file", 0o644, "x\n"),
                              "dir2file": ("file", 0o600, "now\n")}
@@ -189,7 +191,7 @@ def test_symlink_out_of_the_project_is_only_a_link(layers, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     os.symlink(str(outside), os.path.join(upper, "escape"))
-    items = changes(upper, project)
+    items = changes(upper, project, NO_GIT_CONFIG)
     assert "pointing out of the project" in items[0]["flags"][0]
     apply(upper, project, items, named=["escape"])
     assert os.readlink(os.path.join(project, "escape")) == str(outside) and list(outside.iterdir()) == []
@@ -201,7 +203,7 @@ def test_a_symlinked_parent_in_the_project_is_replaced_not_followed(layers, tmp_
     outside.mkdir()
     os.symlink(str(outside), os.path.join(project, "lib"))
     write(os.path.join(upper, "lib", "evil"), "evil\n", 0o644)  # a directory where the project has a link
-    items = by_path(changes(upper, project))
+    items = by_path(changes(upper, project, NO_GIT_CONFIG))
     assert items["lib"]["type"] == "dir" and items["lib"]["was"]["type"] == "symlink"
     apply(upper, project, list(items.values()))
     assert list(outside.iterdir()) == []
@@ -225,7 +227,7 @@ def test_dot_dot_whiteout_names_are_files_not_deletions(layers, tmp_path):
     write(os.path.join(tmp_path, "precious"), "keep\n")
     write(os.path.join(upper, ".wh..."), "")
     write(os.path.join(upper, ".wh.precious"), "")
-    items = by_path(changes(upper, project))
+    items = by_path(changes(upper, project, NO_GIT_CONFIG))
     assert set(items) == {".wh...", ".wh.precious"}
     assert all(item["change"] == "added" and "overlay whiteout" in item["flags"][0] for item in items.values())
     apply(upper, project, list(items.values()), named=[".wh...", ".wh.precious"])
@@ -237,7 +239,7 @@ def test_device_nodes_fifos_and_sockets_are_never_applied(layers):
     project, upper = layers
     os.mknod(os.path.join(upper, "null"), stat.S_IFCHR | 0o666, os.makedev(1, 3))
     os.mkfifo(os.path.join(upper, "fifo"))
-    items = changes(upper, project)
+    items = changes(upper, project, NO_GIT_CONFIG)
     assert {item["type"] for item in items} == {"special"}
     outcome = apply(upper, project, items, named=["null", "fifo"])
     assert outcome["applied"] == [] and os.listdir(project) == []
@@ -254,7 +256,7 @@ def test_hard_links_to_files_outside_are_flagged_and_never_written_through(layer
     shared.write_text("shared\n")
     os.link(str(shared), os.path.join(project, "linked"))
     write(os.path.join(upper, "linked"), "changed\n", 0o644)
-    items = by_path(changes(upper, project))
+    items = by_path(changes(upper, project, NO_GIT_CONFIG))
     assert "hard link" in items["copy"]["flags"][0]
     assert items["linked"]["flags"] == []
     outcome = apply(upper, project, list(items.values()))
@@ -270,7 +272,7 @@ def test_whiteouts_cannot_delete_outside(layers, tmp_path):
     os.symlink(str(outside), os.path.join(project, "link"))
     os.makedirs(os.path.join(upper, "link"))  # the link replaced by a directory ...
     whiteout(os.path.join(upper, "link", "keep"))  # ... in which "keep" is deleted
-    outcome = apply(upper, project, changes(upper, project))
+    outcome = apply(upper, project, changes(upper, project, NO_GIT_CONFIG))
     assert (outside / "keep").read_text() == "keep\n"
     assert outcome["held"] == []
 
@@ -281,13 +283,13 @@ def test_metacopy_upper_files_are_refused(layers):
     write(os.path.join(upper, "f"), "", 0o755)
     os.setxattr(os.path.join(upper, "f"), "user.overlay.metacopy", b"")
     with pytest.raises(ReviewError, match="metacopy"):
-        changes(upper, project)
+        changes(upper, project, NO_GIT_CONFIG)
 
 
 def test_setid_bits_are_flagged_and_dropped(layers):
     project, upper = layers
     write(os.path.join(upper, "tool"), "x\n", 0o4755)
-    items = changes(upper, project)
+    items = changes(upper, project, NO_GIT_CONFIG)
     assert any("setuid" in reason for reason in items[0]["flags"])
     apply(upper, project, items, named=["tool"])
     assert stat.S_IMODE(os.stat(os.path.join(project, "tool")).st_mode) == 0o755
@@ -299,7 +301,7 @@ def test_text_diff(layers):
     write(os.path.join(upper, "a.txt"), "one\nthree\n", 0o644)
     with open(os.path.join(upper, "bin"), "wb") as handle:
         handle.write(b"\xff\xfe\x00")
-    diffs = {item["path"]: text_diff(upper, project, item) for item in changes(upper, project)}
+    diffs = {item["path"]: text_diff(upper, project, item) for item in changes(upper, project, NO_GIT_CONFIG)}
     assert "-two\n+three\n" in diffs["a.txt"] and "binary" in diffs["bin"]
 
 
@@ -324,7 +326,7 @@ def test_a_repository_the_agent_made_is_flagged_whole_wherever_it_is(layers):
     for name in ("HEAD", "config", "objects/info/packs", "refs/heads/main"):
         write(os.path.join(upper, "fixtures", "evil.git", name), "x\n", 0o644)
     write(os.path.join(upper, "src", "objects", "x.py"), "x\n", 0o644)
-    flagged = dict((item["path"], item["flags"]) for item in changes(upper, project))
+    flagged = dict((item["path"], item["flags"]) for item in changes(upper, project, NO_GIT_CONFIG))
     why = ("in a repository the agent made (fixtures/evil.git): git run inside it takes its configuration and "
            "hooks from it")
     assert flagged["fixtures/evil.git"] == [why] and flagged["fixtures/evil.git/config"] == [why]

@@ -32,7 +32,8 @@ def session(tmp_path):
     (project / "old.txt").write_text("old\n")
     session_dir = state / "aisb" / "sessions" / SESSION
     session_dir.mkdir(parents=True)
-    review = _review_session.Review(str(project), str(session_dir))
+    review = _review_session.Review(str(project), str(session_dir),
+                                    {"HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"})
     upper = review.overlay[0]
     with open(os.path.join(upper, "main.py"), "w") as handle:
         handle.write("print(2)\n")
