@@ -42,7 +42,7 @@ options:
       - The harness's name (the playbooks' C(aisb_harness)) - a built-in recipe (C(pi),
         C(claude-code), C(codex), C(opencode), C(shell)) or one of O(recipes) - resolved to
         its recipe by the action plugin and again by the module (never taken from a play
-        variable: a recipe is policy). Its C(command) is the harness's command line, its
+        variable - a recipe is policy). Its C(command) is the harness's command line, its
         C(prompt) the arguments put before a prompt (for pi, C([-p])), and its C(env) the
         names passed through from the controller's environment when set there (the
         recipe's API key names, say). Its C(config) says where O(harness_config) goes,

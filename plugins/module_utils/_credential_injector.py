@@ -262,7 +262,6 @@ class VerifiedConnection(http.client.HTTPSConnection):
             sock.close()
             raise
 
-
     def _send_output(self, message_body=None, encode_chunked=False):
         # The head and a whole body leave in one write (one TLS record), not two: a
         # provider request is small, and its second write cost the relay a round of its own.

@@ -299,8 +299,7 @@ def test_the_walk_is_iterative_and_bounded_and_says_what_it_could_not_read(tmp_p
         os.rmdir(str(deep / "d"))
         if (deep / "next").exists():
             os.rename(str(deep / "next"), str(deep / "d"))
-    path, what = read["bound"]
-    assert path == "/".join(["d"] * (_project_layout.MAX_DEPTH + 1)) and what == "more than 256 directories deep"
+    assert tuple(read["bound"]) == ("/".join(["d"] * (_project_layout.MAX_DEPTH + 1)), "more than 256 directories deep")
     locked = tmp_path / "locked"
     (locked / "inner").mkdir(parents=True)
     (locked / "inner").chmod(0o311)

@@ -8,11 +8,10 @@ import re
 import subprocess
 import time
 
-import yaml
 
 from scenario import ANSIBLE_ENV, operator_vars
 from spike_host import FACTS
-from workstation import AISB_STATE, REPO
+from workstation import AISB_STATE
 
 PROJECT = "/home/dev/src/app"
 
