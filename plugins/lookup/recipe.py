@@ -1,10 +1,12 @@
 # -*- coding: utf-8 -*-
+# Copyright: aisb developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: recipe
-author: aisb.sandbox maintainers
+author: aisb developers (@aisb)
 short_description: The harness recipe a name stands for
 description:
   - Returns the recipe of a harness name, checked - one of the collection's built-in
