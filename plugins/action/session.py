@@ -127,6 +127,12 @@ def resolve_controller_options(args, controller_env, writable=()):
     return module_args, interactive
 
 
+def local_agent_trees(transport, project):
+    """agent_trees of PROJECT for a session over TRANSPORT: only a local session's project
+    is on this machine, where the controller's files are read; none otherwise."""
+    return agent_trees(project, os.environ) if transport in LOCAL_CONNECTIONS else []
+
+
 def ansible_origin(project):
     """_project_ansible.origin of this ansible-playbook for PROJECT: its configuration
     file, the directories its plugin loaders search (configured and beside the playbook),
@@ -152,10 +158,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=argument_spec(), **constraints())
         try:
-            # Only a local session's project is on this machine (the controller's files are read here).
-            writable = agent_trees(args.get("project"), os.environ) \
-                if self._connection.transport in LOCAL_CONNECTIONS else []
-            args, interactive = resolve_controller_options(args, os.environ, writable)
+            args, interactive = resolve_controller_options(
+                args, os.environ, local_agent_trees(self._connection.transport, args.get("project")))
         except SessionInputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
         args["ansible_origin"] = ansible_origin(args["project"])

@@ -10,9 +10,9 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aisb.sandbox.plugins.action.session import LOCAL_CONNECTIONS, resolve_controller_options
+from ansible_collections.aisb.sandbox.plugins.action.session import local_agent_trees, resolve_controller_options
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError, agent_trees
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import input_constraints, input_spec
 
 
@@ -24,9 +24,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=input_spec(), **input_constraints())
         try:
-            writable = agent_trees(args.get("project"), os.environ) \
-                if self._connection.transport in LOCAL_CONNECTIONS else []
-            resolve_controller_options(args, os.environ, writable)
+            resolve_controller_options(args, os.environ,
+                                       local_agent_trees(self._connection.transport, args.get("project")))
             parse_policy(args["allow"], args["connect_ports"])
         except (SessionInputError, PolicyError) as error:
             return dict(result, failed=True, status="refused", msg=str(error))

@@ -120,10 +120,9 @@ def codex_config(entries, proxy_url):
     """codex's config.toml text naming a provider behind the injector for the entry of
     OPENAI_API_KEY on OpenAI's API, or None when no entry is. JSON's string syntax is
     TOML's basic string for these values."""
+    key = key_for("OPENAI_API_KEY")
     for entry in entries:
-        key = key_for(entry["variable"])
-        if key is not None and key.variable == "OPENAI_API_KEY" and provider_at(entry["host"], entry["port"]) \
-                is key.provider:
+        if entry["variable"] == key.variable and provider_at(entry["host"], entry["port"]) is key.provider:
             return "\n".join([
                 "# Written by the session: OPENAI_API_KEY is held by its injector.",
                 "model_provider = %s" % json.dumps(CODEX_PROVIDER), "",

@@ -346,15 +346,18 @@ def check_session(team, given, origin=TEAM_FILE):
     if changed:
         raise TeamError("the session's limits leave out or change %s, which the team file %s sets"
                         % (", ".join(changed), origin))
-    for key in ("environment", "harness_config"):
-        # What the session runs with, not what was added: a team's value left out is refused.
-        ran = given.get(key, DEFAULTS[key])
-        team_value = team["settings"].get(key, DEFAULTS[key])
-        left_out = sorted(n for n in team_value if ran.get(n) != team_value[n]) if key == "environment" else \
-            [key] if ran != team_value else []
-        if left_out:
-            raise TeamError("the session's %s leaves out or changes %s, which the team file %s sets"
-                            % (key, ", ".join(left_out), origin))
+    # What the session runs with, not only what was added: apply_team takes a value left
+    # out as the team's, so a team's variable or harness configuration missing is refused here.
+    team_environment = team["settings"].get("environment", {})
+    changed = sorted(name for name in team_environment
+                     if (given.get("environment") or {}).get(name) != team_environment[name])
+    if changed:
+        raise TeamError("the session's environment leaves out or changes %s, which the team file %s sets"
+                        % (", ".join(changed), origin))
+    team_config = team["settings"].get("harness_config")
+    if team_config is not None and given.get("harness_config") is None:
+        raise TeamError("the session has no harness configuration, which the team file %s sets (harness_config %s)"
+                        % (origin, team_config))
     team_budget = team["settings"].get("token_budget")
     if team_budget is not None and given.get("token_budget") is None:
         raise TeamError("the session has no token budget, which the team file %s sets (token_budget %d)"

@@ -220,3 +220,21 @@ def test_a_team_file_of_another_owner_is_refused(tmp_path):
         os.chown(path, 1000, 1000)
     with pytest.raises(TeamError, match="belongs to uid"):
         read_team_file(str(path))
+
+
+def test_a_session_without_the_team_s_environment_or_configuration_is_refused():
+    team = check_team({"format": 1, "settings": {"environment": {"NOTE": "team"}, "harness_config": "/etc/pi"}})
+    given = {"network": "allow", "connect_ports": [443], "allow": [], "limits": {}}
+    _team.check_session(team, dict(given, environment={"NOTE": "team"}, harness_config="/etc/pi"))
+    with pytest.raises(TeamError, match="the session's environment leaves out or changes NOTE"):
+        _team.check_session(team, dict(given, environment={}, harness_config="/etc/pi"))
+    with pytest.raises(TeamError, match="the session has no harness configuration, which the team file"):
+        _team.check_session(team, dict(given, environment={"NOTE": "team"}, harness_config=None))
+    with pytest.raises(TeamError, match="aisb_harness_config is refused"):
+        _team.check_session(team, dict(given, environment={"NOTE": "team"}, harness_config="/home/dev/mine"))
+
+
+def test_a_harness_configuration_the_team_lets_developers_give_is_not_refused_by_the_session():
+    team = check_team({"format": 1, "user_may_add": ["harness_config"]})
+    _team.check_session(team, {"network": "allow", "connect_ports": [443], "allow": [], "limits": {},
+                               "harness_config": "/home/dev/pi-config"})
