@@ -79,7 +79,8 @@ def _start(ws, internet, work, setup, address, port, credentials, log, answer):
 def addresses(internet):
     """(public, private, other private) addresses for this internet's providers."""
     third, fourth = (int(n) for n in internet.address.split(".")[2:])
-    return f"198.19.{third}.{fourth + 1}", f"10.254.{third}.{fourth + 1}", f"10.254.{third}.{fourth + 2}"
+    base = fourth & ~3  # the internet's own /30: base + 1 and base + 2 stay below 255
+    return f"198.19.{third}.{base + 1}", f"10.254.{third}.{base + 1}", f"10.254.{third}.{base + 2}"
 
 
 class PlainProvider(Provider):
