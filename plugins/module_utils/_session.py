@@ -154,6 +154,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "project_mode": inputs.project_mode,
         # review mode: where the agent's writes go, and the project's manifest.
         "review": review.section() if review else None,
+        "harness": inputs.harness,
         "image": {"tag": inputs.image},
         # Where this ansible-playbook's configuration and plugins came from (the action plugin).
         "ansible_origin": inputs.ansible_origin,

@@ -223,5 +223,5 @@ def admit(params, environ, run, interactive=False, now=None):
         host_tools=host_tools, executable=host_tools["podman"],
         ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
-        credential_urls=credential_urls, token_budget=token_budget)
+        credential_urls=credential_urls, token_budget=token_budget, harness=params.get("harness"))
     return inputs, facts, problems, warnings

@@ -75,6 +75,8 @@ class SessionInputs(typing.NamedTuple):
     # _project_ansible.origin, as the action plugin found it on the controller.
     ansible_origin: typing.Optional[typing.Dict[str, typing.Any]] = None
     executable: str = "podman"
+    # The recipe's name (None: a session module run without one, its command given whole).
+    harness: typing.Optional[str] = None
     # _credentials.check_resolved: the providers' entries, each with its key.
     credentials: typing.List[typing.Dict[str, typing.Any]] = []
     # _harness_config: the operator's files ({path, text}) and their mounts (name in the

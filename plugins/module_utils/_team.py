@@ -43,12 +43,15 @@ DEFAULTS = {
     "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "recipes": {}, "harness_config": None,
     "project_mode": "direct", "allow_unenforced": False,
     "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS, "token_budget": None,
+    "allowed_harnesses": None,
 }
 SETTINGS = tuple(sorted(DEFAULTS))
 LIST_KEYS = ("allow", "connect_ports", "pass_environment", "credentials")
 DICT_KEYS = ("environment", "limits", "recipes")
 # The team's value is the default and the most a developer may give (None: no ceiling).
 CEILING_KEYS = ("token_budget",)
+# The team's word on what developers may choose, never a developer's value (None: any).
+TEAM_ONLY_KEYS = ("allowed_harnesses",)
 CHOICES = {"network": ("allow", "none", "no-gate"), "project_mode": ("direct", "review")}
 # As the session's limits option takes them (its spec converts a number's text).
 LIMITS = {"memory": (str,), "pids": (int,), "cpus": (str, int, float)}
@@ -97,6 +100,10 @@ def _check_value(key, value, where):
                                 "goes there under a name of its own), got %r" % (where, value))
         elif key == "recipes":
             value = check_recipes(_dict(value, where), where)
+        elif key == "allowed_harnesses":
+            names = _list(value, where)
+            if not names or not all(isinstance(name, str) and name for name in names) or len(set(names)) != len(names):
+                raise TeamError("%s must be a list of recipe names, each once, at least one, got %r" % (where, value))
         elif key in ("retention_days", "retention_sessions"):
             try:
                 check_count(value, where)
@@ -159,8 +166,12 @@ def check_team(data, origin=TEAM_FILE):
         settings[key] = _check_value(key, value, "team file %s: settings.%s" % (origin, key))
     try:
         recipe_for(settings.get("harness", DEFAULTS["harness"]), settings.get("recipes"))
+        for name in settings.get("allowed_harnesses") or []:
+            recipe_for(name, settings.get("recipes"))
     except SessionInputError as error:
-        raise TeamError("team file %s: settings.harness: %s" % (origin, error))
+        raise TeamError("team file %s: settings.harness or allowed_harnesses: %s" % (origin, error))
+    _check_allowed_harness(settings.get("harness", DEFAULTS["harness"]), settings.get("allowed_harnesses"),
+                           "team file %s: settings.harness" % origin)
     for index, entry in enumerate(settings.get("credentials", [])):
         if not any(source in entry for source in TEAM_CREDENTIAL_SOURCES):
             raise TeamError("team file %s: settings.credentials[%d] must take its key from %s: the team file is "
@@ -174,6 +185,9 @@ def check_team(data, origin=TEAM_FILE):
         if key not in DEFAULTS:
             raise TeamError("team file %s: user_may_add names %r, which is not a setting; the settings are %s"
                             % (origin, key, ", ".join(SETTINGS)))
+        if key in TEAM_ONLY_KEYS:
+            raise TeamError("team file %s: user_may_add names %s, which is the team's word on what developers may "
+                            "choose, never a developer's" % (origin, key))
     if len(set(may_add)) != len(may_add):
         raise TeamError("team file %s: user_may_add names a setting twice" % origin)
     return {"settings": settings, "user_may_add": sorted(may_add)}
@@ -186,6 +200,12 @@ def render_team(team, origin="aisb_team"):
         raise TeamError("%s must be a dict with settings and user_may_add, got %s" % (origin, type(team).__name__))
     checked = check_team(dict({"format": FORMAT}, **team), origin)
     return json.dumps(dict(checked, format=FORMAT), indent=2, sort_keys=True) + "\n"
+
+
+def _check_allowed_harness(harness, allowed, where):
+    """TeamError naming WHERE unless HARNESS is among ALLOWED (None: any recipe)."""
+    if allowed is not None and harness not in allowed:
+        raise TeamError("%s %r is not among the harnesses the team allows: %s" % (where, harness, ", ".join(allowed)))
 
 
 def root_only(info):
@@ -304,6 +324,8 @@ def apply_team(team, user, origin=TEAM_FILE):
         recipe_for(settings["harness"], settings["recipes"])
     except SessionInputError as error:
         raise TeamError("%s: %s" % (variable("harness"), error))
+    _check_allowed_harness(settings["harness"], settings["allowed_harnesses"],
+                           "%s (the team file %s's allowed_harnesses)" % (variable("harness"), origin))
     team_allow = team_settings.get("allow", [])
     origins = dict((entry, "team" if entry in team_allow else "user") for entry in settings["allow"])
     return settings, origins

@@ -37,7 +37,10 @@ options:
         more). Each is checked as the session or M(aisb.sandbox.retention) checks it. A
         setting left out is the collection's default (C(allow) none, C(connect_ports)
         443, C(network) allow, C(harness) pi, ..., C(retention_days) 30,
-        C(retention_sessions) 20). C(credentials) entries take their key C(from_file) (a
+        C(retention_sessions) 20). C(allowed_harnesses) - the recipe names a developer
+        may choose with C(aisb_harness) when C(user_may_add) names C(harness) (a list,
+        each a built-in recipe or one of C(recipes); the team's C(harness) among them;
+        left out - any); a team-only setting, never in C(user_may_add). C(credentials) entries take their key C(from_file) (a
         file on the workstation, the developer's alone) or C(from_environment), never
         C(value) - every local user can read the team file.
       - C(user_may_add) - the settings a developer may add to. C(allow),

@@ -107,7 +107,8 @@ settings:
     - Every setting, by name without C(aisb_) - C(allow), C(connect_ports),
       C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
       C(network), C(harness), C(recipes), C(harness_config), C(project_mode), C(allow_unenforced),
-      C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless set).
+      C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless set),
+      C(allowed_harnesses) (the team's list of recipe names a developer may choose; null - any).
   returned: success
   type: dict
 allow_origins:

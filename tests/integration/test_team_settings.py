@@ -192,6 +192,29 @@ def test_overriding_run_agent_s_own_settings_is_refused_by_the_session(team, pro
         install_team(team, MODULE_TEAM)
 
 
+def test_a_developer_chooses_a_harness_only_among_the_team_s(team, project):
+    """A team that lets developers choose the harness, among pi and shell: codex is refused
+    by the play, and by the session when run_agent.yml's own settings are overridden; shell
+    runs (the control: a choice the team allows is taken)."""
+    install_team(team, {"settings": {"allow": ["allowed.test"], "allowed_harnesses": ["pi", "shell"]},
+                        "user_may_add": ["harness"]})
+    try:
+        sessions = session_dirs(team)
+        for extra, needle in (({"aisb_harness": "codex"}, "aisb_harness (the team file /etc/aisb/team.json's "
+                                                          "allowed_harnesses) 'codex' is not among the harnesses"),
+                              ({"run_agent_settings": dict(SETTINGS, harness="codex")},
+                               "the session's own settings, checked again: aisb_harness (the team file")):
+            result = run_agent(team, "-e", json.dumps(extra), command=["true"])
+            output = result.stdout + result.stderr
+            assert result.returncode != 0 and needle in output and "pi, shell" in output, output[-3000:]
+            assert session_dirs(team) == sessions
+        result = run_agent(team, "-e", "aisb_harness=shell", command=["bash", "-c", "echo harness-$0", "shell"])
+        assert result.returncode == 0 and "harness-shell" in result.stdout, result.stdout[-3000:]
+        assert record_of(team, result)["harness"] == "shell"
+    finally:
+        install_team(team, MODULE_TEAM)
+
+
 def test_the_team_s_token_budget_is_the_default_and_the_ceiling(team, project):
     install_team(team, {"settings": {"allow": ["allowed.test"], "token_budget": 50000}, "user_may_add": ["allow"]})
     try:

@@ -41,6 +41,13 @@ TEAM = {"format": 1, "settings": {"allow": ["github.com", ".npmjs.org"], "networ
     ({"user_may_add": ["network", "everything"]}, "user_may_add names 'everything', which is not a setting"),
     ({"user_may_add": "allow"}, "user_may_add must be a list of setting names"),
     ({"user_may_add": ["allow", "allow"]}, "names a setting twice"),
+    ({"settings": {"allowed_harnesses": "pi"}}, "settings.allowed_harnesses must be a list, got str"),
+    ({"settings": {"allowed_harnesses": []}}, "allowed_harnesses must be a list of recipe names, each once, at least"),
+    ({"settings": {"allowed_harnesses": ["pi", "pi"]}}, "must be a list of recipe names, each once"),
+    ({"settings": {"allowed_harnesses": ["pi", "nano"]}}, "aisb_harness 'nano' is not a recipe"),
+    ({"settings": {"allowed_harnesses": ["codex"]}}, "settings.harness 'pi' is not among the harnesses the team "
+                                                     "allows: codex"),
+    ({"user_may_add": ["harness", "allowed_harnesses"]}, "user_may_add names allowed_harnesses, which is the team's"),
 ])
 def test_a_wrong_team_setting_is_named_with_what_is_allowed(change, needle):
     data = dict(TEAM, **change)
@@ -238,3 +245,19 @@ def test_a_harness_configuration_the_team_lets_developers_give_is_not_refused_by
     team = check_team({"format": 1, "user_may_add": ["harness_config"]})
     _team.check_session(team, {"network": "allow", "connect_ports": [443], "allow": [], "limits": {},
                                "harness_config": "/home/dev/pi-config"})
+
+
+def test_a_developer_chooses_only_among_the_team_s_harnesses_and_the_session_checks_again():
+    recipe = {"packages": [], "install": [], "command": ["mine"], "prompt": [], "allow": [], "env": []}
+    team = check_team({"format": 1, "settings": {"allowed_harnesses": ["pi", "claude-code"]},
+                       "user_may_add": ["harness", "recipes"]})
+    assert apply_team(team, {"harness": "claude-code"})[0]["harness"] == "claude-code"
+    for harness, recipes in (("codex", None), ("mine", {"mine": recipe})):
+        user = {"harness": harness, "recipes": recipes} if recipes else {"harness": harness}
+        with pytest.raises(TeamError, match="aisb_harness .the team file /t.json's allowed_harnesses. %r is not among "
+                                            "the harnesses the team allows: pi, claude-code" % harness):
+            apply_team(team, user, "/t.json")
+        with pytest.raises(TeamError, match="is not among the harnesses the team allows"):
+            _team.check_session(team, dict(user, network="allow", connect_ports=[443], allow=[], limits={}))
+    anyone = check_team({"format": 1, "user_may_add": ["harness"]})
+    assert apply_team(anyone, {"harness": "codex"})[0]["harness"] == "codex"
