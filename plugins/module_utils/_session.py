@@ -206,6 +206,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
             injector.close()
     if runner.enforcement_lost:
         rc, status, reason = 77, "enforcement-lost", enforcement_lost_reason(runner.enforcement_lost)
+    elif runner.unreported:
+        rc, status, reason = 77, "enforcement-unreported", runner.unreported
     elif runner.gate_error:
         status, reason = "failed", runner.gate_error
     elif runner.gate_died:

@@ -28,10 +28,14 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import 
     ENV_FD, REPORT_FD, SESSION_LABEL, SessionError, environment_bytes)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import follow_window_size
 
-# The enforcement watch starts when the entrypoint's report arrives (it comes before the
-# entrypoint waits for the gate); when none has come this long after podman run started,
-# the watch starts anyway: a sandbox never runs unwatched because a report went missing.
+# The enforcement watch starts when the entrypoint's report arrives (before the entrypoint
+# waits for the gate, and so before the harness). When none has come this long after the
+# sandbox's container started (podman wrote its pid file: creating it took over 30 s on a
+# loaded host), the sandbox is stopped: it never runs unwatched because a report went
+# missing, and a slow podman is no lost enforcement.
 REPORT_WAIT = 30.0
+# How often the wait for the container's start looks for the pid file.
+START_POLL = 0.1
 
 
 def die_with_session(setpriv):
@@ -68,6 +72,9 @@ class SessionRunner(object):
         self.lost = None
         self.enforcement_watch = None
         self.enforcement_lost = None
+        # Set when the entrypoint's report arrived; else why the sandbox was stopped without one.
+        self._reported = threading.Event()
+        self.unreported = None
         self._watch_lock = threading.Lock()
         # Seconds podman stop waits before SIGKILL; 0 once nobody may wait for the harness.
         self._stop_grace = 2
@@ -212,13 +219,11 @@ class SessionRunner(object):
         if stdin is not None:
             threading.Thread(target=follow_window_size, args=(stdin, self._process), daemon=True).start()
         threading.Thread(target=self._stop_when_wanted, args=(self._process,), daemon=True).start()
-        unreported = threading.Timer(REPORT_WAIT, self._start_enforcement_watch)
-        unreported.daemon = True
-        unreported.start()
+        if self.plan["enforcement_watch"] is not None:  # allow_unenforced: no table, no report
+            threading.Thread(target=self._stop_unless_reported, args=(self._process,), daemon=True).start()
         try:
             return self._process.wait()
         finally:
-            unreported.cancel()
             self._finished = True
             self._stop_wanted.set()  # ends _stop_when_wanted's wait; the sandbox has exited
             reader.join(timeout=2)
@@ -231,12 +236,32 @@ class SessionRunner(object):
             self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]], grace=self._stop_grace), check=False)
             time.sleep(0.2)
 
+    def _stop_unless_reported(self, process):
+        """Stop the sandbox when the entrypoint has not reported its table REPORT_WAIT
+        seconds after its container started (the pid file), however long podman took to
+        create it; until then it has not started, which is nothing lost."""
+        while not self._reported.is_set() and process.poll() is None and not self._container_started():
+            self._reported.wait(START_POLL)
+        if self._reported.wait(REPORT_WAIT) or process.poll() is not None:
+            return
+        self.unreported = ("the entrypoint never reported its table within %d s of the sandbox's start; the sandbox "
+                           "was stopped" % REPORT_WAIT)
+        self.stop_sandbox(at_once=True)
+
+    def _container_started(self):
+        try:
+            with open(self._pidfile) as handle:
+                return handle.read().strip().isdigit()
+        except OSError:
+            return False
+
     def _read_report(self, fd):
         with os.fdopen(fd, "r") as report:
             # nft -j prints one line. podman holds the pipe open until the sandbox exits:
             # the line, not the end of the file, says the entrypoint has installed its table.
             text = report.readline()
             if text.strip():
+                self._reported.set()
                 self._start_enforcement_watch()
             text += report.read()
         try:

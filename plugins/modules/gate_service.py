@@ -153,18 +153,23 @@ class Service(object):
 
     def __init__(self, module, run, name):
         self.module, self.run, self.name = module, run, name
-        self.user = [_host_tools.module_program(module, module.params["systemctl"]), "--user"]
+        systemctl, problem = _host_tools.resolve(module.params["systemctl"])
+        if problem:
+            self.no_manager(problem)
+        self.user = [systemctl, "--user"]
         self.unit = _gate_unit.unit_file(module.params["unit_dir"] or _gate_unit.unit_dir(os.environ), name)
+
+    def no_manager(self, why):
+        user = pwd.getpwuid(os.getuid()).pw_name
+        self.module.fail_json(
+            msg="no systemd user manager answers for %s (%s): the long-lived gate runs as a user service; log in "
+                "through a session that starts one, or have it started at boot with sudo loginctl enable-linger %s"
+                % (user, why, user), commands=self.run.commands)
 
     def require_manager(self):
         rc, _out, err = self.run(self.user + ["show", "--property=Version"])
         if rc != 0:
-            user = pwd.getpwuid(os.getuid()).pw_name
-            self.module.fail_json(
-                msg="no systemd user manager answers for %s (systemctl --user: %s): the long-lived gate runs as a "
-                    "user service; log in through a session that starts one, or have it started at boot with "
-                    "sudo loginctl enable-linger %s" % (user, (err.strip() or "rc %d" % rc), user),
-                commands=self.run.commands)
+            self.no_manager("systemctl --user: %s" % (err.strip() or "rc %d" % rc))
 
     def active(self):
         return self.run(self.user + ["is-active", "--quiet", _gate_unit.service(self.name)])[0] == 0

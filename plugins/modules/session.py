@@ -35,9 +35,11 @@ description:
     sandbox's network namespace, until the sandbox exits. The first reading must be the
     table the policy asks for and every later one the same as the first; a difference, or
     no reading for 4 seconds, kills the sandbox at once and ends the session with status
-    C(enforcement-lost) and exit code 77. Refuses to start when the host has no C(nft),
-    C(nsenter) or C(setpriv) (C(provision.yml) installs them). Not with
-    O(allow_unenforced=true).
+    C(enforcement-lost) and exit code 77. A sandbox whose entrypoint has not reported its
+    table 30 seconds after its container started (however long podman took to create
+    it) is stopped, with status C(enforcement-unreported) and exit code 77. Refuses to start
+    when the host has no C(nft), C(nsenter) or C(setpriv) (C(provision.yml) installs them).
+    Not with O(allow_unenforced=true).
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).
 author: aisb developers (@aisb)
 options:
@@ -159,7 +161,9 @@ status:
   description:
     - C(exited), C(failed) (it could not start or end cleanly, see msg), C(gate-died),
       C(enforcement-lost) (the sandbox's table changed or could not be read while it ran;
-      it was killed, rc is 77 and the record says what changed and when), C(interrupted),
+      it was killed, rc is 77 and the record says what changed and when),
+      C(enforcement-unreported) (the entrypoint never reported its table within 30 seconds of
+      the sandbox's container starting; it was stopped, rc is 77), C(interrupted),
       C(refused), or C(planned) in check mode.
     - C(controller-lost) (ansible-playbook, its worker or the connection to the host went
       away) is written to the record; nobody is left to receive the task's result.

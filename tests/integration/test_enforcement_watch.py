@@ -136,7 +136,7 @@ def test_a_host_without_nft_refuses_the_session(workstation, project):
         workstation.run(["mv", "/usr/sbin/nft.moved", "/usr/sbin/nft"], user="root")
     assert result.returncode != 0
     # run_agent.yml's first look at the host says so, before any image or session work.
-    assert "never provisioned" in result.stdout and "nft not found in" in result.stdout \
+    assert "never provisioned" in result.stdout and "nft not installed in /usr/sbin:" in result.stdout \
         and "aisb.sandbox.provision" in result.stdout, result.stdout[-3000:]
     assert "harness-ran" not in result.stdout
     assert session_containers(workstation) == []

@@ -74,11 +74,8 @@ def working_session(ws, **args):
 
 
 def wrapper(ws, name, body):
-    """A podman wrapper at ~/bin/NAME: BODY (sh) runs first, then the real podman."""
-    path = f"/home/dev/bin/{name}"
-    ws.sh(f"mkdir -p /home/dev/bin && cat >{path} <<'EOF'\n#!/bin/sh\n{body}\nexec podman \"$@\"\nEOF\n"
-          f"chmod +x {path}")
-    return path
+    """A podman wrapper, the system program NAME: BODY (sh) runs first, then the real podman."""
+    return ws.install_program(name, f"#!/bin/sh\n{body}\nexec /usr/bin/podman \"$@\"\n")
 
 
 @pytest.mark.parametrize("which", ["gate", "sandbox"])
@@ -96,6 +93,46 @@ def test_podman_failing_to_run_a_container_ends_with_a_clear_status(workstation,
         record = record_of(workstation, result.stdout)
         assert record["exit_code"] == 125 and record["reason"] == "podman could not run the sandbox", record
         assert f"injected: podman cannot run the {which}" in workstation.path(record["transcript"]).read_text()
+
+
+SANDBOX_RUN = '" $* " in *" --name aisb-sandbox-"*)'
+
+
+def test_a_sandbox_slow_to_create_is_waited_for_not_taken_for_lost(workstation, project):
+    """podman taking 40 s to create the sandbox (31 to 35 s were measured on a loaded host):
+    the wait for the entrypoint's report counts from the container's start, so the session
+    runs as usual and is watched (on the code before, the watch started 30 s after podman
+    run, found no pid file and stopped the session as enforcement-lost)."""
+    slow = wrapper(workstation, "podman-slow-sandbox", f"case {SANDBOX_RUN} sleep 40;; esac")
+    result = working_session(workstation, executable=slow, command=["sh", "-c", "echo harness-$((6*7))"])
+    record = record_of(workstation, result.stdout)
+    assert result.returncode == 0 and record["status"] == "exited", record["reason"]
+    assert record["enforcement_watch"]["watched"] is True and record["enforcement_watch"]["lost"] is None
+    assert "harness-42" in workstation.path(record["transcript"]).read_text()
+
+
+@pytest.mark.parametrize("descriptor, status, needle", [
+    # No report asked for (podman lost the variable): the harness runs, unwatched, until
+    # the session stops it 30 s after the container started.
+    ("", "enforcement-unreported", "the entrypoint never reported its table within 30 s of the sandbox's start"),
+    # A report asked for on a descriptor it cannot write: the entrypoint refuses to start.
+    ("5", "exited", "enforcement could not be installed or verified"),
+])
+def test_a_sandbox_that_never_reports_its_table_is_stopped(workstation, project, descriptor, status, needle):
+    rewrite = wrapper(workstation, f"podman-report-fd-{descriptor or 'none'}",
+                      f"case {SANDBOX_RUN} for a; do shift; [ \"$a\" = AISB_REPORT_FD=3 ] && "
+                      f"a=AISB_REPORT_FD={descriptor}; set -- \"$@\" \"$a\"; done;; esac")
+    running = session_containers(workstation)
+    result = working_session(workstation, executable=rewrite,
+                             command=["sh", "-c", "echo harness-started; sleep 90; echo harness-finished"])
+    assert result.returncode != 0
+    record = record_of(workstation, result.stdout)
+    assert record["status"] == status and record["exit_code"] == 77 and needle in record["reason"], record["reason"]
+    transcript = workstation.path(record["transcript"]).read_text()
+    assert "harness-finished" not in transcript
+    if descriptor:
+        assert "harness-started" not in transcript and "could not be reported to the session" in transcript
+    assert left_running(workstation, running) == []
 
 
 @pytest.mark.parametrize("component,pattern", [

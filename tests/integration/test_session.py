@@ -228,8 +228,10 @@ def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, inte
         "; for f in /project/.gate-ports/*; do [ $f = /project/.gate-ports/$AISB_SESSION ] && continue"
         "; echo cross-$(cat $f)=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -x ${HTTP_PROXY%:*}:$(cat $f) "
         "http://$MINE/c-cross); done")
+    # Nothing kept: five sessions of one project never share the harness's kept state (one writer).
     playbooks = [start_in_background(workstation, ["sh", "-c", script], *allow(name), *through(gate_path),
-                                     "-e", json.dumps({"aisb_environment": {"MINE": name}})) for name in names]
+                                     "-e", json.dumps({"aisb_environment": {"MINE": name}}),
+                                     "-e", "aisb_harness_state=none") for name in names]
     outputs = [p.communicate(timeout=300)[0] for p in playbooks]
     for mine, output in zip(names, outputs):
         record = record_of(workstation, output)

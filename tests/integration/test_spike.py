@@ -110,12 +110,11 @@ def test_every_probe_records_its_evidence(measured):
 
 
 def test_cached_mode_starts_no_container(workstation, measured):
-    workstation.run(["sh", "-c", "cat >/home/dev/podman-logged && chmod 0755 /home/dev/podman-logged"],
-                    input=LOGGING_PODMAN)
+    logged = workstation.install_program("podman-logged", LOGGING_PODMAN)
     workstation.run(["rm", "-f", "/home/dev/podman-calls.log"])
     since = clock(workstation)
     before = json.loads(workstation.path(FACTS).read_text())
-    answer = spike(workstation, base_image=BASE_IMAGE, cached=True, executable="/home/dev/podman-logged")
+    answer = spike(workstation, base_image=BASE_IMAGE, cached=True, executable=logged)
     calls = workstation.path("/home/dev/podman-calls.log").read_text().splitlines()
     assert answer["cached"] is True and answer["changed"] is False
     assert facts_of(answer) == before

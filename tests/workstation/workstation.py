@@ -203,6 +203,14 @@ class Workstation:
         """Run a shell script inside the workstation."""
         return self.run(["bash", "-euo", "pipefail", "-c", script], **kwargs)
 
+    def install_program(self, name: str, text: str) -> str:
+        """TEXT as the program /usr/bin/NAME, root's and 0755: the sessions run only programs
+        in the system's directories that nobody but root can change (a test's podman
+        wrapper included). Returns its path."""
+        path = f"/usr/bin/{name}"
+        self.run(["sh", "-c", f"cat >{path} && chmod 0755 {path}"], user="root", input=text)
+        return path
+
     def load_base_image(self):
         """Import the cached minbase tree as the user's base image (no registry here)."""
         self.run(["podman", "import", BASE_IMAGE_TAR, BASE_IMAGE])

@@ -199,10 +199,15 @@ if ! enforce; then
   done
 fi
 
-# The session records the table as installed: it hands in descriptor 3 and names it in
-# AISB_REPORT_FD. The descriptor is closed here, so the harness never holds it.
-if [ "${AISB_REPORT_FD:-}" = 3 ] && { true >&3; } 2>/dev/null; then
-  nft -j list table inet aisb >&3 2>/dev/null || true
+# The session records the table as installed and watches it from then on: it hands in
+# descriptor 3 and names it in AISB_REPORT_FD. A session that asked for the report gets
+# it before the harness can run, or the harness never runs. The descriptor is closed
+# here, so the harness never holds it.
+if [ -n "${AISB_REPORT_FD:-}" ]; then
+  if [ "$AISB_REPORT_FD" != 3 ] || ! { nft -j list table inet aisb || [ "$unenforced" = 1 ]; } 2>/dev/null >&3; then
+    say "the table could not be reported to the session on descriptor ${AISB_REPORT_FD}: refusing to start (exit $EX_ENFORCEMENT)"
+    exit "$EX_ENFORCEMENT"
+  fi
   exec 3>&-
 fi
 unset AISB_REPORT_FD
