@@ -28,8 +28,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import re
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, SessionInputs, build_environment, check_command, check_token_budget, harness_credential_urls,
-    harness_names, harness_values, resolve_project)
+    SessionInputError, SessionInputs, agent_trees, build_environment, check_command, check_operator_path,
+    check_token_budget, harness_credential_urls, harness_names, harness_values, resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
     DEFAULTS, TEAM_FILE, TeamError, check_session, read_team_file)
 
@@ -91,9 +91,18 @@ def podman_directories(environ, home):
 
 def session_project(raw, environ):
     """The project RAW names, resolved and checked (resolve_project) against this host's
-    home and what the sandbox must never see: the state directory and podman's own."""
+    home and what the sandbox must never see: the state directory and podman's own; and
+    ENVIRON's values for the session's host processes (host_environment: podman's
+    CONTAINERS_CONF, XDG_CONFIG_HOME, ...) refused when one names a path the agent
+    writes, as podman would read its configuration, hooks and helpers from there."""
     home = environ.get("HOME") or os.path.expanduser("~")
-    return resolve_project(raw, home, [state_dir(environ)] + podman_directories(environ, home))
+    project = resolve_project(raw, home, [state_dir(environ)] + podman_directories(environ, home))
+    trees = agent_trees(project, environ)
+    for name, value in sorted(host_environment(environ).items()):
+        for part in value.split(":") if name != "PATH" else ():
+            if os.path.isabs(part):
+                check_operator_path("the environment's %s (which podman reads)" % name, part, trees)
+    return project
 
 
 def allow_origins(entries, origins, harness):

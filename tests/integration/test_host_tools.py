@@ -15,7 +15,7 @@ from collections import Counter
 
 from scenario import ANSIBLE_ENV, operator_vars
 from sessions import record_of, run_agent
-from workstation import PATH
+from workstation import BASE_IMAGE, PATH
 
 PROJECT = "/home/dev/src/hosttools-app"
 PWNED = "/home/dev/pwned-hosttools"
@@ -98,4 +98,27 @@ def test_a_podman_found_only_outside_the_system_directories_is_refused(workstati
         ws.run(["mv", "/usr/bin/podman.aside", "/usr/bin/podman"], user="root")
     assert result.returncode != 0, result.stdout[-3000:]
     assert "podman is not installed in the system's directories" in result.stdout, result.stdout[-3000:]
+    assert planted_markers(ws) == [], planted_markers(ws)
+
+
+def test_podman_s_configuration_is_never_read_from_the_project(workstation):
+    """The agent writes a containers.conf naming its bin/ as podman's helper directory; a
+    developer's environment names it (CONTAINERS_CONF=./containers.conf in a .envrc, say):
+    podman would run the agent's pasta on the host. The session refuses before any podman
+    runs, naming the variable; the control shows podman does take the helper from there."""
+    ws = workstation
+    ws.sh(f"rm -rf {PROJECT} {PWNED} && mkdir -p {PROJECT} {PWNED}")
+    conf = f"[engine]\nhelper_binaries_dir = [\"{PROJECT}/bin\"]\n"
+    planted = run_agent(ws, command=["bash", "-c", PLANT + f"printf '%s' '{conf}' > containers.conf"],
+                        project=PROJECT)
+    assert record_of(ws, planted.stdout)["status"] == "exited", planted.stdout[-3000:]
+    environment = ["/usr/bin/env", f"CONTAINERS_CONF={PROJECT}/containers.conf"]
+    control = ws.run(environment + ["podman", "run", "--rm", "--network=pasta", BASE_IMAGE, "true"], check=False)
+    assert any(name.startswith("pasta") for name in planted_markers(ws)), (control.stderr, planted_markers(ws))
+    ws.sh(f"rm -f {PWNED}/*")
+    result = ws.run(environment + ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(ws),
+                                   "-e", f"project={PROJECT}", "-e", json.dumps({"command": ["true"]})],
+                    check=False, cwd=PROJECT, env=ANSIBLE_ENV, timeout=600)
+    assert result.returncode != 0, result.stdout[-3000:]
+    assert "the environment's CONTAINERS_CONF (which podman reads)" in result.stdout, result.stdout[-3000:]
     assert planted_markers(ws) == [], planted_markers(ws)

@@ -4,6 +4,7 @@ policy directory and the facts stand; otherwise the reasons, and nothing started
 
 import json
 import os
+import re
 
 import pytest
 from fake_podman import fake_podman
@@ -256,3 +257,23 @@ def test_a_key_for_a_private_entrys_name_on_another_port_is_refused_before_anyth
                         "that entry's port; give that port"]
     (inputs, _facts, problems, _warnings), _commands = admit(host, credentials=json.dumps([dict(key, port=443)]))
     assert problems == [] and inputs.credentials[0]["port"] == 443
+
+
+@pytest.mark.parametrize("name, inside", [
+    ("CONTAINERS_CONF", "containers.conf"), ("CONTAINERS_STORAGE_CONF", "storage.conf"),
+    ("XDG_DATA_DIRS", "share"), ("CONTAINERS_REGISTRIES_CONF", "registries.conf"),
+])
+def test_a_podman_variable_naming_the_project_is_refused(host, name, inside):
+    """podman reads its configuration (helper_binaries_dir, hooks, conmon_path) where the
+    host's variables say: never from what the agent writes. (XDG_CONFIG_HOME inside the
+    project is refused already: the project would expose podman's own configuration.)"""
+    environ, project = host["environ"], host["project"]
+    value = os.path.join(project, inside)
+    if name == "XDG_DATA_DIRS":
+        value = "/usr/share:" + value
+    with pytest.raises(_session_admission.SessionInputError,
+                       match=r"the environment's %s \(which podman reads\) .* inside %s, which sessions let the "
+                             r"agent write" % (name, re.escape(project))):
+        _session_admission.session_project(project, dict(environ, **{name: value}))
+    # Outside the project, the same variable is the workstation's own.
+    assert _session_admission.session_project(project, dict(environ, **{name: "/etc/containers/x.conf"})) == project
