@@ -179,6 +179,20 @@ def remove_quietly(path):
         pass
 
 
+def remove_session(run, podman, path):
+    """Remove the session directory PATH; None, or why it could not be. A session's overlay
+    work directories (review mode's, the git directories' when its module was killed and
+    the watchdog wrote the record) belong to the user namespace's root: what the user
+    cannot remove is removed inside it, where rm follows no link and stays on the file
+    system."""
+    try:
+        shutil.rmtree(path)
+        return None
+    except OSError:
+        rc, _out, err = run(_podman.unshare(podman, ["rm", "-rf", "--one-file-system", "--", path]))
+        return "podman unshare rm failed: %s" % _podman.error_line(err) if rc != 0 else None
+
+
 def execute_module(module):
     params = module.params
     for name in ("days", "keep_sessions"):
@@ -216,8 +230,11 @@ def execute_module(module):
                 continue
             remove_quietly(os.path.join(images_dir, "used", _images.used_mark(tag)))
             remove_quietly(_images.build_log(os.path.join(images_dir, "logs"), tag))
-        for session in removed["sessions"]:
-            shutil.rmtree(os.path.join(state, "sessions", session))
+        for session in list(removed["sessions"]):
+            problem = remove_session(run, podman, os.path.join(state, "sessions", session))
+            if problem:
+                removed["sessions"].remove(session)
+                kept["sessions"][session] = problem
         for name in removed["policies"]:
             shutil.rmtree(os.path.join(policies_dir, name))
     result = dict(changed=any(removed.values()), removed=removed, kept=kept, commands=run.commands)

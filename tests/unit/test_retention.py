@@ -141,3 +141,27 @@ def test_the_module_reads_policies_and_what_names_them(tmp_path):
         "6666666666666666": "a container uses it",
     }
     assert retention.policies_in_use([], str(tmp_path / "none"), str(sessions), []) == {}
+
+
+def test_a_session_with_what_the_user_cannot_remove_is_removed_inside_podman_s_user_namespace(tmp_path, monkeypatch):
+    """An overlay's work directory is the user namespace root's: rmtree fails on it, and
+    podman unshare rm removes the rest; when that fails too the session is kept, with why."""
+    from ansible_collections.aisb.sandbox.plugins.modules import retention
+    session = tmp_path / "20261101T090000-0000000a"
+    (session / "git" / "0" / "work" / "work").mkdir(parents=True)
+    real_rmtree, calls = retention.shutil.rmtree, []
+
+    def rmtree_as_the_user(path):
+        raise PermissionError(13, "Permission denied", os.path.join(path, "git/0/work/work"))
+
+    def unshare(argv):
+        calls.append(argv)
+        real_rmtree(argv[-1])
+        return 0, "", ""
+
+    monkeypatch.setattr(retention.shutil, "rmtree", rmtree_as_the_user)
+    assert retention.remove_session(unshare, "/usr/bin/podman", str(session)) is None
+    assert not session.exists()
+    assert calls == [["/usr/bin/podman", "unshare", "rm", "-rf", "--one-file-system", "--", str(session)]]
+    why = retention.remove_session(lambda argv: (1, "", "Error: cannot remove\n"), "/usr/bin/podman", str(session))
+    assert why == "podman unshare rm failed: Error: cannot remove"
