@@ -157,7 +157,8 @@ def test_prune_removes_what_it_should_and_nothing_else(workstation, project):
     # An overlay's work directory left in the old session (the watchdog wrote its record):
     # the user namespace root's, which the user cannot remove.
     left = f"{AISB_STATE}/sessions/{old_session}/git/0/work"
-    workstation.run(["podman", "unshare", "sh", "-c", f"mkdir -p {left}/work && chown -R 1:1 {left} && chmod 0700 {left}"])
+    workstation.run(["podman", "unshare", "sh", "-c",
+                     f"mkdir -p {left}/work && chown -R 1:1 {left} && chmod 0700 {left}"])
     assert workstation.run(["rm", "-rf", left], check=False).returncode != 0
     policies_before = {p.name for p in workstation.path(POLICIES).iterdir()}
     try:
