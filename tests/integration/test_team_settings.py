@@ -209,8 +209,9 @@ def test_a_developer_chooses_a_harness_only_among_the_team_s(team, project):
             assert result.returncode != 0 and needle in output and "pi, shell" in output, output[-3000:]
             assert session_dirs(team) == sessions
         result = run_agent(team, "-e", "aisb_harness=shell", command=["bash", "-c", "echo harness-$0", "shell"])
-        assert result.returncode == 0 and "harness-shell" in result.stdout, result.stdout[-3000:]
-        assert record_of(team, result)["harness"] == "shell"
+        assert result.returncode == 0, result.stdout[-3000:]
+        record = record_of(team, result.stdout)
+        assert record["harness"] == "shell" and "harness-shell" in team.path(record["transcript"]).read_text()
     finally:
         install_team(team, MODULE_TEAM)
 
