@@ -6,7 +6,10 @@ hash of the project's resolved path, mounted read-write into that project's sess
 only. aisb_harness_state=fresh wipes it before the session.
 
 The agent writes anything below each mounted directory, links included: the host
-creates the directories and removes them, and never reads or follows what is inside.
+creates the directories and removes them, and never follows what is inside. In review
+mode each one is the lower layer of an overlay (_review_session): the agent's writes go
+to the session's upper directory, and project_review applies them only when named
+(reading them with lstat, never through a link, as it reads the project).
 """
 
 from __future__ import annotations
@@ -52,11 +55,16 @@ def project_state_dir(state, project):
     return os.path.join(state, ROOT, hashlib.sha256(project.encode("utf-8")).hexdigest()[:32])
 
 
-def plan(state, project, harness, mode):
+def plan(state, project, harness, mode, review=False):
     """What a session keeps: {dir, mode, mounts: [(host directory, path inside)]}, or
-    None when the recipe keeps nothing."""
+    None when the recipe keeps nothing. REVIEW: a review-mode session, which never
+    writes the kept state, so cannot wipe it."""
     if mode not in MODES:
         raise SessionInputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
+    if review and mode == "fresh":
+        raise SessionInputError("aisb_harness_state=fresh wipes the project's kept harness state, which a review-mode "
+                                "session never writes (aisb_project_mode=review): run it with aisb_harness_state=none "
+                                "for a session without the kept state, or keep")
     names = recipe_state(harness)
     if not names or mode == "none":
         return None
