@@ -91,12 +91,17 @@ def prepare(kept, project, run, podman, session_id):
             "mounts": dict((inside, outside) for outside, inside in kept["mounts"])}
 
 
-def claim(directory, session_id):
+NOTHING_KEPT = "or run this one with aisb_harness_state=none (nothing kept)"
+
+
+def claim(directory, session_id, otherwise=NOTHING_KEPT):
     """Make this process the one writer of DIRECTORY (a project's kept state) until it
     ends: an exclusive lock on DIRECTORY.lock, beside it (never mounted), holding
-    SESSION_ID. Two sessions writing one state would each overwrite the other's files
-    (a harness's conversation index, say); a second session of the project is refused,
-    naming the first. The lock goes with this process, however it ends."""
+    SESSION_ID (a session's id, or what else writes it: a review's apply). Two sessions
+    writing one state would each overwrite the other's files (a harness's conversation
+    index, say); a second session of the project is refused, naming the first, and
+    OTHERWISE what it can do instead of waiting. The lock goes with this process, however
+    it ends."""
     os.makedirs(os.path.dirname(directory), DIR_MODE, exist_ok=True)
     fd = os.open(directory + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
@@ -107,8 +112,8 @@ def claim(directory, session_id):
         if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
             raise SessionError("the harness state %s could not be locked: %s" % (directory, error.strerror))
         raise SessionError("another session of this project (%s) is running with its kept harness state: one "
-                           "session writes it at a time; wait for that one to end, or run this one with "
-                           "aisb_harness_state=none (nothing kept)" % holder)
+                           "session writes it at a time; wait for that one to end%s"
+                           % (holder, ", " + otherwise if otherwise else ""))
     os.ftruncate(fd, 0)
     os.write(fd, session_id.encode("utf-8"))
     # Not closed: the lock is held until this process ends.

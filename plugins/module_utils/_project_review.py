@@ -69,11 +69,13 @@ def _lstat(path):
 
 def _same_content(upper_path, lower_path, size):
     """True when both regular files hold the same bytes; False when either cannot be read
-    (the agent may leave a file it cannot read itself: applying it then says why)."""
+    (the agent may leave a file it cannot read itself: applying it then says why). Neither
+    is opened through a link: a kept state may change under a review (another session)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         if os.lstat(lower_path).st_size != size:
             return False
-        with open(upper_path, "rb") as upper, open(lower_path, "rb") as lower:
+        with os.fdopen(os.open(upper_path, flags), "rb") as upper, os.fdopen(os.open(lower_path, flags), "rb") as lower:
             while True:
                 block = upper.read(1 << 20)
                 if block != lower.read(1 << 20):

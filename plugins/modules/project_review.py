@@ -25,11 +25,12 @@ description:
   - O(action=apply) refuses when any path of the project changed since the session started
     (or since the last apply), or of a kept state named in O(apply_state), or when another
     session of the project holds its kept state now; then applies the unflagged changes,
-    the flagged ones named in O(apply_flagged), and the kept state's named in O(apply_state). Devices, fifos and sockets are never applied, nor anything in
-    or at a C(.git) (the agent's commits come back as refs, see O(branch)); changes under the
+    the flagged ones named in O(apply_flagged), and the kept state's named in
+    O(apply_state). Devices, fifos and sockets are never applied, nor anything in or at
+    a C(.git) (the agent's commits come back as refs, see O(branch)); changes under the
     project's git directories do not count as the project having changed. No symbolic
     link is followed, in the upper directory or in the project; files are written under a
-    new name and renamed into place. Afterwards the project's manifest is taken again, so
+    new name and renamed into place. Afterwards the manifests are taken again, so
     a later apply (of flagged paths named then) checks against the project as this one
     left it; paths already applied no longer show as changes.
   - O(action=discard) removes the upper and work directories (the kept state's too) with C(podman unshare),
@@ -242,7 +243,7 @@ def claim_state(session_id, states, named):
     if named:
         try:
             _harness_state.claim(os.path.dirname(states[next(iter(named))]["dir"]),
-                                 "the review of session %s" % session_id)
+                                 "the review of session %s" % session_id, otherwise="")
         except _harness_state.SessionError as error:
             raise _project_review.ReviewError("the kept state cannot be applied now: %s" % error)
 

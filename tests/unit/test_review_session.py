@@ -288,7 +288,7 @@ def test_apply_is_refused_while_a_session_of_the_project_writes_the_kept_state(k
     _harness_state.claim(kept["state_dir"], "20261201T000000-00000000")  # this process: a session running
     refused = review_apply(kept, apply_state=["pi-sessions"])
     assert refused.startswith("the kept state cannot be applied now: another session of this project "
-                              "(20261201T000000-00000000)")
+                              "(20261201T000000-00000000)") and "aisb_harness_state=none" not in refused
     assert (kept["kept"] / "keep.jsonl").read_text() == "old\n"
     assert (kept["project"] / "main.py").read_text() == "print(1)\n"
 
