@@ -17,9 +17,11 @@ import json
 import os
 import stat
 import time
+import uuid
 
 import pytest
 
+from providers import NAME, PORT, fake_provider, write_tree
 from scenario import ANSIBLE_ENV, operator_vars
 from sessions import record_of, run_agent, session_dirs, start_in_background
 
@@ -270,3 +272,55 @@ def test_a_review_session_never_wipes_the_kept_state(workstation, session):
     assert result.returncode != 0 and "aisb_harness_state=fresh wipes the project's kept harness state, which a " \
         "review-mode session never writes" in result.stdout, result.stdout[-3000:]
     assert tree_hash(ws, KEPT) == kept and len(session_dirs(ws)) == before
+
+
+PI_PROJECT = "/home/dev/src/review-pi"
+PI_CONFIG = "/home/dev/review-pi-config"
+PI_KEPT = ("/home/dev/.local/state/aisb/harness-state/%s/pi-sessions"
+           % hashlib.sha256(PI_PROJECT.encode()).hexdigest()[:32])
+PI_ANSWER = "FAKE-REVIEW-ANSWER-" + uuid.uuid4().hex[:8]
+PI_KEY = "sk-aisb-review-" + uuid.uuid4().hex
+PI_VARIABLES = {
+    "aisb_credentials": [{"host": NAME, "port": PORT, "header": "x-api-key", "variable": "FAKE_PROVIDER_KEY",
+                          "value": PI_KEY}],
+    "aisb_harness_config": PI_CONFIG}
+PI_CONFIG_FILES = {
+    "settings.json": json.dumps({"defaultProvider": "fake", "defaultModel": "fake-model",
+                                 "enableInstallTelemetry": False}),
+    "models.json": json.dumps({"providers": {"fake": {
+        "baseUrl": f"https://{NAME}:{PORT}", "api": "anthropic-messages", "apiKey": "FAKE_PROVIDER_KEY",
+        "models": [{"id": "fake-model"}]}}}),
+}
+
+
+def pi_session(ws, *extra):
+    return run_agent(ws, "-e", json.dumps(PI_VARIABLES), *extra, project=PI_PROJECT, timeout=600)
+
+
+def test_pis_conversation_in_review_mode_is_kept_only_when_applied(workstation, internet):
+    """Real pi through the credential injector: its conversation of a review session goes
+    to the session's upper directory, not to the kept state; applied by name, the next
+    session's pi --continue carries it."""
+    ws = workstation
+    with fake_provider(ws, internet, PI_ANSWER) as provider:
+        ws.sh(f"mkdir -p {PI_PROJECT}")
+        write_tree(ws, PI_CONFIG, PI_CONFIG_FILES)
+        result = pi_session(ws, "-e", "aisb_project_mode=review", "-e", json.dumps({"prompt": "First question."}))
+        record = record_of(ws, result.stdout)
+        assert result.returncode == 0 and PI_ANSWER in ws.path(record["transcript"]).read_text(), \
+            result.stdout[-3000:]
+        assert list(ws.path(PI_KEPT).rglob("*")) == [], "pi wrote its kept state in a review session"
+        changes = record["review"]["state"]["pi-sessions"]["changes"]
+        conversation = [item["path"] for item in changes if item["path"].endswith(".jsonl")]
+        assert len(conversation) == 1 and all(item["flags"][0] == KEPT_FLAG for item in changes), changes
+
+        applied = review(ws, record["session_id"], "-e", "action=apply", "-e",
+                         json.dumps({"apply_state": ["pi-sessions"]}))
+        assert applied.returncode == 0, applied.stdout[-3000:]
+        assert PI_ANSWER in ws.path(f"{PI_KEPT}/{conversation[0]}").read_text()
+
+        before = len(provider.requests())
+        again = pi_session(ws, "-e", json.dumps({"command": ["pi", "--continue", "-p", "Again."]}))
+        assert again.returncode == 0, again.stdout[-3000:]
+        messages = json.dumps(json.loads(provider.requests()[before:][-1]["body"])["messages"])
+        assert "First question." in messages and PI_ANSWER in messages and "Again." in messages, messages[-2000:]
