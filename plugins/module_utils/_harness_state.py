@@ -35,6 +35,8 @@ LOCK_SUFFIX = ".lock"
 # Beside the state, written by the host only (not mounted): which project this is.
 PROJECT_FILE = "project"
 STATE_NAME = re.compile(r"\A[a-z0-9][a-z0-9.-]{0,63}\Z")
+# What a session refused by claim() can do instead of waiting.
+NOTHING_KEPT = "or run this one with aisb_harness_state=none (nothing kept)"
 
 
 def recipe_state(harness):
@@ -89,9 +91,6 @@ def prepare(kept, project, run, podman, session_id):
         handle.write(project + "\n")
     return {"dir": directory, "mode": kept["mode"], "wiped": wiped,
             "mounts": dict((inside, outside) for outside, inside in kept["mounts"])}
-
-
-NOTHING_KEPT = "or run this one with aisb_harness_state=none (nothing kept)"
 
 
 def claim(directory, session_id, otherwise=NOTHING_KEPT):

@@ -88,9 +88,9 @@ def _scripts(path):
 
 def _link_escapes(path, target):
     """True when a link at PATH to TARGET may lead out of its tree (the project, a kept
-    state): TARGET is absolute, climbs above it, or goes down and back up ("x/.."), where it lands depends on
-    whether x is a link itself. Climbing first ("../lib") passes only through the link's
-    own parent directories, which are real directories of the tree."""
+    state): TARGET is absolute, climbs above it, or goes down and back up ("x/.."), where
+    it lands depends on whether x is a link itself. Climbing first ("../lib") passes only
+    through the link's own parent directories, which are real directories of the tree."""
     if target.startswith("/"):
         return True
     resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))

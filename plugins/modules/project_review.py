@@ -123,7 +123,8 @@ state:
     - The kept state's changes, by the state's name, each with C(dir) (the kept state on
       the host), C(inside) (where the sandbox saw it), C(changes) and C(flagged) (as the
       project's, every change flagged), C(host_changed) (its paths changed since the session
-      started or the last apply) and, with O(action=apply), C(applied) and C(held).
+      started or the last apply), C(error) (why they could not be read, a kept state
+      removed since, say; then none is applied) and, with O(action=apply), C(applied) and C(held).
   returned: always
   type: dict
 summary:
@@ -236,6 +237,18 @@ def state_held(items, why="the harness's kept state: name it in apply_state to a
     return [{"path": item["path"], "why": why} for item in items]
 
 
+def kept_state(name, state):
+    """The record's section STATE of the kept state NAME with its changes (all flagged)
+    and its paths changed since, or the error that kept them from being read (a kept
+    state removed since: the project's changes are still shown and applied)."""
+    try:
+        changes = _review_session.state_changes(name, state)
+        changed = _review_session.host_changes(state, state["dir"], "the kept state " + name)
+    except (OSError, _project_review.ReviewError) as error:
+        return dict(state, changes=[], flagged=[], host_changed=[], error="the kept state %s: %s" % (name, error))
+    return dict(state, changes=changes, flagged=[item["path"] for item in changes], host_changed=changed, error=None)
+
+
 def claim_state(session_id, states, named):
     """Become the one writer of the project's kept state (_harness_state.claim) until this
     module ends, when NAMED (named_state()) names any of STATES (the record's); ReviewError
@@ -254,6 +267,8 @@ def check_state(kept, named):
     state changed since the session started or the last apply."""
     for name in sorted(named):
         changed = kept[name]["host_changed"]
+        if kept[name]["error"]:
+            raise _project_review.ReviewError("%s; nothing is applied" % kept[name]["error"])
         if changed:
             raise _project_review.ReviewError(
                 "the kept state %s changed since the session started or the last apply (%d paths: %s%s): applying "
@@ -297,11 +312,7 @@ def execute(params, environ, run, check_mode):
         # Before its manifest is read: nobody writes the kept state from here on.
         claim_state(params["session"], review["state"], named_kept)
     items = _project_review.changes(review["upper"], project, environ)
-    kept = dict((name, dict(state, changes=_review_session.state_changes(name, state),
-                            host_changed=_review_session.host_changes(state, state["dir"], "the kept state " + name)))
-                for name, state in (review.get("state") or {}).items())
-    for state in kept.values():
-        state["flagged"] = [item["path"] for item in state["changes"]]
+    kept = dict((name, kept_state(name, state)) for name, state in (review.get("state") or {}).items())
     result.update(changes=items, flagged=[item["path"] for item in items if item["flags"]],
                   summary=[summary_line(item) for item in items] + [
                       summary_line(item, "kept state %s: " % name) for name, state in sorted(kept.items())

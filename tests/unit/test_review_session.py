@@ -4,6 +4,7 @@ record's review section, and show / apply / discard over a session directory."""
 
 import json
 import os
+import shutil
 import stat
 
 import pytest
@@ -316,3 +317,14 @@ def test_a_link_in_the_kept_state_replaced_by_a_directory_is_never_written_throu
     assert result["state"]["pi-sessions"]["applied"] == ["linked", "linked/f"]
     assert os.listdir(str(victim)) == [] and not os.path.islink(str(kept["kept"] / "linked"))
     assert (kept["kept"] / "linked" / "f").read_text() == "planted\n"
+
+
+def test_a_kept_state_removed_since_is_said_and_the_project_still_applies(kept):
+    shutil.rmtree(str(kept["kept"]))
+    shown = execute(params("show"), kept["environ"], fake_run(), False)
+    assert shown["state"]["pi-sessions"]["error"].startswith("the kept state pi-sessions: ")
+    assert shown["state"]["pi-sessions"]["changes"] == [] and shown["summary"] == ["changed  main.py"]
+    refused = review_apply(kept, apply_state=["pi-sessions"])
+    assert refused.startswith("the kept state pi-sessions: ") and refused.endswith("; nothing is applied")
+    assert not kept["kept"].exists() and (kept["project"] / "main.py").read_text() == "print(1)\n"
+    assert review_apply(kept)["applied"] == ["main.py"]
