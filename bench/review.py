@@ -60,7 +60,8 @@ _start, record = session(project_mode="review", command=["sh", "-c", "find . -ty
                                                                      "f; do echo changed >> \"$f\"; done" % changed])
 review = record["review"]
 started = time.time()
-result = execute({"session": record["session_id"], "action": "apply", "apply_flagged": [], "executable": "podman"},
+result = execute({"session": record["session_id"], "action": "apply", "apply_flagged": [], "apply_state": [],
+                  "executable": "podman"},
                  dict(os.environ), Runner(None), False)
 applied_s = time.time() - started
 print(json.dumps({"starts": starts, "changes": len(review["changes"]), "applied": len(result["applied"]),

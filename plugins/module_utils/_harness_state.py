@@ -6,7 +6,10 @@ hash of the project's resolved path, mounted read-write into that project's sess
 only. aisb_harness_state=fresh wipes it before the session.
 
 The agent writes anything below each mounted directory, links included: the host
-creates the directories and removes them, and never reads or follows what is inside.
+creates the directories and removes them, and never follows what is inside. In review
+mode each one is the lower layer of an overlay (_review_session): the agent's writes go
+to the session's upper directory, and project_review applies them only when named
+(reading them with lstat, never through a link, as it reads the project).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ LOCK_SUFFIX = ".lock"
 # Beside the state, written by the host only (not mounted): which project this is.
 PROJECT_FILE = "project"
 STATE_NAME = re.compile(r"\A[a-z0-9][a-z0-9.-]{0,63}\Z")
+# What a session refused by claim() can do instead of waiting.
+NOTHING_KEPT = "or run this one with aisb_harness_state=none (nothing kept)"
 
 
 def recipe_state(harness):
@@ -52,11 +57,16 @@ def project_state_dir(state, project):
     return os.path.join(state, ROOT, hashlib.sha256(project.encode("utf-8")).hexdigest()[:32])
 
 
-def plan(state, project, harness, mode):
+def plan(state, project, harness, mode, review=False):
     """What a session keeps: {dir, mode, mounts: [(host directory, path inside)]}, or
-    None when the recipe keeps nothing."""
+    None when the recipe keeps nothing. REVIEW: a review-mode session, which never
+    writes the kept state, so cannot wipe it."""
     if mode not in MODES:
         raise SessionInputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
+    if review and mode == "fresh":
+        raise SessionInputError("aisb_harness_state=fresh wipes the project's kept harness state, which a review-mode "
+                                "session never writes (aisb_project_mode=review): run it with aisb_harness_state=none "
+                                "for a session without the kept state, or keep")
     names = recipe_state(harness)
     if not names or mode == "none":
         return None
@@ -83,12 +93,14 @@ def prepare(kept, project, run, podman, session_id):
             "mounts": dict((inside, outside) for outside, inside in kept["mounts"])}
 
 
-def claim(directory, session_id):
+def claim(directory, session_id, otherwise=NOTHING_KEPT):
     """Make this process the one writer of DIRECTORY (a project's kept state) until it
     ends: an exclusive lock on DIRECTORY.lock, beside it (never mounted), holding
-    SESSION_ID. Two sessions writing one state would each overwrite the other's files
-    (a harness's conversation index, say); a second session of the project is refused,
-    naming the first. The lock goes with this process, however it ends."""
+    SESSION_ID (a session's id, or what else writes it: a review's apply). Two sessions
+    writing one state would each overwrite the other's files (a harness's conversation
+    index, say); a second session of the project is refused, naming the first, and
+    OTHERWISE what it can do instead of waiting. The lock goes with this process, however
+    it ends."""
     os.makedirs(os.path.dirname(directory), DIR_MODE, exist_ok=True)
     fd = os.open(directory + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
@@ -99,8 +111,8 @@ def claim(directory, session_id):
         if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
             raise SessionError("the harness state %s could not be locked: %s" % (directory, error.strerror))
         raise SessionError("another session of this project (%s) is running with its kept harness state: one "
-                           "session writes it at a time; wait for that one to end, or run this one with "
-                           "aisb_harness_state=none (nothing kept)" % holder)
+                           "session writes it at a time; wait for that one to end%s"
+                           % (holder, ", " + otherwise if otherwise else ""))
     os.ftruncate(fd, 0)
     os.write(fd, session_id.encode("utf-8"))
     # Not closed: the lock is held until this process ends.

@@ -113,7 +113,7 @@ def ruleset_check(podman, image, policy_file):
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
                 interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None,
-                project_mounts=(), writable_dirs=(), read_only_files=(), state_mounts=()):
+                project_mounts=(), writable_dirs=(), read_only_files=(), state_mounts=(), state_overlays=()):
     """The sandbox: only the project at /project, the policy read-only (and the harness's
     configuration and kept state, below), and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
@@ -134,6 +134,8 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     file (pi's ~/.pi/agent).
     STATE_MOUNTS: (host directory, path inside) pairs mounted read-write, labelled like
     the project: the harness's state kept for this project.
+    STATE_OVERLAYS: (host directory, path inside, upper, work) for review mode: the kept
+    state as an overlay's lower layer, every write going to UPPER, as the project's.
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
     if project_overlay:
@@ -148,6 +150,8 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
         argv += ["--volume", "%s:%s:ro" % (outside, inside)]
     for outside, inside in state_mounts:
         argv += ["--volume", "%s:%s:rw" % (outside, inside) + ("," + project_label if project_label else "")]
+    for outside, inside, upper, work in state_overlays:
+        argv += ["--volume", "%s:%s:O,upperdir=%s,workdir=%s" % (outside, inside, upper, work)]
     argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
     argv += ["--pidfile", pidfile] if pidfile else []
     argv += ["--interactive", "--tty"] if interactive else []

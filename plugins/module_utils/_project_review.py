@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A review session's changes: what the agent added, changed and deleted, read from the
-overlay's upper directory against the project, each with its flags (_review_flags), and
-a text diff of one. _review_apply applies them.
+overlay's upper directory against the project (or against a kept harness state, which
+review mode mounts as an overlay too), each with its flags (_review_flags), and a text
+diff of one. _review_apply applies them.
 
 The upper directory is what the sandbox wrote through podman's overlay mount of the
 project. Measured (podman 5.4.2 rootless, kernel overlayfs with userxattr): a deleted
@@ -68,11 +69,13 @@ def _lstat(path):
 
 def _same_content(upper_path, lower_path, size):
     """True when both regular files hold the same bytes; False when either cannot be read
-    (the agent may leave a file it cannot read itself: applying it then says why)."""
+    (the agent may leave a file it cannot read itself: applying it then says why). Neither
+    is opened through a link: a kept state may change under a review (another session)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         if os.lstat(lower_path).st_size != size:
             return False
-        with open(upper_path, "rb") as upper, open(lower_path, "rb") as lower:
+        with os.fdopen(os.open(upper_path, flags), "rb") as upper, os.fdopen(os.open(lower_path, flags), "rb") as lower:
             while True:
                 block = upper.read(1 << 20)
                 if block != lower.read(1 << 20):
@@ -156,18 +159,23 @@ def _walk(upper_dir, lower_dir, prefix, out, links, hidden):
             _deleted(os.path.join(lower_dir, name), prefix + name, out)
 
 
-def changes(upper, project, environ):
+def changes(upper, project, environ, flag=None):
     """Every path the upper directory adds, changes or deletes in PROJECT, in path order,
     each with its flags (ENVIRON: the developer's, for the git configuration the host
-    reads). A file copied up but left as it was is no change."""
+    reads). A file copied up but left as it was is no change. FLAG: the flags of a
+    change for a tree that is not the project (_review_flags.state_flags)."""
     out, links = [], {}
     _walk(upper, project, "", out, links, False)
     # A hard link to a file outside the upper directory: its data is someone else's file.
     foreign = set(path for paths in links.values() for path, count in paths if count > len(paths))
     repositories = new_repositories(out, upper)
-    read_by_git = git_reads(upper, project, environ)
+    if flag is None:
+        read_by_git = git_reads(upper, project, environ)
+
+        def flag(item):
+            return flags(item, upper, project, read_by_git)
     for item in out:
-        item["flags"] = flags(item, upper, project, read_by_git)
+        item["flags"] = flag(item)
         if item["path"] in foreign:
             item["flags"].append("a hard link to a file outside the session's upper directory")
         item["flags"] += ["in a repository the agent made (%s): git run inside it takes its configuration and "
@@ -200,15 +208,16 @@ def _text(path, limit):
         return None
 
 
-def text_diff(upper, project, item, limit=1 << 18):
+def text_diff(upper, project, item, limit=1 << 18, prefix=""):
     """A unified diff of ITEM (a regular file added, changed or deleted), or one line
-    saying why there is none (binary, larger than LIMIT bytes, not a file)."""
+    saying why there is none (binary, larger than LIMIT bytes, not a file). PREFIX goes
+    before the path in what the diff shows (a kept state's name)."""
     path = item["path"]
     if item["type"] != "file":
-        return "%s %s %s\n" % (item["change"], item["type"], path)
+        return "%s %s %s\n" % (item["change"], item["type"], prefix + path)
     was_file = item["change"] == "deleted" or (item.get("was") or {}).get("type") == "file"
     old = _text(os.path.join(project, path), limit) if was_file else []
     new = _text(os.path.join(upper, path), limit) if item["change"] != "deleted" else []
     if old is None or new is None:
-        return "%s %s: binary, unreadable or over %d bytes\n" % (item["change"], path, limit)
-    return "".join(difflib.unified_diff(old, new, "a/" + path, "b/" + path))
+        return "%s %s: binary, unreadable or over %d bytes\n" % (item["change"], prefix + path, limit)
+    return "".join(difflib.unified_diff(old, new, "a/" + prefix + path, "b/" + prefix + path))

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Why a review session's change needs the user's explicit word before it reaches the
-project: the host may run it, or it changes how the host's tools behave (flags)."""
+project: the host may run it, or it changes how the host's tools behave (flags); and
+why every change to the project's kept harness state does (state_flags)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ FLAGGED_NAMES = {
     "opencode.json": "opencode's project configuration (MCP servers, plugins, commands)",
     "opencode.jsonc": "opencode's project configuration (MCP servers, plugins, commands)",
 }
+# Every change to a kept state: the harness's next session reads it as its own history.
+KEPT_STATE = "the harness's kept state (%s): its next session in this project reads it"
 FLAGGED_SUFFIXES = {
     ".desktop": "a desktop entry runs its command when opened",
     ".mk": "make includes it",
@@ -84,10 +87,10 @@ def _scripts(path):
 
 
 def _link_escapes(path, target):
-    """True when a link at PATH to TARGET may lead out of the project: TARGET is absolute,
-    climbs above the project, or goes down and back up ("x/.."), where it lands depends on
-    whether x is a link itself. Climbing first ("../lib") passes only through the link's
-    own parent directories, which are real directories of the project."""
+    """True when a link at PATH to TARGET may lead out of its tree (the project, a kept
+    state): TARGET is absolute, climbs above it, or goes down and back up ("x/.."), where
+    it lands depends on whether x is a link itself. Climbing first ("../lib") passes only
+    through the link's own parent directories, which are real directories of the tree."""
     if target.startswith("/"):
         return True
     resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
@@ -123,8 +126,27 @@ def flags(item, upper, project, read_by_git):
         reasons.append(FLAGGED_NAMES[parts[-1]])
     reasons += [why for suffix, why in FLAGGED_SUFFIXES.items() if parts[-1].endswith(suffix)]
     reasons += _project_ansible.review_flags(parts)
+    reasons += entry_flags(item, "project")
+    if parts[-1] == "package.json" and item["type"] == "file" and item["change"] != "deleted":
+        old = _scripts(os.path.join(project, path)) if (item.get("was") or {}).get("type") == "file" else None
+        if _scripts(os.path.join(upper, path)) != old:
+            reasons.append("package.json scripts changed (npm runs them on install)")
+    return reasons
+
+
+def state_flags(name):
+    """The flags of a change to the kept state NAME (a function of the change, for
+    _project_review.changes): every one, and what the change itself is."""
+    return lambda item: [KEPT_STATE % name] + entry_flags(item, "kept state")
+
+
+def entry_flags(item, tree):
+    """Why ITEM needs the user's word whatever its path: what it is (a new executable, a
+    device, a set-id bit, a link out of its TREE, a name like a whiteout)."""
     if item["change"] == "deleted":
-        return reasons
+        return []
+    parts = item["path"].split("/")
+    reasons = []
     if parts[-1].startswith(WHITEOUT_PREFIX):
         reasons.append("named like an overlay whiteout (.wh.NAME): fuse-overlayfs marks a deletion of NAME so")
     mode = int(item["mode"], 8)
@@ -136,13 +158,8 @@ def flags(item, upper, project, read_by_git):
             reasons.append("a new executable file")
         elif was.get("type") == "file" and (int(was["mode"], 8) ^ mode) & EXECUTE:
             reasons.append("its exec bit changed")
-        if parts[-1] == "package.json":
-            new = _scripts(os.path.join(upper, path))
-            old = _scripts(os.path.join(project, path)) if was.get("type") == "file" else None
-            if new != old:
-                reasons.append("package.json scripts changed (npm runs them on install)")
     if mode & SET_ID and item["type"] != "symlink":
         reasons.append("setuid, setgid or sticky bit (applied without it)")
-    if item["type"] == "symlink" and _link_escapes(path, item["target"]):
-        reasons.append("a symbolic link pointing out of the project (%s)" % item["target"])
+    if item["type"] == "symlink" and _link_escapes(item["path"], item["target"]):
+        reasons.append("a symbolic link pointing out of the %s (%s)" % (tree, item["target"]))
     return reasons

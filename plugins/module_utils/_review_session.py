@@ -7,7 +7,11 @@ project_review needs to show, apply or discard them.
 
 In review mode podman mounts the project at /project as an overlay
 (`-v PROJECT:/project:O,upperdir=UPPER,workdir=WORK`): the agent reads the project and
-writes only to UPPER, so the host's tree does not change until the user applies.
+writes only to UPPER, so the host's tree does not change until the user applies. Each
+directory of the project's kept harness state (_harness_state) is an overlay the same
+way, its upper and work directories in review/state/NAME: the harness's next session
+reads that state as its own history, so what the agent wrote there is listed apart,
+every change flagged, and applied only when the user names it.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import os
 import threading
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest, _project_review
+from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest, _project_review, _review_flags
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID, session_directory
 
 REVIEW_DIR = "review"
 REVIEW_DIR_MODE = 0o700
+# Under the review directory: one directory per kept state, by its name.
+STATE_DIR = "state"
 
 
 def review_dir(session_dir):
@@ -34,29 +40,44 @@ class Review(object):
     manifest reads the same tree while the sandbox starts as before it (measured: 10,000
     files take 0.05 to 0.37 s, by load, which the session's start no longer waits for)."""
 
-    def __init__(self, project, session_dir, environ):
+    def __init__(self, project, session_dir, environ, state_mounts=()):
         base = review_dir(session_dir)
         self.project = project
         # The developer's environment: which git configuration the host reads (flags).
         self.environ = environ
-        self.paths = {"upper": os.path.join(base, "upper"), "work": os.path.join(base, "work"),
-                      "manifest": os.path.join(base, "manifest.json")}
+        self.paths = _overlay_paths(base)
         os.mkdir(base, REVIEW_DIR_MODE)
         os.mkdir(self.paths["upper"])
         os.mkdir(self.paths["work"])
         self.manifest = {"tree_hash": None, "tree_paths": None, "manifest_s": None, "manifest_error": None}
+        # STATE_MOUNTS: the kept state's (host directory, path inside) pairs (_harness_state.plan);
+        # a state's name is its host directory's.
+        self.state = {}
+        if state_mounts:
+            os.mkdir(os.path.join(base, STATE_DIR))
+        for outside, inside in state_mounts:
+            name = os.path.basename(outside)
+            os.mkdir(os.path.join(base, STATE_DIR, name))
+            self.state[name] = dict(_overlay_paths(os.path.join(base, STATE_DIR, name)), dir=outside, inside=inside,
+                                    tree_hash=None, tree_paths=None, manifest_error=None)
+            os.mkdir(self.state[name]["upper"])
+            os.mkdir(self.state[name]["work"])
         self._thread = threading.Thread(target=self._take_manifest, name="aisb-review-manifest")
         self._thread.daemon = True
         self._thread.start()
 
     def _take_manifest(self):
         started = time.monotonic()
-        try:
-            entries = _project_manifest.take(self.project)
-            self.manifest["tree_hash"] = _project_manifest.save(self.paths["manifest"], entries)
-            self.manifest["tree_paths"] = len(entries)
-        except OSError as error:
-            self.manifest["manifest_error"] = "the project's manifest could not be taken: %s" % error
+        trees = [(self.manifest, self.project, self.paths["manifest"], "the project's")] + [
+            (state, state["dir"], state["manifest"], "the kept state %s's" % name)
+            for name, state in sorted(self.state.items())]
+        for entry, root, path, what in trees:
+            try:
+                entries = _project_manifest.take(root)
+                entry["tree_hash"] = _project_manifest.save(path, entries)
+                entry["tree_paths"] = len(entries)
+            except OSError as error:
+                entry["manifest_error"] = "%s manifest could not be taken: %s" % (what, error)
         self.manifest["manifest_s"] = round(time.monotonic() - started, 3)
 
     @property
@@ -64,20 +85,46 @@ class Review(object):
         """(upper, work) for the sandbox's project mount."""
         return self.paths["upper"], self.paths["work"]
 
+    @property
+    def state_overlays(self):
+        """(host directory, path inside, upper, work) for each kept state's mount."""
+        return [(state["dir"], state["inside"], state["upper"], state["work"])
+                for _name, state in sorted(self.state.items())]
+
     def section(self):
         """The record's review section as known now."""
-        return dict(self.paths, **self.manifest)
+        return dict(self.paths, state=dict((name, dict(state)) for name, state in self.state.items()),
+                    **self.manifest)
 
     def end(self):
         """The record's review section after the session: every change the upper
-        directory holds, with its flags, or the error that kept them from being read."""
+        directories hold, the project's and each kept state's, with their flags, or the
+        error that kept them from being read."""
         self._thread.join()
-        try:
-            items = _project_review.changes(self.paths["upper"], self.project, self.environ)
-        except (OSError, _project_review.ReviewError) as error:
-            return dict(self.section(), changes=None, flagged=None, error=str(error))
-        return dict(self.section(), changes=items, flagged=[item["path"] for item in items if item["flags"]],
-                    error=None)
+        section = dict(self.section(), **listed(_project_review.changes, self.paths["upper"], self.project,
+                                                self.environ))
+        for name, state in section["state"].items():
+            state.update(listed(state_changes, name, state))
+        return section
+
+
+def _overlay_paths(base):
+    return {"upper": os.path.join(base, "upper"), "work": os.path.join(base, "work"),
+            "manifest": os.path.join(base, "manifest.json")}
+
+
+def listed(read, *args):
+    """{changes, flagged, error} from READ(*ARGS), which lists changes, or the error it raised."""
+    try:
+        items = read(*args)
+    except (OSError, _project_review.ReviewError) as error:
+        return {"changes": None, "flagged": None, "error": str(error)}
+    return {"changes": items, "flagged": [item["path"] for item in items if item["flags"]], "error": None}
+
+
+def state_changes(name, state):
+    """The changes of the kept state NAME (its record section STATE): every one flagged."""
+    return _project_review.changes(state["upper"], state["dir"], None, _review_flags.state_flags(name))
 
 
 def load_record(state, session_id):
@@ -98,17 +145,17 @@ def load_record(state, session_id):
     return session_dir, record
 
 
-def host_changes(review, project):
-    """Paths of PROJECT that differ from its manifest (taken at session start, or after
-    the last apply), less its git directories (an apply never writes there, and the
-    session's end fetches the agent's commits into them); ReviewError when there is no
-    manifest to compare with."""
+def host_changes(review, project, what="the project"):
+    """Paths of PROJECT (WHAT: the project, or a kept state) that differ from its manifest
+    (taken at session start, or after the last apply), less its git directories (an
+    apply never writes there, and the session's end fetches the agent's commits into
+    them); ReviewError when there is no manifest to compare with."""
     try:
         manifest = _project_manifest.load(review["manifest"])
     except (OSError, ValueError):
         raise _project_review.ReviewError(
-            "the session has no manifest of the project (%s): whether the project changed since the session "
-            "started cannot be checked, so nothing is applied; discard the session" % review.get("manifest_error"))
+            "the session has no manifest of %s (%s): whether it changed since the session started cannot be "
+            "checked, so nothing is applied; discard the session" % (what, review.get("manifest_error")))
     return [path for path in _project_manifest.differences(manifest, _project_manifest.take(project))
             if not _project_review.in_git_directory(path)]
 

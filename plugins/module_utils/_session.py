@@ -100,9 +100,12 @@ def start(inputs, facts, environ, run):
             plan["sandbox_options"]["project_mounts"] = _project_git.mounts(inputs.project_git, session_dir,
                                                                             inputs.project_label)
         if inputs.project_mode == "review":
-            # The agent writes to an upper directory in the session's, never to the project.
-            review = Review(inputs.project, session_dir, environ)
-            plan["sandbox_options"]["project_overlay"] = review.overlay
+            # The agent writes to upper directories in the session's, never to the project
+            # nor to its kept harness state (claimed above all the same: the overlays' lower
+            # layers must not change while they are mounted).
+            options = plan["sandbox_options"]
+            review = Review(inputs.project, session_dir, environ, options["state_mounts"])
+            options.update(project_overlay=review.overlay, state_mounts=[], state_overlays=review.state_overlays)
     except BaseException:
         if injector is not None:
             injector.close()

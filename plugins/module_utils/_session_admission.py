@@ -179,7 +179,8 @@ def admit(params, environ, run, interactive=False, now=None):
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)
-        harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep")
+        harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep",
+                                            review=params.get("project_mode") == "review")
     except (SessionInputError, PolicyError, TeamError) as error:
         return None, None, [str(error)], warnings
     if token_budget is not None and not credentials:

@@ -14,19 +14,26 @@ description:
   - A session run with O(aisb.sandbox.session#module:project_mode=review) left the project
     as it was and kept the agent's writes in an upper directory in its session directory.
     This module reads them against the project.
+  - The project's kept harness state (the recipe's C(state), such as pi's C(pi-sessions))
+    was an overlay in that session as well. The agent's writes to it are listed apart, by
+    the state's name, and every one is flagged, since the harness's next session in the
+    project reads that state as its own history. They are applied only when named in
+    O(apply_state).
   - O(action=show) lists every added, changed and deleted path, the flagged ones (the host
     may run them, or they change how its tools behave, each with the reasons), a unified
     diff of the text files, and the project's paths that changed since the session started.
   - O(action=apply) refuses when any path of the project changed since the session started
-    (or since the last apply), then applies the unflagged changes and the flagged ones
-    named in O(apply_flagged). Devices, fifos and sockets are never applied, nor anything in
-    or at a C(.git) (the agent's commits come back as refs, see O(branch)); changes under the
+    (or since the last apply), or of a kept state named in O(apply_state), or when another
+    session of the project holds its kept state now; then applies the unflagged changes,
+    the flagged ones named in O(apply_flagged), and the kept state's named in
+    O(apply_state). Devices, fifos and sockets are never applied, nor anything in or at
+    a C(.git) (the agent's commits come back as refs, see O(branch)); changes under the
     project's git directories do not count as the project having changed. No symbolic
     link is followed, in the upper directory or in the project; files are written under a
-    new name and renamed into place. Afterwards the project's manifest is taken again, so
+    new name and renamed into place. Afterwards the manifests are taken again, so
     a later apply (of flagged paths named then) checks against the project as this one
     left it; paths already applied no longer show as changes.
-  - O(action=discard) removes the upper and work directories with C(podman unshare),
+  - O(action=discard) removes the upper and work directories (the kept state's too) with C(podman unshare),
     since the overlay leaves its work directory owned by the user namespace's root.
   - Each apply and discard is added to the record's C(review.history).
 author: aisb developers (@aisb)
@@ -42,7 +49,16 @@ options:
     default: show
   apply_flagged:
     description:
-      - Flagged paths to apply as well. A directory names everything under it.
+      - Flagged paths of the project to apply as well. A directory names everything under it.
+    type: list
+    elements: str
+    default: []
+  apply_state:
+    description:
+      - Changes to the project's kept harness state to apply, by the state's name (all its
+        changes) or C(NAME/PATH) (a path in it; a directory names everything under it).
+      - A list of its own, never paths in O(apply_flagged), so that no project path can
+        name the kept state.
     type: list
     elements: str
     default: []
@@ -80,6 +96,12 @@ EXAMPLES = r"""
     action: apply
     apply_flagged: [package.json]
     branch: agent-work
+
+- name: Apply, with what the agent wrote in pi's kept sessions
+  aisb.sandbox.project_review:
+    session: 20261130T230455-1a2b3c4d
+    action: apply
+    apply_state: [pi-sessions]
 """
 
 RETURN = r"""
@@ -96,8 +118,19 @@ changes:
   returned: always
   type: list
   elements: dict
+state:
+  description:
+    - The kept state's changes, by the state's name, each with C(dir) (the kept state on
+      the host), C(inside) (where the sandbox saw it), C(changes) and C(flagged) (as the
+      project's, every change flagged), C(host_changed) (its paths changed since the session
+      started or the last apply), C(error) (why they could not be read, a kept state
+      removed since, say; then none is applied) and, with O(action=apply), C(applied) and C(held).
+  returned: always
+  type: dict
 summary:
-  description: One line a change (C(added), C(changed) or C(deleted), the path, and why it is flagged).
+  description:
+    - One line a change (C(added), C(changed) or C(deleted), the path, and why it is flagged);
+      a kept state's path after C(kept state NAME:).
   returned: always
   type: list
   elements: str
@@ -109,7 +142,7 @@ flagged:
 diff:
   description:
     - A unified diff of the text files among the changes, up to about a million characters
-      (then a line says how many changes are left out).
+      (then a line says how many changes are left out); a kept state's paths begin with its name.
   returned: when O(action=show)
   type: str
 host_changed:
@@ -132,7 +165,7 @@ branch:
   returned: when O(branch) was given and created
   type: str
 unmatched:
-  description: Entries of O(apply_flagged) that name no change.
+  description: Entries of O(apply_flagged) and O(apply_state) that name no change.
   returned: when O(action=apply)
   type: list
   elements: str
@@ -148,7 +181,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _host_tools, _podman, _project_commits, _project_review, _review_apply, _review_session)
+    _harness_state, _host_tools, _podman, _project_commits, _project_review, _review_apply, _review_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
 
@@ -160,28 +193,99 @@ def argument_spec():
         session=dict(type="str", required=True),
         action=dict(type="str", choices=["show", "apply", "discard"], default="show"),
         apply_flagged=dict(type="list", elements="str", default=[]),
+        apply_state=dict(type="list", elements="str", default=[]),
         branch=dict(type="str"),
         executable=dict(type="str", default="podman"),
     )
 
 
-def shown_diff(upper, project, items):
-    """The text diffs of ITEMS, up to about DIFF_LIMIT characters: a task's result is not
-    the place for a whole generated tree."""
+def shown_diff(trees):
+    """The text diffs of TREES' changes, [(upper, lower, items, prefix)], up to about
+    DIFF_LIMIT characters: a task's result is not the place for a whole generated tree."""
+    listed = [(upper, lower, item, prefix) for upper, lower, items, prefix in trees for item in items]
     parts, size = [], 0
-    for index, item in enumerate(items):
+    for index, (upper, lower, item, prefix) in enumerate(listed):
         if size > DIFF_LIMIT:
             parts.append("(the diff stops here, over %d characters: %d more changes)\n"
-                         % (DIFF_LIMIT, len(items) - index))
+                         % (DIFF_LIMIT, len(listed) - index))
             break
-        parts.append(_project_review.text_diff(upper, project, item))
+        parts.append(_project_review.text_diff(upper, lower, item, prefix=prefix))
         size += len(parts[-1])
     return "".join(parts)
 
 
-def summary_line(item):
+def summary_line(item, where=""):
     flags = "  (flagged: %s)" % "; ".join(item["flags"]) if item["flags"] else ""
-    return "%-8s %s%s" % (item["change"], item["path"], flags)
+    return "%-8s %s%s%s" % (item["change"], where, item["path"], flags)
+
+
+def named_state(apply_state, kept):
+    """APPLY_STATE's entries by state name, {name: [paths in it]} (a whole state: [""]);
+    ReviewError naming an entry that names no state the session KEPT."""
+    named = {}
+    for entry in apply_state:
+        name, _slash, path = entry.strip("/").partition("/")
+        if name not in kept:
+            raise _project_review.ReviewError(
+                "apply_state names %s: the session kept %s; name a state, or NAME/PATH for a path in it"
+                % (entry, ", ".join(sorted(kept)) or "no harness state"))
+        named.setdefault(name, []).append(path)
+    return named
+
+
+def state_held(items, why="the harness's kept state: name it in apply_state to apply it"):
+    return [{"path": item["path"], "why": why} for item in items]
+
+
+def kept_state(name, state):
+    """The record's section STATE of the kept state NAME with its changes (all flagged)
+    and its paths changed since, or the error that kept them from being read (a kept
+    state removed since: the project's changes are still shown and applied)."""
+    try:
+        changes = _review_session.state_changes(name, state)
+        changed = _review_session.host_changes(state, state["dir"], "the kept state " + name)
+    except (OSError, _project_review.ReviewError) as error:
+        return dict(state, changes=[], flagged=[], host_changed=[], error="the kept state %s: %s" % (name, error))
+    return dict(state, changes=changes, flagged=[item["path"] for item in changes], host_changed=changed, error=None)
+
+
+def claim_state(session_id, states, named):
+    """Become the one writer of the project's kept state (_harness_state.claim) until this
+    module ends, when NAMED (named_state()) names any of STATES (the record's); ReviewError
+    while another session of the project writes it."""
+    if named:
+        try:
+            _harness_state.claim(os.path.dirname(states[next(iter(named))]["dir"]),
+                                 "the review of session %s" % session_id, otherwise="")
+        except _harness_state.SessionError as error:
+            raise _project_review.ReviewError("the kept state cannot be applied now: %s" % error)
+
+
+def check_state(kept, named):
+    """Refuse (ReviewError) to apply the NAMED changes ({name: paths}, named_state()) of the
+    KEPT states ({name: its section, with its changes and host_changed}) when a named
+    state changed since the session started or the last apply."""
+    for name in sorted(named):
+        changed = kept[name]["host_changed"]
+        if kept[name]["error"]:
+            raise _project_review.ReviewError("%s; nothing is applied" % kept[name]["error"])
+        if changed:
+            raise _project_review.ReviewError(
+                "the kept state %s changed since the session started or the last apply (%d paths: %s%s): applying "
+                "over it could lose those changes; apply refused"
+                % (name, len(changed), ", ".join(changed[:10]), ", ..." if len(changed) > 10 else ""))
+
+
+def apply_state(kept, named):
+    """Apply the NAMED changes of each KEPT state (check_state()) into it, the rest held;
+    each state's section gets applied, held and, when applied, its new tree_hash."""
+    for name, state in kept.items():
+        if name not in named:
+            state.update(applied=[], held=state_held(state["changes"]))
+            continue
+        paths = [item["path"] for item in state["changes"]] if "" in named[name] else named[name]
+        state.update(_review_apply.apply(state["upper"], state["dir"], state["changes"], paths))
+        state["tree_hash"] = _review_session.retake_manifest(state, state["dir"])
 
 
 def execute(params, environ, run, check_mode):
@@ -203,12 +307,20 @@ def execute(params, environ, run, check_mode):
                 raise _project_review.ReviewError("could not remove the upper directory: %s" % _podman.error_line(err))
             _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})
         return dict(result, changed=True)
+    named_kept = named_state(params["apply_state"], review.get("state") or {})
+    if params["action"] == "apply" and not check_mode:
+        # Before its manifest is read: nobody writes the kept state from here on.
+        claim_state(params["session"], review["state"], named_kept)
     items = _project_review.changes(review["upper"], project, environ)
-    result.update(changes=items, summary=[summary_line(item) for item in items],
-                  flagged=[item["path"] for item in items if item["flags"]],
-                  host_changed=_review_session.host_changes(review, project))
+    kept = dict((name, kept_state(name, state)) for name, state in (review.get("state") or {}).items())
+    result.update(changes=items, flagged=[item["path"] for item in items if item["flags"]],
+                  summary=[summary_line(item) for item in items] + [
+                      summary_line(item, "kept state %s: " % name) for name, state in sorted(kept.items())
+                      for item in state["changes"]],
+                  host_changed=_review_session.host_changes(review, project), state=kept)
     if params["action"] == "show":
-        result["diff"] = shown_diff(review["upper"], project, items)
+        result["diff"] = shown_diff([(review["upper"], project, items, "")] + [
+            (state["upper"], state["dir"], state["changes"], name + "/") for name, state in sorted(kept.items())])
         return result
     changed = result["host_changed"]
     if changed:
@@ -218,9 +330,12 @@ def execute(params, environ, run, check_mode):
             % (len(changed), ", ".join(changed[:10]), ", ..." if len(changed) > 10 else ""))
     named = params["apply_flagged"]
     result["unmatched"] = [name for name in named
-                           if not any(_review_apply.is_named(item["path"], [name]) for item in items)]
+                           if not any(_review_apply.is_named(item["path"], [name]) for item in items)] + [
+        "%s/%s" % (name, path) for name, paths in sorted(named_kept.items()) for path in paths
+        if path and not any(_review_apply.is_named(item["path"], [path]) for item in kept[name]["changes"])]
+    check_state(kept, named_kept)
     if check_mode:
-        return dict(result, applied=[], held=[], changed=bool(items))
+        return dict(result, applied=[], held=[], changed=bool(items) or any(s["changes"] for s in kept.values()))
     if params.get("branch"):
         # First: a branch refused (its name taken, no commits brought back) applies nothing.
         git, refused = _host_tools.resolve("git")
@@ -228,12 +343,16 @@ def execute(params, environ, run, check_mode):
         if refused:
             raise _project_review.ReviewError(refused)
     outcome = _review_apply.apply(review["upper"], project, items, named)
+    apply_state(kept, named_kept)
     if params.get("branch"):
         outcome["branch"] = params["branch"]
     tree_hash = _review_session.retake_manifest(review, project)
+    state_outcome = dict((name, {"applied": state["applied"], "held": state["held"], "tree_hash": state["tree_hash"]})
+                         for name, state in kept.items())
     _review_session.note(session_dir, record, dict(outcome, action="apply", at=format_time(time.time()),
-                                                   named=named, tree_hash=tree_hash))
-    return dict(result, changed=bool(outcome["applied"]), **outcome)
+                                                   named=named, named_state=params["apply_state"],
+                                                   tree_hash=tree_hash, state=state_outcome))
+    return dict(result, changed=bool(outcome["applied"]) or any(s["applied"] for s in kept.values()), **outcome)
 
 
 def main():

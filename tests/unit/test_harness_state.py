@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
 
@@ -25,14 +26,14 @@ def run_unshared(argv):
 
 
 def in_a_session(function, *args):
-    """FUNCTION(*ARGS) in a process of its own, as each session is: its result, or the
-    message of the SessionError it raised."""
+    """FUNCTION(*ARGS) in a process of its own, as each session (and each project_review
+    task) is: its result, or the message of the SessionError or ReviewError it raised."""
     results = multiprocessing.get_context("fork").Queue()
 
     def session():
         try:
             results.put(function(*args))
-        except SessionError as error:
+        except (SessionError, ReviewError) as error:
             results.put(str(error))
     process = multiprocessing.get_context("fork").Process(target=session)
     process.start()
@@ -47,6 +48,13 @@ def test_each_project_has_its_own_directory():
     assert one == _harness_state.plan("/state", "/home/dev/src/a", RECIPE, "keep")
     assert one["mounts"] == [(one["dir"] + "/pi-sessions", "/home/agent/.pi/agent/sessions")]
     assert _harness_state.plan("/state", "/home/dev/src/a", {"command": ["bash"]}, "keep") is None
+
+
+def test_a_review_session_never_wipes_the_kept_state():
+    with pytest.raises(SessionInputError, match="aisb_harness_state=fresh wipes the project's kept harness state, "
+                                                "which a review-mode session never writes"):
+        _harness_state.plan("/state", "/p", RECIPE, "fresh", review=True)
+    assert _harness_state.plan("/state", "/p", RECIPE, "keep", review=True)["mode"] == "keep"
 
 
 def test_bad_input_is_refused_by_name():

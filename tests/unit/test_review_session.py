@@ -4,14 +4,17 @@ record's review section, and show / apply / discard over a session directory."""
 
 import json
 import os
+import shutil
 import stat
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.project_review import execute
+
+from test_harness_state import in_a_session
 
 SESSION = "20261130T230455-1a2b3c4d"
 
@@ -52,7 +55,8 @@ def fake_run(results=None):
 
 
 def params(action, **more):
-    return dict({"session": SESSION, "action": action, "apply_flagged": [], "executable": "podman"}, **more)
+    return dict({"session": SESSION, "action": action, "apply_flagged": [], "apply_state": [], "executable": "podman"},
+                **more)
 
 
 def test_the_record_lists_the_changes_with_flags(session):
@@ -152,3 +156,175 @@ def test_the_agents_commits_become_a_branch_by_name_with_no_hook_and_a_bad_name_
     assert git[-4:] == ["branch", "--no-track", "agent-work", "refs/aisb/%s/HEAD" % SESSION]
     with pytest.raises(ReviewError, match="'--force' is not a plain branch name"):
         execute(params("apply", branch="--force"), session["environ"], fake_run(), False)
+
+
+KEPT_FLAG = "the harness's kept state (pi-sessions): its next session in this project reads it"
+
+
+@pytest.fixture
+def kept(tmp_path):
+    """A review session with the project's kept state (pi-sessions) that has ended: the
+    agent changed, deleted and added in it, and planted a link out."""
+    project, state = tmp_path / "app", tmp_path / "state"
+    project.mkdir()
+    (project / "main.py").write_text("print(1)\n")
+    kept_plan = _harness_state.plan(str(state / "aisb"), str(project),
+                                    {"state": {"pi-sessions": "/home/agent/.pi/agent/sessions"}}, "keep", review=True)
+    outside = kept_plan["mounts"][0][0]
+    os.makedirs(outside)
+    for name, text in [("keep.jsonl", "old\n"), ("gone.jsonl", "gone\n")]:
+        (tmp_path / outside / name).write_text(text)
+    session_dir = state / "aisb" / "sessions" / SESSION
+    session_dir.mkdir(parents=True)
+    review = _review_session.Review(str(project), str(session_dir), {"HOME": "/nonexistent"}, kept_plan["mounts"])
+    (tmp_path / review.overlay[0] / "main.py").write_text("print(2)\n")
+    upper = review.state_overlays[0][2]
+    with open(os.path.join(upper, "keep.jsonl"), "w") as handle:
+        handle.write("old\nnew\n")
+    os.mknod(os.path.join(upper, "gone.jsonl"), stat.S_IFCHR | 0o600, os.makedev(0, 0))
+    os.makedirs(os.path.join(upper, "later"))
+    with open(os.path.join(upper, "later", "l.jsonl"), "w") as handle:
+        handle.write("later\n")
+    os.symlink("/etc/passwd", os.path.join(upper, "escape"))
+    record = {"session_id": SESSION, "project": str(project), "project_mode": "review", "review": review.end()}
+    (session_dir / "record.json").write_text(json.dumps(record))
+    return {"project": project, "dir": session_dir, "environ": {"XDG_STATE_HOME": str(state)}, "record": record,
+            "kept": tmp_path / outside, "state_dir": kept_plan["dir"], "upper": upper}
+
+
+def tree(root):
+    """{relative path: content, link target or None for a directory} under ROOT."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            found[os.path.relpath(path, root)] = (
+                "-> " + os.readlink(path) if os.path.islink(path) else None if os.path.isdir(path)
+                else open(path).read())
+    return found
+
+
+def review_apply(kept, **options):
+    """project_review's apply in a process of its own, as each task is (it holds the kept
+    state's lock until it ends): its result, or the ReviewError's message."""
+    return in_a_session(execute, params("apply", **options), kept["environ"], fake_run(), False)
+
+
+def test_review_mode_mounts_the_kept_state_as_an_overlay_never_read_write():
+    argv = _podman.sandbox_run("podman", "n", "img", "/home/dev/app", "z", "/s/policy", "pasta", {}, {}, [],
+                               False, 0, ["true"], project_overlay=("/s/review/upper", "/s/review/work"),
+                               state_overlays=[("/k/pi-sessions", "/home/agent/.pi/agent/sessions", "/s/u", "/s/w")])
+    assert "/k/pi-sessions:/home/agent/.pi/agent/sessions:O,upperdir=/s/u,workdir=/s/w" in argv
+    assert not any(word.endswith(":rw") or ":rw," in word for word in argv)
+
+
+def test_the_record_lists_the_kept_state_apart_every_change_flagged(kept):
+    review = kept["record"]["review"]
+    assert [item["path"] for item in review["changes"]] == ["main.py"] and review["flagged"] == []
+    section = review["state"]["pi-sessions"]
+    assert section["dir"] == str(kept["kept"]) and section["inside"] == "/home/agent/.pi/agent/sessions"
+    assert [(item["path"], item["change"]) for item in section["changes"]] == [
+        ("escape", "added"), ("gone.jsonl", "deleted"), ("keep.jsonl", "changed"), ("later", "added"),
+        ("later/l.jsonl", "added")]
+    assert all(item["flags"][0] == KEPT_FLAG for item in section["changes"])
+    assert section["changes"][0]["flags"][1] == "a symbolic link pointing out of the kept state (/etc/passwd)"
+    assert section["flagged"] == ["escape", "gone.jsonl", "keep.jsonl", "later", "later/l.jsonl"]
+    assert section["tree_paths"] == 2 and section["error"] is None and section["manifest_error"] is None
+
+
+def test_show_lists_the_kept_state_by_name(kept):
+    result = execute(params("show"), kept["environ"], fake_run(), False)
+    assert result["summary"][0] == "changed  main.py"
+    assert "added    kept state pi-sessions: later/l.jsonl  (flagged: %s)" % KEPT_FLAG in result["summary"]
+    assert "--- a/pi-sessions/keep.jsonl\n+++ b/pi-sessions/keep.jsonl\n" in result["diff"]
+    assert result["state"]["pi-sessions"]["host_changed"] == []
+
+
+def test_a_plain_apply_takes_none_of_the_kept_state(kept):
+    before = tree(kept["kept"])
+    result = review_apply(kept, apply_flagged=["escape", "keep.jsonl"])
+    assert result["applied"] == ["main.py"] and result["unmatched"] == ["escape", "keep.jsonl"]
+    assert tree(kept["kept"]) == before
+    assert [h["path"] for h in result["state"]["pi-sessions"]["held"]] == [
+        "escape", "gone.jsonl", "keep.jsonl", "later", "later/l.jsonl"]
+
+
+def test_naming_a_path_of_the_kept_state_applies_it_alone(kept):
+    result = review_apply(kept, apply_state=["pi-sessions/keep.jsonl", "pi-sessions/gone.jsonl", "pi-sessions/nope"])
+    assert result["state"]["pi-sessions"]["applied"] == ["gone.jsonl", "keep.jsonl"]
+    assert result["unmatched"] == ["pi-sessions/nope"]
+    assert tree(kept["kept"]) == {"keep.jsonl": "old\nnew\n"}
+    # The manifest follows the apply: the rest, named later, is not refused.
+    result = review_apply(kept, apply_state=["pi-sessions"])
+    assert result["state"]["pi-sessions"]["applied"] == ["escape", "later", "later/l.jsonl"]
+    # The link is made as a link, never followed.
+    assert tree(kept["kept"]) == {"keep.jsonl": "old\nnew\n", "escape": "-> /etc/passwd", "later": None,
+                                  "later/l.jsonl": "later\n"}
+    history = json.loads((kept["dir"] / "record.json").read_text())["review"]["history"]
+    assert history[-1]["named_state"] == ["pi-sessions"]
+    assert history[-1]["state"]["pi-sessions"]["applied"] == ["escape", "later", "later/l.jsonl"]
+
+
+@pytest.mark.parametrize("named, message", [
+    (["pi-session"], "apply_state names pi-session: the session kept pi-sessions; name a state, or NAME/PATH"),
+    (["../pi-sessions"], "apply_state names ../pi-sessions: the session kept pi-sessions"),
+])
+def test_an_unknown_state_is_refused_before_anything_is_applied(kept, named, message):
+    before = tree(kept["kept"])
+    assert review_apply(kept, apply_state=named).startswith(message)
+    assert tree(kept["kept"]) == before and (kept["project"] / "main.py").read_text() == "print(1)\n"
+
+
+def test_apply_is_refused_once_the_kept_state_changed(kept):
+    """Another session of the project wrote its kept state after this one ended."""
+    (kept["kept"] / "other.jsonl").write_text("other\n")
+    refused = review_apply(kept, apply_state=["pi-sessions"])
+    assert refused.startswith("the kept state pi-sessions changed since the session started or the last apply "
+                              "(1 paths: other.jsonl)")
+    assert (kept["project"] / "main.py").read_text() == "print(1)\n" and "keep.jsonl" in tree(kept["kept"])
+    assert (kept["kept"] / "keep.jsonl").read_text() == "old\n"
+
+
+def test_apply_is_refused_while_a_session_of_the_project_writes_the_kept_state(kept):
+    _harness_state.claim(kept["state_dir"], "20261201T000000-00000000")  # this process: a session running
+    refused = review_apply(kept, apply_state=["pi-sessions"])
+    assert refused.startswith("the kept state cannot be applied now: another session of this project "
+                              "(20261201T000000-00000000)") and "aisb_harness_state=none" not in refused
+    assert (kept["kept"] / "keep.jsonl").read_text() == "old\n"
+    assert (kept["project"] / "main.py").read_text() == "print(1)\n"
+
+
+def test_discard_takes_the_kept_states_upper_directory_with_it(kept, programs_as_named):
+    ran = fake_run()
+    execute(params("discard"), kept["environ"], ran, False)
+    assert ran.commands == [["podman", "unshare", "rm", "-rf", "--", str(kept["dir"] / "review")]]
+    assert kept["upper"].startswith(str(kept["dir"] / "review") + "/")
+
+
+def test_a_link_in_the_kept_state_replaced_by_a_directory_is_never_written_through(kept, tmp_path):
+    """An earlier session (direct mode) left a link to a directory of the host's in the kept
+    state; this one replaced it by a directory with a file in it."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    os.symlink(str(victim), str(kept["kept"] / "linked"))
+    os.makedirs(os.path.join(kept["upper"], "linked"))
+    os.setxattr(os.path.join(kept["upper"], "linked"), "user.overlay.opaque", b"y")
+    (tmp_path / kept["upper"] / "linked" / "f").write_text("planted\n")
+    # The link was there when the session started.
+    section = kept["record"]["review"]["state"]["pi-sessions"]
+    _review_session.retake_manifest(section, section["dir"])
+    result = review_apply(kept, apply_state=["pi-sessions/linked"])
+    assert result["state"]["pi-sessions"]["applied"] == ["linked", "linked/f"]
+    assert os.listdir(str(victim)) == [] and not os.path.islink(str(kept["kept"] / "linked"))
+    assert (kept["kept"] / "linked" / "f").read_text() == "planted\n"
+
+
+def test_a_kept_state_removed_since_is_said_and_the_project_still_applies(kept):
+    shutil.rmtree(str(kept["kept"]))
+    shown = execute(params("show"), kept["environ"], fake_run(), False)
+    assert shown["state"]["pi-sessions"]["error"].startswith("the kept state pi-sessions: ")
+    assert shown["state"]["pi-sessions"]["changes"] == [] and shown["summary"] == ["changed  main.py"]
+    refused = review_apply(kept, apply_state=["pi-sessions"])
+    assert refused.startswith("the kept state pi-sessions: ") and refused.endswith("; nothing is applied")
+    assert not kept["kept"].exists() and (kept["project"] / "main.py").read_text() == "print(1)\n"
+    assert review_apply(kept)["applied"] == ["main.py"]
