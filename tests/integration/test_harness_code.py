@@ -59,14 +59,17 @@ HARNESSES = {
         "project": {
             # The issue's case: an extension pi discovers in the project.
             ".pi/extensions/planted.ts": node_writer("pi-extension") + "export default function () {}\n",
-            # Its project settings: an extension elsewhere in the project, and a package
-            # to install at start with an npm command of their own.
+            # Its project settings: an extension elsewhere in the project, a package to
+            # install at start with an npm command of their own, and a package in the project.
             ".pi/settings.json": json.dumps({"extensions": ["../tools/planted.ts"],
                                              "npmCommand": ["sh", "-c", touch("pi-npm-command")],
-                                             "packages": ["npm:aisb-planted-package"]}),
+                                             "packages": ["npm:aisb-planted-package", "../vendor/planted"]}),
             "tools/planted.ts": node_writer("pi-settings-extension") + "export default function () {}\n",
+            "vendor/planted/package.json": json.dumps({"name": "planted", "version": "1.0.0",
+                                                       "keywords": ["pi-package"]}),
+            "vendor/planted/extensions/planted.ts": node_writer("pi-project-package") + "export default function () {}\n",
         },
-        "markers": ["pi-extension", "pi-settings-extension", "pi-npm-command"],
+        "markers": ["pi-extension", "pi-settings-extension", "pi-npm-command", "pi-project-package"],
     },
     "claude-code": {
         "credentials": credentials("x-api-key", "ANTHROPIC_API_KEY"),
@@ -119,20 +122,16 @@ args = ["-c", "{touch('codex-mcp')}"]
 }
 
 
-@pytest.fixture(scope="module")
-def provider(workstation, internet):
-    with fake_provider(workstation, internet, ANSWER) as running:
-        yield running
-
-
 @pytest.fixture(scope="module", params=sorted(HARNESSES))
-def harness(request, workstation, provider):
-    """A harness's name, its project (with the planted code) and the operator's configuration."""
+def harness(request, workstation, internet):
+    """A harness's name, its project (with the planted code) and the operator's
+    configuration, with the fake provider answering."""
     name = request.param
     project, config = f"/home/dev/src/harness-code-{name}", f"/home/dev/harness-code-{name}-config"
     write_tree(workstation, config, HARNESSES[name]["config"])
     write_tree(workstation, project, HARNESSES[name]["project"])
-    return name, project, config
+    with fake_provider(workstation, internet, ANSWER):
+        yield name, project, config
 
 
 def trusting(ws, harness):
@@ -164,7 +163,7 @@ def markers(ws, harness):
     return found
 
 
-def test_project_code_runs_only_with_the_operators_word(workstation, provider, harness):
+def test_project_code_runs_only_with_the_operators_word(workstation, harness):
     name = harness[0]
     markers(workstation, harness)
     result, record, transcript = session(workstation, harness)
