@@ -46,8 +46,11 @@ def recipe_switches(harness):
 def apply_switches(harness, command, environment, allowed):
     """(command, environment, record) with the HARNESS recipe's project_code switches
     for ALLOWED (aisb_project_harness_code) applied to COMMAND and ENVIRONMENT. The
-    record says what was given: {"args": the args put in the command, "env": ...}.
+    record says what was given: {"args": the args put in the command, "env": ...}, or
+    None for a recipe without project_code (the harness has no switch: codex, shell).
     SessionInputError when ENVIRONMENT gives a switch's variable another value."""
+    if "project_code" not in (harness or {}):
+        return list(command), dict(environment), None
     switches = recipe_switches(harness)["on" if allowed else "off"]
     prefix = list((harness or {}).get("command") or [])
     clashes = sorted(name for name, value in switches["env"].items()

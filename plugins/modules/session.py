@@ -114,7 +114,8 @@ options:
       - C(false) turns it off through the harness's own switches, the recipe's
         C(project_code.off) (C(project_code.on) for C(true)) - arguments put right after
         the recipe's command when the session's command starts with it, variables always.
-        The record says which (C(project_harness_code), C(project_harness_code_switches)).
+        The record says which (C(project_harness_code), C(project_harness_code_switches),
+        null for a recipe without C(project_code) - the harness has no switch).
         See docs/harnesses.md.
     type: bool
     default: false

@@ -46,12 +46,12 @@ def test_the_operators_environment_cannot_undo_a_switch():
     apply_switches(RECIPES["opencode"], ["opencode"], {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}, False)
 
 
-def test_a_harness_without_a_switch_or_a_command_gets_nothing():
-    assert apply_switches(RECIPES["shell"], ["bash"], {}, False) == (["bash"], {}, {"args": [], "env": {}})
+def test_a_harness_without_a_switch_gets_nothing_and_the_record_says_it_has_none():
+    assert apply_switches(RECIPES["shell"], ["bash"], {}, False) == (["bash"], {}, None)
     # codex: its own default (an untrusted project's configuration is not loaded).
-    assert apply_switches(RECIPES["codex"], ["codex", "exec"], {}, False) == (["codex", "exec"], {},
-                                                                              {"args": [], "env": {}})
-    assert apply_switches(None, ["true"], {}, False) == (["true"], {}, {"args": [], "env": {}})
+    assert apply_switches(RECIPES["codex"], ["codex", "exec"], {"A": "1"}, False) == (["codex", "exec"], {"A": "1"},
+                                                                                      None)
+    assert apply_switches(None, ["true"], {}, False) == (["true"], {}, None)
 
 
 @pytest.mark.parametrize("project_code, needle", [
