@@ -30,6 +30,9 @@ and optionally
   credential_urls: {key variable: base-URL variable}: with a credential for that key
             variable, the harness reads its provider's base URL from the other, which the
             session points at the credential injector
+  project_code: the harness's switches for what it loads and runs from the project at
+            start, {"off": {"args": [...], "env": {...}}, "on": ...}: off unless
+            aisb_project_harness_code (_harness_code; docs/harnesses.md)
 Pure.
 """
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import recipe_switches
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import recipe_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_state import recipe_state
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
@@ -44,7 +48,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs impor
     SessionInputError, harness_command, harness_credential_urls, harness_names, harness_values)
 
 KEYS = ("packages", "install", "command", "prompt", "allow", "env")
-OPTIONAL_KEYS = ("config", "state", "env_values", "credential_urls")
+OPTIONAL_KEYS = ("config", "state", "env_values", "credential_urls", "project_code")
 NAME = re.compile(r"\A[a-z0-9][a-z0-9-]{0,63}\Z")
 DEFAULT = "pi"
 
@@ -80,6 +84,10 @@ BUILT_IN = {
         # Its version check and install telemetry (both to pi.dev) off; PI_OFFLINE would
         # also stop the package updates an operator's settings may ask for.
         "env_values": {"PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"},
+        # The project's extensions (.pi/extensions, its settings' extensions and packages'
+        # ones) not loaded; --offline: no package its settings name is installed at start
+        # (git clone, npm install, or the npmCommand they give).
+        "project_code": {"off": {"args": ["--no-extensions", "--offline"]}},
     },
     "claude-code": {
         # The npm package is a wrapper whose postinstall links in the native binary (Bun,
@@ -115,6 +123,10 @@ BUILT_IN = {
         # requests off.
         "env_values": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
         "credential_urls": {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN": "ANTHROPIC_BASE_URL"},
+        # Only the user's settings (the operator's): not the project's .claude/settings.json
+        # nor .claude/settings.local.json (hooks, plugins, apiKeyHelper, MCP approvals);
+        # no MCP server of .mcp.json, even one the operator's settings approve.
+        "project_code": {"off": {"args": ["--setting-sources", "user", "--strict-mcp-config"]}},
     },
     "codex": {
         "packages": ["nodejs", "npm", "git", "ripgrep", "curl"],
@@ -151,6 +163,9 @@ BUILT_IN = {
         # codex keeps each conversation in ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl:
         # codex exec resume --last.
         "state": {"codex-sessions": "/home/agent/.codex/sessions"},
+        # No project_code: codex itself loads a project's layers (.codex/config.toml: MCP
+        # servers, hooks, exec policies) only when a config.toml of the user's trusts it,
+        # which no -c override changes (measured; docs/harnesses.md).
     },
     "opencode": {
         # ripgrep: opencode downloads rg into ~/.local/share/opencode/bin when it is not on PATH.
@@ -189,6 +204,9 @@ BUILT_IN = {
         },
         # opencode keeps its sessions in ~/.local/share/opencode/opencode.db: run --continue.
         "state": {"opencode-data": "/home/agent/.local/share/opencode"},
+        # Neither the project's opencode.json (MCP servers, plugins) nor its .opencode/
+        # (plugins, tools, commands, agents); its AGENTS.md with them.
+        "project_code": {"off": {"env": {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}}},
     },
     "shell": {
         "packages": ["curl", "git"],
@@ -230,6 +248,7 @@ def check_recipe(name, recipe, where="recipes"):
         harness_names(recipe)
         harness_values(recipe)
         harness_credential_urls(recipe)
+        recipe_switches(recipe)
         recipe_config(recipe)
         recipe_state(recipe)
         policy = parse_policy(recipe["allow"], [443])

@@ -176,6 +176,10 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         # The operator's harness configuration (paths inside), and the project's kept state.
         "harness_config": [inside for _name, inside in inputs.harness_mounts],
         "harness_state": kept,
+        # Whether the harness may load and run the project's own code (extensions, hooks,
+        # MCP servers, plugins), and the recipe's switches that said so (None: it has none).
+        "project_harness_code": inputs.project_harness_code.get("allowed", False),
+        "project_harness_code_switches": inputs.project_harness_code.get("switches"),
         # Without decisions until the end: the watchdog's record says which keys were in use.
         "credentials": credentials_report(inputs, None, ""),
         "tokens": injector.usage_report() if injector else None,

@@ -18,6 +18,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_confi
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_private_hosts, check_resolved, check_session_use)
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import apply_switches
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
@@ -140,6 +141,7 @@ def check_team_file(params, entries, policy, harness, environment, team_file=TEA
     given = {"allow": [entry for entry in entries if entry not in recipe], "connect_ports": list(policy.connect_ports),
              "network": params["network"], "limits": limits, "require_limits": params.get("require_limits", False),
              "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct",
+             "project_harness_code": params.get("project_harness_code", False),
              "token_budget": params.get("token_budget"), "harness": params.get("harness") or DEFAULTS["harness"],
              "recipes": params.get("recipes") or {}, "harness_config": params.get("harness_config_dir"),
              "pass_environment": params.get("pass_environment") or [],
@@ -176,6 +178,9 @@ def admit(params, environ, run, interactive=False, now=None):
         names = no_gate_names(policy) if network == "no-gate" else ()
         allow = allow_origins(entries, params.get("allow_origins") or {}, harness)
         check_team_file(params, entries, policy, harness, environment)
+        # After the team's check: the switches are the recipe's, not the operator's values.
+        harness_code = params.get("project_harness_code", False)
+        command, environment, switches = apply_switches(harness, command, environment, harness_code)
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)
@@ -233,5 +238,6 @@ def admit(params, environ, run, interactive=False, now=None):
         host_tools=host_tools, executable=host_tools["podman"],
         ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
-        credential_urls=credential_urls, token_budget=token_budget, harness=params.get("harness"))
+        credential_urls=credential_urls, token_budget=token_budget, harness=params.get("harness"),
+        project_harness_code={"allowed": harness_code, "switches": switches})
     return inputs, facts, problems, warnings

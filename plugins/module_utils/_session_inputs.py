@@ -93,6 +93,9 @@ class SessionInputs(typing.NamedTuple):
     credential_urls: typing.Dict[str, str] = {}
     # check_token_budget's: the tokens the injector relays before refusing, or None.
     token_budget: typing.Optional[int] = None
+    # aisb_project_harness_code ("allowed") and the recipe's switches the session applied
+    # (_harness_code.apply_switches: "args" put in the command, "env").
+    project_harness_code: typing.Dict[str, typing.Any] = {}
 
 
 class SessionInputError(ValueError):

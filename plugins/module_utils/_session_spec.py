@@ -46,6 +46,8 @@ def argument_spec():
         # Set by the action plugin: the directory harness_config's files were read from.
         harness_config_dir=dict(type="str"),
         harness_state=dict(type="str", choices=["keep", "fresh", "none"], default="keep"),
+        # Whether the harness may load and run what the project gives it (_harness_code).
+        project_harness_code=dict(type="bool", default=False),
         interactive=dict(type="bool"),
         host_facts=dict(type="dict"),
         max_facts_age=dict(type="int", default=604800),

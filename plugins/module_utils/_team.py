@@ -41,7 +41,7 @@ FORMAT = 1
 DEFAULTS = {
     "allow": [], "connect_ports": [443], "pass_environment": [], "environment": {}, "credentials": [],
     "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "recipes": {}, "harness_config": None,
-    "project_mode": "direct", "allow_unenforced": False,
+    "project_mode": "direct", "allow_unenforced": False, "project_harness_code": False,
     "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS, "token_budget": None,
     "allowed_harnesses": None,
 }
@@ -88,7 +88,7 @@ def _check_value(key, value, where):
             value = check_credentials(value)
         elif key == "limits":
             _check_limits(_dict(value, where), where)
-        elif key in ("require_limits", "allow_unenforced"):
+        elif key in ("require_limits", "allow_unenforced", "project_harness_code"):
             if not isinstance(value, bool):
                 raise TeamError("%s must be true or false, got %r" % (where, value))
         elif key in CHOICES:
@@ -348,6 +348,7 @@ def user_spec():
         harness_config=dict(type="str"),
         project_mode=dict(type="str", choices=list(CHOICES["project_mode"])),
         allow_unenforced=dict(type="bool"),
+        project_harness_code=dict(type="bool"),
         retention_days=dict(type="int"),
         retention_sessions=dict(type="int"),
         token_budget=dict(type="int", no_log=False),

@@ -107,6 +107,20 @@ options:
       - Set by the action plugin - the directory (on the controller) the O(harness_config)
         files were read from; with a team file the module checks it is the team's.
     type: str
+  project_harness_code:
+    description:
+      - Let the O(harness) load and run what the project gives it at start (pi's
+        extensions and packages, Claude Code's project settings and C(.mcp.json), codex's
+        and opencode's project configuration) - the playbooks' C(aisb_project_harness_code),
+        a team setting.
+      - C(false) turns it off through the harness's own switches, the recipe's
+        C(project_code.off) (C(project_code.on) for C(true)) - arguments put right after
+        the recipe's command when the session's command starts with it, variables always.
+        The record says which (C(project_harness_code), C(project_harness_code_switches),
+        null for a recipe without C(project_code) - the harness has no switch).
+        See docs/harnesses.md.
+    type: bool
+    default: false
   allow_unenforced:
     description:
       - Start even when the host facts say enforcement does not hold, and let the

@@ -32,7 +32,7 @@ options:
         C(environment), C(credentials), C(limits), C(require_limits), C(network),
         C(harness) (a recipe's name), C(recipes) (the team's own recipes, name to recipe,
         as docs/harnesses.md has them), C(harness_config), C(project_mode), C(allow_unenforced),
-        C(token_budget) (a whole number of tokens, 1 or more); and of
+        C(project_harness_code), C(token_budget) (a whole number of tokens, 1 or more); and of
         C(prune.yml) - C(retention_days), C(retention_sessions) (whole numbers, 0 or
         more). Each is checked as the session or M(aisb.sandbox.retention) checks it. A
         setting left out is the collection's default (C(allow) none, C(connect_ports)

@@ -72,6 +72,9 @@ options:
   allow_unenforced:
     description: Start where enforcement cannot be verified (C(aisb_allow_unenforced)).
     type: bool
+  project_harness_code:
+    description: Let the harness load and run the project's own code at start (C(aisb_project_harness_code)).
+    type: bool
   retention_days:
     description: Days records and unused images are kept (C(aisb_retention_days)), 0 or more.
     type: int
@@ -107,8 +110,8 @@ settings:
     - Every setting, by name without C(aisb_) - C(allow), C(connect_ports),
       C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
       C(network), C(harness), C(recipes), C(harness_config), C(project_mode), C(allow_unenforced),
-      C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless set),
-      C(allowed_harnesses) (the team's list of recipe names a developer may choose; null - any).
+      C(project_harness_code), C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless
+      set), C(allowed_harnesses) (the team's list of recipe names a developer may choose; null - any).
   returned: success
   type: dict
 allow_origins:

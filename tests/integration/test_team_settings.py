@@ -94,6 +94,7 @@ def test_a_developer_addition_the_team_allows_is_applied_and_recorded_as_theirs(
 @pytest.mark.parametrize("extra, needle", [
     ({"aisb_network": "none"}, "aisb_network is refused: the team file /etc/aisb/team.json sets network"),
     ({"aisb_allow_unenforced": True}, "aisb_allow_unenforced is refused: the team file /etc/aisb/team.json"),
+    ({"aisb_project_harness_code": True}, "aisb_project_harness_code is refused: the team file /etc/aisb/team.json"),
     ({"aisb_limits": {"pids": 5}}, "aisb_limits is refused"),
 ])
 def test_a_developer_value_the_team_forbids_is_refused_before_anything_starts(team, project, extra, needle):
@@ -171,6 +172,7 @@ def test_no_role_or_play_variable_widens_what_the_team_allows(team, project, ext
 @pytest.mark.parametrize("override, needle", [
     ({"network": "none"}, "aisb_network is refused"),
     ({"allow_unenforced": True}, "aisb_allow_unenforced is refused"),
+    ({"project_harness_code": True}, "aisb_project_harness_code is refused"),
     ({"limits": {}}, "the session's limits leave out or change memory"),
 ])
 def test_overriding_run_agent_s_own_settings_is_refused_by_the_session(team, project, override, needle):

@@ -62,6 +62,21 @@ def test_admitted_inputs_carry_the_policy_of_the_directory(host):
     assert commands and all(argv[1] in ("info", "image") for argv in commands)
 
 
+def test_the_harness_gets_its_switches_for_the_projects_code_and_the_record_says_which(host):
+    """pi named by aisb_harness: its project code off unless the operator says so."""
+    (inputs, _facts, problems, _warnings), _commands = admit(host, harness="pi", command=["pi", "-p", "hi"])
+    assert problems == [] and inputs.command == ["pi", "--no-extensions", "--offline", "-p", "hi"]
+    assert inputs.project_harness_code == {"allowed": False,
+                                           "switches": {"args": ["--no-extensions", "--offline"], "env": {}}}
+    (inputs, _facts, problems, _warnings), _commands = admit(host, harness="opencode", command=["opencode", "run"],
+                                                             project_harness_code=True)
+    assert problems == [] and inputs.command == ["opencode", "run"] and inputs.environment == {"TOKEN": "x"}
+    assert inputs.project_harness_code == {"allowed": True, "switches": {"args": [], "env": {}}}
+    (inputs, _facts, problems, _warnings), _commands = admit(
+        host, harness="opencode", command=["opencode"], environment=json.dumps({"OPENCODE_DISABLE_PROJECT_CONFIG": ""}))
+    assert inputs is None and "aisb_environment sets OPENCODE_DISABLE_PROJECT_CONFIG" in problems[0]
+
+
 @pytest.mark.parametrize("tamper, needle", [
     (lambda d: open(os.path.join(d, "squid-policy.conf"), "a").write("http_access allow all\n"),
      "squid-policy.conf is not what policy.json's allow entries render to"),
@@ -224,6 +239,7 @@ def test_the_session_checks_the_team_file_again(host, team_file):
         ({"limits": {"memory": "64g"}}, "aisb_limits is refused"),
         ({"network": "no-gate", "limits": {"memory": "4g"}}, "aisb_network is refused"),
         ({"allow_unenforced": True, "limits": {"memory": "4g"}}, "aisb_allow_unenforced is refused"),
+        ({"project_harness_code": True, "limits": {"memory": "4g"}}, "aisb_project_harness_code is refused"),
     ]:
         with pytest.raises(_team.TeamError) as error:
             check_team_file(host, team_file, **overrides)

@@ -89,6 +89,7 @@ def test_a_developer_adds_where_the_team_lets_them_and_each_entry_keeps_its_orig
     ({"network": "no-gate"}, "aisb_network is refused: the team file /etc/aisb/team.json sets network"),
     ({"limits": {"memory": "64g"}}, "aisb_limits is refused"),
     ({"allow_unenforced": True}, "leaves allow_unenforced at false"),
+    ({"project_harness_code": True}, "leaves project_harness_code at false"),
     ({"connect_ports": [443, 22]}, "aisb_connect_ports is refused"),
     ({"harness": "shell"}, "aisb_harness is refused"),
     ({"environment": {"CI": "0"}}, "aisb_environment changes CI, which the team file /etc/aisb/team.json sets"),

@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What a harness loads and runs from the project at start (its extensions, hooks, MCP
+servers, plugins: code the previous session's agent may have written there), off unless
+the operator says so (aisb_project_harness_code), through the harness's own switches.
+
+A recipe's project_code names them: {"off": SWITCHES, "on": SWITCHES}, each optional,
+SWITCHES {"args": [...], "env": {name: value}}. The args go right after the recipe's
+command when the session's command starts with it (the harness itself, not a shell
+running it); the env always. Pure.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
+    SessionInputError, check_env_name, check_env_value)
+
+STATES = ("off", "on")
+SWITCHES = ("args", "env")
+
+
+def recipe_switches(harness):
+    """The recipe HARNESS's project_code, checked: {"off": {"args", "env"}, "on": ...}
+    (empty where it names none); SessionInputError naming what is wrong."""
+    given = (harness or {}).get("project_code") or {}
+    if not isinstance(given, dict) or set(given) - set(STATES):
+        raise SessionInputError("harness project_code must be a dict with off and/or on, got %r" % (given,))
+    found = {}
+    for state in STATES:
+        switches = given.get(state) or {}
+        where = "harness project_code %s" % state
+        if not isinstance(switches, dict) or set(switches) - set(SWITCHES):
+            raise SessionInputError("%s must be a dict with args and/or env, got %r" % (where, switches))
+        args, env = switches.get("args") or [], switches.get("env") or {}
+        if not isinstance(args, list) or not all(isinstance(arg, str) and arg for arg in args):
+            raise SessionInputError("%s args must be a list of non-empty strings, got %r" % (where, args))
+        if not isinstance(env, dict):
+            raise SessionInputError("%s env must be a dict of variable names and values, got %r" % (where, env))
+        for name, value in env.items():
+            check_env_name(name, where + " env")
+            check_env_value(name, value, where + " env")
+        found[state] = {"args": list(args), "env": dict(env)}
+    return found
+
+
+def apply_switches(harness, command, environment, allowed):
+    """(command, environment, record) with the HARNESS recipe's project_code switches
+    for ALLOWED (aisb_project_harness_code) applied to COMMAND and ENVIRONMENT. The
+    record says what was given: {"args": the args put in the command, "env": ...}, or
+    None for a recipe without project_code (the harness has no switch: codex, shell).
+    SessionInputError when ENVIRONMENT gives a switch's variable another value."""
+    if "project_code" not in (harness or {}):
+        return list(command), dict(environment), None
+    switches = recipe_switches(harness)["on" if allowed else "off"]
+    prefix = list((harness or {}).get("command") or [])
+    clashes = sorted(name for name, value in switches["env"].items()
+                     if name in environment and environment[name] != value)
+    if clashes:
+        raise SessionInputError(
+            "aisb_environment sets %s, which the harness's switch for project code sets to %s with "
+            "aisb_project_harness_code %s: leave it out (aisb_project_harness_code decides)"
+            % (", ".join(clashes), ", ".join(switches["env"][name] for name in clashes), str(allowed).lower()))
+    started = bool(prefix) and list(command[:len(prefix)]) == prefix
+    args = switches["args"] if started else []
+    command = list(command[:len(prefix)]) + args + list(command[len(prefix):]) if started else list(command)
+    return command, dict(environment, **switches["env"]), {"args": args, "env": switches["env"]}
