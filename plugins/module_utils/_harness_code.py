@@ -5,18 +5,24 @@ servers, plugins: code the previous session's agent may have written there), off
 the operator says so (aisb_project_harness_code), through the harness's own switches.
 
 A recipe's project_code names them: {"off": SWITCHES, "on": SWITCHES}, each optional,
-SWITCHES {"args": [...], "env": {name: value}}. The args go right after the recipe's
-command when the session's command starts with it (the harness itself, not a shell
-running it); the env always. Pure.
+SWITCHES {"args": [...], "env": {name: value}, "hide": [name]}. The args go right after
+the recipe's command when the session's command starts with it (the harness itself, not
+a shell running it); the env always; each directory that hide names at the project's
+top, when there is one, is covered in the sandbox by an empty read-only one (for code a
+harness loads that no switch of its own stops). Pure.
 """
 
 from __future__ import annotations
+
+import re
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
     SessionInputError, check_env_name, check_env_value)
 
 STATES = ("off", "on")
-SWITCHES = ("args", "env")
+SWITCHES = ("args", "env", "hide")
+# A directory at the project's top, as podman's --tmpfs takes a path: no '/', ':' or ','.
+HIDDEN_NAME = re.compile(r"\A\.?[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
 def recipe_switches(harness):
@@ -31,7 +37,7 @@ def recipe_switches(harness):
         where = "harness project_code %s" % state
         if not isinstance(switches, dict) or set(switches) - set(SWITCHES):
             raise SessionInputError("%s must be a dict with args and/or env, got %r" % (where, switches))
-        args, env = switches.get("args") or [], switches.get("env") or {}
+        args, env, hide = switches.get("args") or [], switches.get("env") or {}, switches.get("hide") or []
         if not isinstance(args, list) or not all(isinstance(arg, str) and arg for arg in args):
             raise SessionInputError("%s args must be a list of non-empty strings, got %r" % (where, args))
         if not isinstance(env, dict):
@@ -39,7 +45,10 @@ def recipe_switches(harness):
         for name, value in env.items():
             check_env_name(name, where + " env")
             check_env_value(name, value, where + " env")
-        found[state] = {"args": list(args), "env": dict(env)}
+        if not isinstance(hide, list) or not all(isinstance(name, str) and HIDDEN_NAME.match(name) for name in hide):
+            raise SessionInputError("%s hide must be a list of names of directories at the project's top, got %r"
+                                    % (where, hide))
+        found[state] = {"args": list(args), "env": dict(env), "hide": list(hide)}
     return found
 
 
@@ -63,4 +72,5 @@ def apply_switches(harness, command, environment, allowed):
     started = bool(prefix) and list(command[:len(prefix)]) == prefix
     args = switches["args"] if started else []
     command = list(command[:len(prefix)]) + args + list(command[len(prefix):]) if started else list(command)
-    return command, dict(environment, **switches["env"]), {"args": args, "env": switches["env"]}
+    return command, dict(environment, **switches["env"]), {"args": args, "env": switches["env"],
+                                                           "hide": switches["hide"]}

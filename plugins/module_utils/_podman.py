@@ -113,7 +113,8 @@ def ruleset_check(podman, image, policy_file):
 
 def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
                 interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None,
-                project_mounts=(), writable_dirs=(), read_only_files=(), state_mounts=(), state_overlays=()):
+                project_mounts=(), writable_dirs=(), read_only_files=(), state_mounts=(), state_overlays=(),
+                hidden_dirs=()):
     """The sandbox: only the project at /project, the policy read-only (and the harness's
     configuration and kept state, below), and ENV: the
     session's own variables for the entrypoint ({name: value}, never an operator's:
@@ -136,6 +137,8 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     the project: the harness's state kept for this project.
     STATE_OVERLAYS: (host directory, path inside, upper, work) for review mode: the kept
     state as an overlay's lower layer, every write going to UPPER, as the project's.
+    HIDDEN_DIRS: paths inside the project covered by an empty read-only tmpfs (podman
+    mounts the project before what lies below it).
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
     if project_overlay:
@@ -152,6 +155,8 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
         argv += ["--volume", "%s:%s:rw" % (outside, inside) + ("," + project_label if project_label else "")]
     for outside, inside, upper, work in state_overlays:
         argv += ["--volume", "%s:%s:O,upperdir=%s,workdir=%s" % (outside, inside, upper, work)]
+    for inside in hidden_dirs:
+        argv += ["--tmpfs", "%s:ro,nosuid,nodev,noexec,mode=0555" % inside]
     argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
     argv += ["--pidfile", pidfile] if pidfile else []
     argv += ["--interactive", "--tty"] if interactive else []

@@ -31,7 +31,7 @@ and optionally
             variable, the harness reads its provider's base URL from the other, which the
             session points at the credential injector
   project_code: the harness's switches for what it loads and runs from the project at
-            start, {"off": {"args": [...], "env": {...}}, "on": ...}: off unless
+            start, {"off": {"args": [...], "env": {...}, "hide": [...]}, "on": ...}: off unless
             aisb_project_harness_code (_harness_code; docs/harnesses.md)
 Pure.
 """
@@ -205,8 +205,10 @@ BUILT_IN = {
         # opencode keeps its sessions in ~/.local/share/opencode/opencode.db: run --continue.
         "state": {"opencode-data": "/home/agent/.local/share/opencode"},
         # Neither the project's opencode.json (MCP servers, plugins) nor its .opencode/
-        # (plugins, tools, commands, agents); its AGENTS.md with them.
-        "project_code": {"off": {"env": {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}}},
+        # (plugins, tools, commands, agents); its AGENTS.md with them. The variable stops
+        # the configuration, not .opencode/plugin/ (1.18.33 loads it through a second
+        # loader that reads no switch): the sandbox covers .opencode, empty and read-only.
+        "project_code": {"off": {"env": {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}, "hide": [".opencode"]}},
     },
     "shell": {
         "packages": ["curl", "git"],

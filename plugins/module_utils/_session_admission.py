@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _harness_state
@@ -106,6 +107,28 @@ def session_project(raw, environ):
     return project
 
 
+def project_dirs(project, names):
+    """Those of NAMES (a recipe's switch: directories at the project's top to cover) that
+    PROJECT has; SessionInputError for one that is there but no directory: a link would
+    lead the harness to what it names, and covering it would cover its target."""
+    found = []
+    for name in names:
+        path = os.path.join(project, name)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise SessionInputError("%s cannot be read (%s): the harness's project code is off, and it would load "
+                                    "code from there" % (path, error.strerror))
+        if not stat.S_ISDIR(mode):
+            raise SessionInputError("%s is not a directory (a link, say): with aisb_project_harness_code false the "
+                                    "session covers that directory so that the harness loads no code from it; "
+                                    "remove it, or set aisb_project_harness_code" % path)
+        found.append(name)
+    return found
+
+
 def allow_origins(entries, origins, harness):
     """The policy's allow ENTRIES for the record, each with where it came from: ORIGINS'
     word (team or user: run_agent.yml's team_settings), else the HARNESS recipe's
@@ -181,6 +204,7 @@ def admit(params, environ, run, interactive=False, now=None):
         # After the team's check: the switches are the recipe's, not the operator's values.
         harness_code = params.get("project_harness_code", False)
         command, environment, switches = apply_switches(harness, command, environment, harness_code)
+        hidden_dirs = project_dirs(project, (switches or {}).get("hide", []))
         harness_files = _harness_config.check_config(params.get("harness_config"), harness)
         harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
         harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)
@@ -239,5 +263,5 @@ def admit(params, environ, run, interactive=False, now=None):
         ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
         credential_urls=credential_urls, token_budget=token_budget, harness=params.get("harness"),
-        project_harness_code={"allowed": harness_code, "switches": switches})
+        project_harness_code={"allowed": harness_code, "switches": switches}, hidden_dirs=hidden_dirs)
     return inputs, facts, problems, warnings

@@ -96,6 +96,8 @@ class SessionInputs(typing.NamedTuple):
     # aisb_project_harness_code ("allowed") and the recipe's switches the session applied
     # (_harness_code.apply_switches: "args" put in the command, "env").
     project_harness_code: typing.Dict[str, typing.Any] = {}
+    # Directories at the project's top the sandbox sees empty and read-only (the switches' hide).
+    hidden_dirs: typing.List[str] = []
 
 
 class SessionInputError(ValueError):

@@ -196,6 +196,8 @@ def plan_session(session_id, inputs, facts, port, injector=None):
                   for address in addresses],
         # (host directory, path inside): the project's kept harness state, read-write.
         "state_mounts": list(state_mounts),
+        # Paths inside the project covered by an empty read-only directory (project code off).
+        "hidden_dirs": ["/project/" + name for name in inputs.hidden_dirs],
         "writable_dirs": sorted(set(_credential_plan.writable_dir(inside)
                                     for _name, inside in read_only_mounts + list(state_mounts))),
     }

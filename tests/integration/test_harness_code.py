@@ -118,10 +118,6 @@ args = ["-c", "{touch('codex-mcp')}"]
                                                              "command": ["sh", "-c", touch("opencode-mcp")]}}}),
         },
         "markers": ["opencode-plugin", "opencode-mcp"],
-        # Not stopped by its switch: 1.18.33 also loads .opencode/plugin/ through a second
-        # configuration loader that reads no switch (docs/harnesses.md); with the switch it
-        # ran in some sessions and not in others.
-        "not_stopped": ["opencode-plugin"],
     },
 }
 
@@ -175,8 +171,7 @@ def test_project_code_runs_only_with_the_operators_word(workstation, harness):
     assert ANSWER in transcript, transcript[-3000:]
     found = markers(workstation, harness)
     print(f"\n{name}: off, markers {found}")
-    not_stopped = HARNESSES[name].get("not_stopped", [])
-    assert [m for m in found if m not in not_stopped] == [], "the project's code ran without the operator's word"
+    assert found == [], "the project's code ran without the operator's word"
     assert record["project_harness_code"] is False
     switches = record["project_harness_code_switches"]
     print(f"{name}: off {json.dumps(switches)}; command {record['command'][:6]}")
@@ -192,3 +187,17 @@ def test_project_code_runs_only_with_the_operators_word(workstation, harness):
     print(f"{name}: on {json.dumps(record['project_harness_code_switches'])}; markers {found}; exit {record['exit_code']}")
     assert record["project_harness_code"] is True
     assert found == sorted(HARNESSES[name]["markers"]), transcript[-3000:]
+
+
+def test_a_link_where_a_covered_directory_was_is_refused(workstation, internet):
+    """opencode's .opencode is covered (its plugins load through no switch): the agent
+    replaces it by a link to a directory of its plugins elsewhere in the project, which
+    opencode would follow. The session refuses before anything starts, naming the path."""
+    project = "/home/dev/src/harness-code-opencode-link"
+    write_tree(workstation, project, {"plugins/plugin/planted.js": node_writer("opencode-link")})
+    workstation.sh(f"ln -sfn plugins {project}/.opencode")
+    variables = {"aisb_harness": "opencode", "prompt": "Say the answer " + TAG}
+    result = run_agent(workstation, "-e", json.dumps(variables), project=project, timeout=1800)
+    assert result.returncode != 0, result.stdout[-3000:]
+    assert f"{project}/.opencode is not a directory (a link, say)" in result.stdout, result.stdout[-3000:]
+    assert not workstation.path(f"{project}/.marker-opencode-link").exists()

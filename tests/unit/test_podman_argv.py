@@ -64,3 +64,10 @@ def test_error_line_is_podmans_own_message():
 def test_stop_gives_a_grace_period_unless_told_not_to():
     assert _podman.stop("podman", ["a"]) == ["podman", "stop", "--ignore", "--time", "2", "a"]
     assert _podman.stop("podman", ["a"], grace=0) == ["podman", "stop", "--ignore", "--time", "0", "a"]
+
+
+def test_a_covered_directory_is_an_empty_read_only_tmpfs_after_the_project():
+    argv = _podman.sandbox_run("podman", "n", "img", "/home/dev/app", "", "/s/policy", "pasta", {}, {}, [], False, 0,
+                               ["opencode"], hidden_dirs=["/project/.opencode"])
+    covered = argv.index("/project/.opencode:ro,nosuid,nodev,noexec,mode=0555")
+    assert argv[covered - 1] == "--tmpfs" and argv.index("/home/dev/app:/project") < covered

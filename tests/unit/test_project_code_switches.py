@@ -22,20 +22,20 @@ def test_the_switch_follows_the_harnesss_command_and_stays_out_of_a_shell():
     pi = RECIPES["pi"]
     command, environment, record = apply_switches(pi, ["pi", "-p", "hi"], {"A": "1"}, False)
     assert command == ["pi", "--no-extensions", "--offline", "-p", "hi"]
-    assert environment == {"A": "1"} and record == {"args": ["--no-extensions", "--offline"], "env": {}}
+    assert environment == {"A": "1"} and record == {"args": ["--no-extensions", "--offline"], "env": {}, "hide": []}
     # The operator's own command running pi gets them too; a shell's does not (the record says so).
     assert apply_switches(pi, ["pi", "--continue"], {}, False)[0] == ["pi", "--no-extensions", "--offline",
                                                                       "--continue"]
     command, _environment, record = apply_switches(pi, ["bash", "-c", "pi"], {}, False)
     assert command == ["bash", "-c", "pi"] and record["args"] == []
     # Allowed: pi has no switch to turn it on; nothing is added.
-    assert apply_switches(pi, ["pi", "-p", "hi"], {}, True) == (["pi", "-p", "hi"], {}, {"args": [], "env": {}})
+    assert apply_switches(pi, ["pi", "-p", "hi"], {}, True) == (["pi", "-p", "hi"], {}, {"args": [], "env": {}, "hide": []})
 
 
 def test_opencode_is_told_by_its_environment_whatever_runs_it():
     command, environment, record = apply_switches(RECIPES["opencode"], ["bash"], {"A": "1"}, False)
     assert command == ["bash"] and environment == {"A": "1", "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
-    assert record == {"args": [], "env": {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}}
+    assert record == {"args": [], "env": {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}, "hide": [".opencode"]}
     assert apply_switches(RECIPES["opencode"], ["opencode"], {}, True)[1] == {}
 
 
@@ -58,6 +58,10 @@ def test_a_harness_without_a_switch_gets_nothing_and_the_record_says_it_has_none
     ("off", "project_code must be a dict with off and/or on"),
     ({"never": {}}, "project_code must be a dict with off and/or on"),
     ({"off": {"argv": []}}, "project_code off must be a dict with args and/or env"),
+    ({"off": {"hide": ".opencode"}}, "project_code off hide must be a list of names of directories at the project"),
+    ({"off": {"hide": ["a/b"]}}, "project_code off hide must be a list of names"),
+    ({"off": {"hide": [".."]}}, "project_code off hide must be a list of names"),
+    ({"off": {"hide": ["x:/etc"]}}, "project_code off hide must be a list of names"),
     ({"off": {"args": "--no"}}, "project_code off args must be a list of non-empty strings"),
     ({"on": {"args": [""]}}, "project_code on args must be a list of non-empty strings"),
     ({"off": {"env": ["X"]}}, "project_code off env must be a dict"),

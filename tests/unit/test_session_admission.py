@@ -67,11 +67,11 @@ def test_the_harness_gets_its_switches_for_the_projects_code_and_the_record_says
     (inputs, _facts, problems, _warnings), _commands = admit(host, harness="pi", command=["pi", "-p", "hi"])
     assert problems == [] and inputs.command == ["pi", "--no-extensions", "--offline", "-p", "hi"]
     assert inputs.project_harness_code == {"allowed": False,
-                                           "switches": {"args": ["--no-extensions", "--offline"], "env": {}}}
+                                           "switches": {"args": ["--no-extensions", "--offline"], "env": {}, "hide": []}}
     (inputs, _facts, problems, _warnings), _commands = admit(host, harness="opencode", command=["opencode", "run"],
                                                              project_harness_code=True)
     assert problems == [] and inputs.command == ["opencode", "run"] and inputs.environment == {"TOKEN": "x"}
-    assert inputs.project_harness_code == {"allowed": True, "switches": {"args": [], "env": {}}}
+    assert inputs.project_harness_code == {"allowed": True, "switches": {"args": [], "env": {}, "hide": []}}
     (inputs, _facts, problems, _warnings), _commands = admit(
         host, harness="opencode", command=["opencode"], environment=json.dumps({"OPENCODE_DISABLE_PROJECT_CONFIG": ""}))
     assert inputs is None and "aisb_environment sets OPENCODE_DISABLE_PROJECT_CONFIG" in problems[0]
@@ -293,3 +293,25 @@ def test_a_podman_variable_naming_the_project_is_refused(host, name, inside):
         _session_admission.session_project(project, dict(environ, **{name: value}))
     # Outside the project, the same variable is the workstation's own.
     assert _session_admission.session_project(project, dict(environ, **{name: "/etc/containers/x.conf"})) == project
+
+
+def test_a_directory_the_switch_covers_is_covered_when_there_and_a_link_in_its_place_refused(host):
+    """opencode's plugins load through no switch: its .opencode is covered, empty and
+    read-only, when the project has one; a link there (which opencode would follow) is
+    refused, naming the path."""
+    project = host["project"]
+    (inputs, _facts, problems, _warnings), _commands = admit(host, harness="opencode", command=["opencode"])
+    assert problems == [] and inputs.hidden_dirs == []
+    os.mkdir(os.path.join(project, ".opencode"))
+    (inputs, _facts, problems, _warnings), _commands = admit(host, harness="opencode", command=["opencode"])
+    assert problems == [] and inputs.hidden_dirs == [".opencode"]
+    (inputs, _facts, problems, _warnings), _commands = admit(host, harness="opencode", command=["opencode"],
+                                                             project_harness_code=True)
+    assert problems == [] and inputs.hidden_dirs == []
+    os.rmdir(os.path.join(project, ".opencode"))
+    os.symlink("plugins", os.path.join(project, ".opencode"))
+    (inputs, _facts, problems, _warnings), _commands = admit(host, harness="opencode", command=["opencode"])
+    assert inputs is None and problems == ["%s/.opencode is not a directory (a link, say): with "
+                                           "aisb_project_harness_code false the session covers that directory so "
+                                           "that the harness loads no code from it; remove it, or set "
+                                           "aisb_project_harness_code" % project]
