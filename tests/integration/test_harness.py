@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from providers import NAME, PORT, fake_provider, write_tree
+from providers import NAME, PI_CONFIG_FILES, PORT, fake_provider, write_tree
 from sessions import record_of, run_agent, session_dirs
 from workstation import AISB_STATE
 
@@ -25,11 +25,7 @@ AGENT_DIR = "/home/agent/.pi/agent"
 # A provider of the operator's own in models.json: its key only ever through the injector.
 CREDENTIALS = [{"host": NAME, "port": PORT, "header": "x-api-key", "variable": "FAKE_PROVIDER_KEY", "value": KEY}]
 CONFIG_FILES = {
-    "settings.json": json.dumps({"defaultProvider": "fake", "defaultModel": "fake-model",
-                                 "enableInstallTelemetry": False}),
-    "models.json": json.dumps({"providers": {"fake": {
-        "baseUrl": f"https://{NAME}:{PORT}", "api": "anthropic-messages", "apiKey": "FAKE_PROVIDER_KEY",
-        "models": [{"id": "fake-model"}]}}}),
+    **PI_CONFIG_FILES,
     "SYSTEM.md": f"You are a test harness. {MARKS['system']}\n",
     "AGENTS.md": f"Project rules. {MARKS['agents']}\n",
     "prompts/aisb-check.md": f"---\ndescription: a check\n---\nSay the answer. {MARKS['template']}\n",

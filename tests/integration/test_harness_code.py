@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from providers import NAME, PORT, fake_provider, write_tree
+from providers import NAME, PI_CONFIG_FILES, PORT, fake_provider, write_tree
 from sessions import record_of, run_agent
 
 TAG = uuid.uuid4().hex[:8]
@@ -49,13 +49,7 @@ def hook(marker):
 HARNESSES = {
     "pi": {
         "credentials": credentials("x-api-key"),
-        "config": {
-            "settings.json": json.dumps({"defaultProvider": "fake", "defaultModel": "fake-model",
-                                         "enableInstallTelemetry": False}),
-            "models.json": json.dumps({"providers": {"fake": {
-                "baseUrl": BASE_URL, "api": "anthropic-messages", "apiKey": "FAKE_PROVIDER_KEY",
-                "models": [{"id": "fake-model"}]}}}),
-        },
+        "config": PI_CONFIG_FILES,
         "project": {
             # The case: an extension pi discovers in the project.
             ".pi/extensions/planted.ts": node_writer("pi-extension") + "export default function () {}\n",

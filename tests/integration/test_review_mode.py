@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 
-from providers import NAME, PORT, fake_provider, write_tree
+from providers import NAME, PI_CONFIG_FILES, PORT, fake_provider, write_tree
 from scenario import ANSIBLE_ENV, operator_vars
 from sessions import record_of, run_agent, session_dirs, start_in_background
 
@@ -284,13 +284,6 @@ PI_VARIABLES = {
     "aisb_credentials": [{"host": NAME, "port": PORT, "header": "x-api-key", "variable": "FAKE_PROVIDER_KEY",
                           "value": PI_KEY}],
     "aisb_harness_config": PI_CONFIG}
-PI_CONFIG_FILES = {
-    "settings.json": json.dumps({"defaultProvider": "fake", "defaultModel": "fake-model",
-                                 "enableInstallTelemetry": False}),
-    "models.json": json.dumps({"providers": {"fake": {
-        "baseUrl": f"https://{NAME}:{PORT}", "api": "anthropic-messages", "apiKey": "FAKE_PROVIDER_KEY",
-        "models": [{"id": "fake-model"}]}}}),
-}
 
 
 def pi_session(ws, *extra):

@@ -16,6 +16,15 @@ from workstation import TRANSFER_DIR
 HERE = Path(__file__).resolve().parent
 BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 NAME, PORT = "models.test", 9443
+# pi's configuration for the fake provider at NAME:PORT (Anthropic's API), its key read
+# from FAKE_PROVIDER_KEY (the credential injector's placeholder).
+PI_CONFIG_FILES = {
+    "settings.json": json.dumps({"defaultProvider": "fake", "defaultModel": "fake-model",
+                                 "enableInstallTelemetry": False}),
+    "models.json": json.dumps({"providers": {"fake": {
+        "baseUrl": f"https://{NAME}:{PORT}", "api": "anthropic-messages", "apiKey": "FAKE_PROVIDER_KEY",
+        "models": [{"id": "fake-model"}]}}}),
+}
 
 
 class Provider:
