@@ -47,6 +47,17 @@ TOOLS = ("nsenter", "setpriv", "nft")
 HELPER_ENV = {"PATH": _host_tools.SYSTEM_PATH, "LC_ALL": "C"}
 
 
+def sandbox_pid(pidfile):
+    """The host PID of the sandbox's first process as podman wrote it to PIDFILE, or None
+    while there is none (the container has not started)."""
+    try:
+        with open(pidfile) as handle:
+            text = handle.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and int(text) > 1 else None
+
+
 def unprovisioned(podman):
     """One sentence when this host lacks what provision.yml installs for a session
     (PODMAN and the watch's TOOLS, in the system's directories), else None: cheap, so it
@@ -209,13 +220,9 @@ class EnforcementWatch(object):
     def _sandbox_pid(self, deadline):
         """The sandbox's first process as podman wrote it, waiting for the file until DEADLINE."""
         while not self._stopping.is_set():
-            try:
-                with open(self.pidfile) as handle:
-                    text = handle.read().strip()
-                if text.isdigit() and int(text) > 1:
-                    return int(text)
-            except OSError:
-                pass
+            pid = sandbox_pid(self.pidfile)
+            if pid is not None:
+                return pid
             if time.monotonic() >= deadline:
                 return None
             self._stopping.wait(0.05)

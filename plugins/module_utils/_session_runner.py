@@ -19,7 +19,7 @@ import threading
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _watchdog
-from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch
+from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch, sandbox_pid
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_unit import POLICY_LABEL
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
@@ -240,20 +240,13 @@ class SessionRunner(object):
         """Stop the sandbox when the entrypoint has not reported its table REPORT_WAIT
         seconds after its container started (the pid file), however long podman took to
         create it; until then it has not started, which is nothing lost."""
-        while not self._reported.is_set() and process.poll() is None and not self._container_started():
+        while not self._reported.is_set() and process.poll() is None and sandbox_pid(self._pidfile) is None:
             self._reported.wait(START_POLL)
         if self._reported.wait(REPORT_WAIT) or process.poll() is not None:
             return
         self.unreported = ("the entrypoint never reported its table within %d s of the sandbox's start; the sandbox "
                            "was stopped" % REPORT_WAIT)
         self.stop_sandbox(at_once=True)
-
-    def _container_started(self):
-        try:
-            with open(self._pidfile) as handle:
-                return handle.read().strip().isdigit()
-        except OSError:
-            return False
 
     def _read_report(self, fd):
         with os.fdopen(fd, "r") as report:
