@@ -26,7 +26,7 @@ HIDDEN_NAME = re.compile(r"\A\.?[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
 def recipe_switches(harness):
-    """The recipe HARNESS's project_code, checked: {"off": {"args", "env"}, "on": ...}
+    """The recipe HARNESS's project_code, checked: {"off": {"args", "env", "hide"}, "on": ...}
     (empty where it names none); SessionInputError naming what is wrong."""
     given = (harness or {}).get("project_code") or {}
     if not isinstance(given, dict) or set(given) - set(STATES):
@@ -36,7 +36,7 @@ def recipe_switches(harness):
         switches = given.get(state) or {}
         where = "harness project_code %s" % state
         if not isinstance(switches, dict) or set(switches) - set(SWITCHES):
-            raise SessionInputError("%s must be a dict with args and/or env, got %r" % (where, switches))
+            raise SessionInputError("%s must be a dict with args, env and/or hide, got %r" % (where, switches))
         args, env, hide = switches.get("args") or [], switches.get("env") or {}, switches.get("hide") or []
         if not isinstance(args, list) or not all(isinstance(arg, str) and arg for arg in args):
             raise SessionInputError("%s args must be a list of non-empty strings, got %r" % (where, args))
@@ -55,7 +55,7 @@ def recipe_switches(harness):
 def apply_switches(harness, command, environment, allowed):
     """(command, environment, record) with the HARNESS recipe's project_code switches
     for ALLOWED (aisb_project_harness_code) applied to COMMAND and ENVIRONMENT. The
-    record says what was given: {"args": the args put in the command, "env": ...}, or
+    record says what was given: {"args": the args put in the command, "env", "hide"}, or
     None for a recipe without project_code (the harness has no switch: codex, shell).
     SessionInputError when ENVIRONMENT gives a switch's variable another value."""
     if "project_code" not in (harness or {}):

@@ -57,7 +57,7 @@ def test_a_harness_without_a_switch_gets_nothing_and_the_record_says_it_has_none
 @pytest.mark.parametrize("project_code, needle", [
     ("off", "project_code must be a dict with off and/or on"),
     ({"never": {}}, "project_code must be a dict with off and/or on"),
-    ({"off": {"argv": []}}, "project_code off must be a dict with args and/or env"),
+    ({"off": {"argv": []}}, "project_code off must be a dict with args, env and/or hide"),
     ({"off": {"hide": ".opencode"}}, "project_code off hide must be a list of names of directories at the project"),
     ({"off": {"hide": ["a/b"]}}, "project_code off hide must be a list of names"),
     ({"off": {"hide": [".."]}}, "project_code off hide must be a list of names"),
