@@ -125,6 +125,6 @@ def wipe(directory, run, podman):
     is still removable; rm never follows a link."""
     doomed = "%s.wiping-%s" % (directory, uuid.uuid4().hex[:8])
     os.rename(directory, doomed)
-    rc, _out, err = run(_podman.unshare(podman, ["rm", "-rf", "--one-file-system", "--", doomed]))
+    rc, _out, err = run(_podman.remove_tree(podman, doomed))
     if rc != 0:
         raise SessionError("the harness state %s could not be wiped: %s" % (directory, _podman.error_line(err)))

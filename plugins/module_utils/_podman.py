@@ -285,6 +285,13 @@ def unshare(podman, argv):
     return [podman, "unshare"] + list(argv)
 
 
+def remove_tree(podman, path):
+    """PATH and everything in it removed in podman's user namespace, where what its root
+    owns (an overlay's work directory, what the agent made unreadable) is removable; rm
+    follows no link and stays on PATH's file system."""
+    return unshare(podman, ["rm", "-rf", "--one-file-system", "--", path])
+
+
 def network(podman, action, name, internal=False):
     return [podman, "network", action] + (["--internal"] if internal else []) + [name]
 

@@ -272,8 +272,7 @@ def bring_back(inputs, plan, runner, run, review):
     if inputs.project_git is not None:
         # The overlays' work directories belong to the user namespace's root: removed
         # inside it, with the upper layers (their commits are in the bundles now).
-        run(_podman.unshare(inputs.executable, ["rm", "-rf", "--", os.path.join(runner.session_dir,
-                                                                                _project_git.GIT_DIR)]))
+        run(_podman.remove_tree(inputs.executable, os.path.join(runner.session_dir, _project_git.GIT_DIR)))
     return commits
 
 

@@ -298,11 +298,10 @@ def execute(params, environ, run, check_mode):
                                           % params["session"])
     if params["action"] == "discard":
         if not check_mode:
-            removal = ["rm", "-rf", "--", _review_session.review_dir(session_dir)]
             podman, problem = _host_tools.resolve(params["executable"])
             if problem:
                 raise _project_review.ReviewError(problem)
-            rc, _out, err = run(_podman.unshare(podman, removal))
+            rc, _out, err = run(_podman.remove_tree(podman, _review_session.review_dir(session_dir)))
             if rc != 0:
                 raise _project_review.ReviewError("could not remove the upper directory: %s" % _podman.error_line(err))
             _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})

@@ -189,7 +189,7 @@ def remove_session(run, podman, path):
         shutil.rmtree(path)
         return None
     except OSError:
-        rc, _out, err = run(_podman.unshare(podman, ["rm", "-rf", "--one-file-system", "--", path]))
+        rc, _out, err = run(_podman.remove_tree(podman, path))
         return "podman unshare rm failed: %s" % _podman.error_line(err) if rc != 0 else None
 
 

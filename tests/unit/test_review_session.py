@@ -111,7 +111,7 @@ def test_discard_removes_the_review_directory_through_podman_unshare(session, pr
     ran = fake_run()
     result = execute(params("discard"), session["environ"], ran, False)
     assert result["changed"] and ran.commands == [
-        ["podman", "unshare", "rm", "-rf", "--", str(session["dir"] / "review")]]
+        ["podman", "unshare", "rm", "-rf", "--one-file-system", "--", str(session["dir"] / "review")]]
     history = json.loads((session["dir"] / "record.json").read_text())["review"]["history"]
     assert history[0]["action"] == "discard"
 
@@ -297,7 +297,7 @@ def test_apply_is_refused_while_a_session_of_the_project_writes_the_kept_state(k
 def test_discard_takes_the_kept_states_upper_directory_with_it(kept, programs_as_named):
     ran = fake_run()
     execute(params("discard"), kept["environ"], ran, False)
-    assert ran.commands == [["podman", "unshare", "rm", "-rf", "--", str(kept["dir"] / "review")]]
+    assert ran.commands == [["podman", "unshare", "rm", "-rf", "--one-file-system", "--", str(kept["dir"] / "review")]]
     assert kept["upper"].startswith(str(kept["dir"] / "review") + "/")
 
 
