@@ -266,14 +266,19 @@ def check_state(kept, named):
     KEPT states ({name: its section, with its changes and host_changed}) when a named
     state changed since the session started or the last apply."""
     for name in sorted(named):
-        changed = kept[name]["host_changed"]
         if kept[name]["error"]:
             raise _project_review.ReviewError("%s; nothing is applied" % kept[name]["error"])
-        if changed:
-            raise _project_review.ReviewError(
-                "the kept state %s changed since the session started or the last apply (%d paths: %s%s): applying "
-                "over it could lose those changes; apply refused"
-                % (name, len(changed), ", ".join(changed[:10]), ", ..." if len(changed) > 10 else ""))
+        refuse_changed("the kept state " + name, kept[name]["host_changed"])
+
+
+def refuse_changed(what, changed):
+    """ReviewError when CHANGED (paths of WHAT changed since the session started or the
+    last apply) is not empty: applying over them could lose those changes."""
+    if changed:
+        raise _project_review.ReviewError(
+            "%s changed since the session started or the last apply (%d paths: %s%s): applying over it could lose "
+            "those changes; apply refused" % (what, len(changed), ", ".join(changed[:10]),
+                                              ", ..." if len(changed) > 10 else ""))
 
 
 def apply_state(kept, named):
@@ -321,12 +326,7 @@ def execute(params, environ, run, check_mode):
         result["diff"] = shown_diff([(review["upper"], project, items, "")] + [
             (state["upper"], state["dir"], state["changes"], name + "/") for name, state in sorted(kept.items())])
         return result
-    changed = result["host_changed"]
-    if changed:
-        raise _project_review.ReviewError(
-            "the project changed since the session started or the last apply (%d paths: %s%s): applying "
-            "over it could lose those changes; apply refused"
-            % (len(changed), ", ".join(changed[:10]), ", ..." if len(changed) > 10 else ""))
+    refuse_changed("the project", result["host_changed"])
     named = params["apply_flagged"]
     result["unmatched"] = [name for name in named
                            if not any(_review_apply.is_named(item["path"], [name]) for item in items)] + [
