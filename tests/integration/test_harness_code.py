@@ -165,7 +165,9 @@ def test_project_code_runs_only_with_the_operators_word(workstation, harness):
     assert ANSWER in transcript, transcript[-3000:]
     found = markers(workstation, harness)
     print(f"\n{name}: off, markers {found}")
-    assert found == [], "the project's code ran without the operator's word"
+    sandbox_argv = [argv for argv in record["commands"] if "run" in argv and "--init" in argv][0]
+    assert found == [], ("the project's code ran without the operator's word: switches %s, sandbox %s, transcript %s"
+                         % (record["project_harness_code_switches"], sandbox_argv, transcript[-3000:]))
     assert record["project_harness_code"] is False
     switches = record["project_harness_code_switches"]
     print(f"{name}: off {json.dumps(switches)}; command {record['command'][:6]}")

@@ -156,15 +156,17 @@ def test_harness_arguments_arrive_verbatim(workstation):
 
 
 def test_prompt_file_arrives_verbatim(workstation):
-    # The prompt goes to the recipe's harness (pi -p PROMPT) as one argument, never
-    # through a shell or a template; no network, so the harness cannot send it anywhere.
+    # The prompt goes to the recipe's harness (pi -p PROMPT, after the switches that keep
+    # the project's extensions off) as one argument, never through a shell or a
+    # template; no network, so the harness cannot send it anywhere.
     prompt = "\n".join(VERBATIM + TEMPLATES) + "\n"
     workstation.path(f"{TRANSFER_DIR}/prompt.md").write_text(prompt)
     workstation.run(["rm", "-f", "/home/dev/pwned", f"{PROJECT}/pwned"])
     result = run_agent(workstation, "-e", json.dumps({"prompt_file": f"{TRANSFER_DIR}/prompt.md",
                                                       "aisb_network": "none"}))
     record = record_of(workstation, result.stdout)
-    assert record["command"] == ["pi", "-p", prompt]
+    command = ["pi", "--no-extensions", "--offline", "-p", prompt]
+    assert record["command"] == command
     sandbox_argv = [argv for argv in record["commands"] if "run" in argv and "--init" in argv][0]
-    assert sandbox_argv[-3:] == ["pi", "-p", prompt]
+    assert sandbox_argv[-len(command):] == command
     assert not workstation.path("/home/dev/pwned").exists() and not workstation.path(f"{PROJECT}/pwned").exists()

@@ -72,9 +72,9 @@ def test_a_recipe_that_claims_an_address_is_refused(workstation, internet, proje
     assert result.returncode != 0 and "allow names an address or a private endpoint" in output, output[-3000:]
 
 
-def test_an_operator_recipe_by_name_works_without_a_team(workstation, project):
+def test_an_operator_recipe_by_name_works_without_a_team(workstation, internet, project):
     """The control: without a team file a developer's own recipe, named, runs and its
-    allow entry reaches its host."""
+    allow entry reaches its host (the test internet's other.test)."""
     result = run_agent(workstation, "-e", json.dumps({"aisb_recipes": {"wide": WIDE}, "aisb_harness": "wide"}),
                        command=["bash", "-c", FETCH], timeout=900)
     assert result.returncode == 0, result.stdout[-3000:]

@@ -151,7 +151,9 @@ SETTINGS = {"allow": ["allowed.test"], "connect_ports": [443], "pass_environment
      "the session's own settings, checked again: aisb_environment is refused"),
     ({"run_agent_settings": dict(SETTINGS, harness_config="/home/dev/operator/empty-config")},
      "the session's own settings, checked again: aisb_harness_config is refused"),
-    ({"gate_harness_allow": ["other.test"]}, "the session's own settings, checked again: aisb_allow is refused"),
+    # The gate role's: a policy rendered for another recipe is checked against the session's.
+    ({"gate_harness": "wide", "gate_recipes": {"wide": WIDE}},
+     "the session's own settings, checked again: aisb_allow is refused"),
 ])
 def test_no_role_or_play_variable_widens_what_the_team_allows(team, project, extra, needle):
     """A team that lets developers add nothing: each variable a developer could set from
