@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What several unit test files build alike (host facts, session inputs, refused and passing
-addresses, nft ruleset readings, a session's own process), in one place so that no test
-file imports another. pytest collects test_*.py only: nothing here runs as a test."""
+addresses, nft ruleset readings, a session's own process, a file in a tree), in one place
+so that no test file imports another. pytest collects test_*.py only: nothing here runs
+as a test."""
 
 import multiprocessing
+import os
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
@@ -103,3 +105,12 @@ def in_a_session(function, *args):
     process.start()
     process.join()
     return results.get(timeout=5)
+
+
+def write(path, text="x\n", mode=None):
+    """A file at PATH holding TEXT, its folders made; MODE: its permissions, else the umask's."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)
+    if mode is not None:
+        os.chmod(path, mode)
