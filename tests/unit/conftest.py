@@ -16,5 +16,5 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools  #
 @pytest.fixture
 def programs_as_named(monkeypatch):
     """Every program resolves to what it is called (a fake podman's "podman"): for tests
-    of what runs around the lookup, not of the lookup (test_host_programs)."""
+    of what runs around the lookup, not of the lookup (test_host_tools_resolve)."""
     monkeypatch.setattr(_host_tools, "resolve", lambda name: (name, None))

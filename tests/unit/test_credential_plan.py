@@ -10,7 +10,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._ruleset import expec
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import credentials_report
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
 
-from test_session_plan import FACTS, inputs
+from builders import FACTS, inputs
 
 KEY = "sk-unit-secret-value"
 ENTRIES = [{"host": "api.anthropic.com", "port": 443, "header": "x-api-key", "prefix": "", "variable": "ANTHROPIC_API_KEY",

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _harness_config, _session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 
-from test_session_plan import FACTS, inputs
+from builders import FACTS, inputs
 
 RECIPE = {"command": ["pi"], "config": {"dir": "/home/agent/.pi/agent",
                                         "names": ["settings.json", "models.json", "AGENTS.md", "prompts/", "skills/"]}}

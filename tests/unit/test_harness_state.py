@@ -2,18 +2,15 @@
 """A harness's state kept per project: one directory per resolved project path, mounted
 read-write into that project's sessions only; fresh wipes it without following a link."""
 
-import multiprocessing
 import os
 import subprocess
 
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _session_plan
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
 
-from test_session_plan import FACTS, inputs
+from builders import FACTS, in_a_session, inputs
 
 RECIPE = {"command": ["pi"], "state": {"pi-sessions": "/home/agent/.pi/agent/sessions"}}
 
@@ -23,22 +20,6 @@ def run_unshared(argv):
     assert argv[:2] == ["podman", "unshare"]
     done = subprocess.run(argv[2:], capture_output=True, text=True, check=False)
     return done.returncode, done.stdout, done.stderr
-
-
-def in_a_session(function, *args):
-    """FUNCTION(*ARGS) in a process of its own, as each session (and each project_review
-    task) is: its result, or the message of the SessionError or ReviewError it raised."""
-    results = multiprocessing.get_context("fork").Queue()
-
-    def session():
-        try:
-            results.put(function(*args))
-        except (SessionError, ReviewError) as error:
-            results.put(str(error))
-    process = multiprocessing.get_context("fork").Process(target=session)
-    process.start()
-    process.join()
-    return results.get(timeout=5)
 
 
 def test_each_project_has_its_own_directory():

@@ -12,7 +12,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
 
-NOW = _host_facts.parse_time("2026-11-30T10:00:00Z")
+from builders import NOW
 
 
 def module(check_mode=False, **params):

@@ -7,6 +7,8 @@ import os
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
 
+from builders import NOW
+
 INFO = {
     "version": {"Version": "5.4.2"},
     "host": {
@@ -43,9 +45,6 @@ def facts(**changes):
              "verdict": {"model_holds": True, "reasons": []}}
     value.update(changes)
     return value
-
-
-NOW = _host_facts.parse_time("2026-11-30T10:00:00Z")
 
 
 def test_fingerprint_reads_versions_without_a_container():

@@ -11,6 +11,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PRIVATE_RANGES, REFUSED_DESTINATIONS, Policy, PolicyError, no_gate_names, parse_policy, pin_resolved,
     refused_destination, render_sandbox_policy)
 
+from builders import PASSING, REFUSED
+
 # (entry, words the error must contain besides the entry itself)
 HOSTILE = [
     ("example.com\nhttp_access allow all", "'\\n'"),
@@ -232,36 +234,6 @@ def test_sandbox_policy_file():
 def test_sandbox_policy_refuses_a_bad_gate(gate):
     with pytest.raises(PolicyError, match="gate"):
         render_sandbox_policy(parse_policy([]), gate)
-
-
-# (address, the refused network it falls in). The gate (test_squid) and network no-gate
-# (refused_destination, pin_resolved) must both refuse every one.
-REFUSED = [
-    ("0.0.0.0", "0.0.0.0/8"), ("10.1.2.3", "10.0.0.0/8"), ("100.64.0.1", "100.64.0.0/10"),
-    ("127.0.0.1", "127.0.0.0/8"), ("169.254.169.254", "169.254.0.0/16"), ("172.31.0.1", "172.16.0.0/12"),
-    ("192.0.0.8", "192.0.0.0/24"), ("192.168.1.1", "192.168.0.0/16"), ("224.0.0.1", "224.0.0.0/4"),
-    ("255.255.255.255", "240.0.0.0/4"),
-    ("::", "::/96"), ("::1", "::/96"), ("fd00:ec2::254", "fc00::/7"), ("fe80::1", "fe80::/10"),
-    ("ff02::1", "ff00::/8"),
-    # IPv6 forms that carry an IPv4 address: refused whatever the IPv4 address is.
-    ("::127.0.0.1", "::/96"), ("::1.1.1.1", "::/96"),
-    ("64:ff9b::7f00:1", "64:ff9b::/96"), ("64:ff9b::a9fe:a9fe", "64:ff9b::/96"),
-    ("64:ff9b::101:101", "64:ff9b::/96"),
-    # RFC 6052's /48 encoding of 127.0.0.1, and a /96 inside the local-use prefix.
-    ("64:ff9b:1:7f00:0:100::", "64:ff9b:1::/48"), ("64:ff9b:1::a9fe:a9fe", "64:ff9b:1::/48"),
-    ("2002:7f00:1::1", "2002::/16"), ("2002:101:101::1", "2002::/16"),
-    # Teredo: server 169.254.169.254, client 127.0.0.1 (inverted).
-    ("2001:0:a9fe:a9fe:0:ffff:80ff:fffe", "2001::/32"),
-    # IPv4-translated (SIIT): refused whatever the IPv4 address is.
-    ("::ffff:0:a9fe:a9fe", "::ffff:0:0:0/96"), ("::ffff:0:101:101", "::ffff:0:0:0/96"),
-    # IPv4-mapped: judged by the IPv4 address inside.
-    ("::ffff:127.0.0.1", "127.0.0.0/8"), ("::ffff:169.254.169.254", "169.254.0.0/16"),
-    ("::ffff:10.0.0.1", "10.0.0.0/8"),
-]
-# Public addresses, the test internet's prefixes (2001:db8::/32 sits beside Teredo's
-# 2001::/32), and a mapped public IPv4 address: never refused.
-PASSING = ["1.1.1.1", "198.18.0.5", "2606:4700::1111", "2001:db8::5", "2001:1::1", "::ffff:1.1.1.1",
-           "64:ff9b:2::101:101"]
 
 
 @pytest.mark.parametrize("address,network", REFUSED)

@@ -14,17 +14,11 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manif
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError, changes, text_diff
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_apply import apply, is_named
 
+from builders import write
+
 OPAQUE = "user.overlay.opaque"
 # No configuration of the machine running the tests: only the project's own counts.
 NO_GIT_CONFIG = {"HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}
-
-
-def write(path, text="x\n", mode=None):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as handle:
-        handle.write(text)
-    if mode is not None:
-        os.chmod(path, mode)
 
 
 def whiteout(path):

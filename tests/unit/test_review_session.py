@@ -14,7 +14,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._project_review impor
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.project_review import execute
 
-from test_harness_state import in_a_session
+from builders import in_a_session
 
 SESSION = "20261130T230455-1a2b3c4d"
 

@@ -8,32 +8,10 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _ruleset
 
+from builders import META, OIF_LO, RULES, reading, tcp
+
 POLICY = ("# aisb sandbox policy, format 1: read by the image's entrypoint\n"
           "gate 100.64.0.1 41234\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n")
-META = {"metainfo": {"version": "1.1.3", "release_name": "Commodore Bullmoose #4", "json_schema_version": 1}}
-OIF_LO = [{"match": {"op": "==", "left": {"meta": {"key": "oif"}}, "right": "lo"}}, {"accept": None}]
-
-
-def tcp(family, address, port):
-    return [{"match": {"op": "==", "left": {"payload": {"protocol": family, "field": "daddr"}}, "right": address}},
-            {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": port}},
-            {"accept": None}]
-
-
-RULES = [OIF_LO, tcp("ip", "100.64.0.1", 41234), tcp("ip", {"prefix": {"addr": "198.18.0.0", "len": 24}}, 443),
-         tcp("ip6", "2001:db8::5", 22)]
-
-
-def reading(rules=None, policy="drop", table=None, chain=None, extra=(), meta=None, table_handle=1):
-    """`nft -j list ruleset` as nftables 1.1.3 prints the entrypoint's table."""
-    rules = RULES if rules is None else rules
-    meta = META if meta is None else meta
-    items = [meta, {"table": dict({"family": "inet", "name": "aisb", "handle": table_handle}, **(table or {}))},
-             {"chain": dict({"family": "inet", "table": "aisb", "name": "output", "handle": 1, "type": "filter",
-                             "hook": "output", "prio": 0, "policy": policy}, **(chain or {}))}]
-    items += [{"rule": {"family": "inet", "table": "aisb", "chain": "output", "handle": 2 + i, "expr": expr}}
-              for i, expr in enumerate(rules)]
-    return {"nftables": items + list(extra)}
 
 
 def test_the_policy_asks_for_the_base_and_one_accept_per_gate_and_pin():

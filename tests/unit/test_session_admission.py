@@ -15,8 +15,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import re
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import argument_spec
 
-NOW = _host_facts.parse_time("2026-11-30T10:00:00Z")
-TOOLS = {"nsenter": "/usr/bin/nsenter", "setpriv": "/usr/bin/setpriv", "nft": "/usr/sbin/nft"}
+from builders import NOW, TOOLS
+
 ALLOW = ["example.com", "198.18.0.7"]
 
 

@@ -4,24 +4,8 @@
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _session_plan
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 
-FACTS = {"verdict": {"model_holds": True, "gate_path": "map-host-loopback", "limits_enforceable": False,
-                     "bind_mount_label": ""}}
-
-
-TOOLS = {"nsenter": "/usr/bin/nsenter", "setpriv": "/usr/bin/setpriv", "nft": "/usr/sbin/nft"}
-
-
-def inputs(**overrides):
-    base = {"project": "/home/dev/src/app", "project_label": "", "image": "localhost/aisb-sandbox:abc",
-            "gate_image": "localhost/aisb-gate:def", "policy_dir": "/state/policies/p",
-            "policy": parse_policy(["example.com", "198.18.0.7"], [443]), "network": "allow",
-            "environment": {"TOKEN": "secret"}, "command": ["pi", "--version"], "interactive": False,
-            "allow_unenforced": False, "limits": {}, "require_limits": False, "watch_tools": TOOLS}
-    base.update(overrides)
-    return SessionInputs(**base)
+from builders import FACTS, TOOLS, inputs
 
 
 def sandbox_argv(plan):

@@ -5,11 +5,12 @@ the peeking rules, the access log read back (the SNI helper: test_sni_helper).""
 import ipaddress
 
 import pytest
-from test_policy import PASSING, REFUSED
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import (
     parse_gate_log, render_policy_conf, render_session_conf)
+
+from builders import PASSING, REFUSED
 
 
 def access_rules(text):

@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch, find_tools
 
-from test_ruleset import RULES, reading
+from builders import RULES, reading
 
 POLICY = "gate 100.64.0.1 41234\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n"
 INTERVAL = 0.1

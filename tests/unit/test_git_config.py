@@ -13,6 +13,8 @@ import pytest
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
     _git_config, _project_guard, _project_layout, _project_review)
 
+from builders import write
+
 ROOT = "/home/dev/src/app"
 HOME = "/home/dev"
 GITDIR = ["HEAD", "config", "hooks", "objects", "refs"]
@@ -155,13 +157,6 @@ def test_the_developers_own_file_inside_the_project_is_protected_or_refused():
 
 
 # -- review mode flags by the same rule
-
-def write(path, text, mode=0o644):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as handle:
-        handle.write(text)
-    os.chmod(path, mode)
-
 
 def repository(project, config):
     """A git directory in PROJECT as git's is_git_directory() sees one, with CONFIG."""

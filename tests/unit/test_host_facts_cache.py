@@ -6,10 +6,7 @@ import os
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
 
-INFO = {"version": {"Version": "5.4.2"},
-        "host": {"kernel": "6.18.44", "distribution": {"distribution": "debian", "version": "13"},
-                 "ociRuntime": {"name": "crun", "version": "crun version 1.21"},
-                 "pasta": {"package": "passt_0.0~git20250503"}}}
+from fake_podman import INFO
 
 
 def podman_like(image_ids):
