@@ -72,8 +72,10 @@ def measure(ws, runs):
         builds = max(len(result[1]) for result in results)
         built = sorted({name for result in results for name in result[1]})
         tasks = sorted({task for result in results for task in result[2]})
+        # Issue 30's budget is for the run with nothing changed; a policy change renders one.
+        target, met = ("<= 3x floor", seconds <= 3 * floor) if what == "nothing changed" else (None, None)
         rows.append(row("provision", f"provision.yml again, {what}", round(seconds, 1), "s", round(floor, 2),
-                        "`ansible-playbook`, empty play with fact gathering", None, None, runs,
+                        "`ansible-playbook`, empty play with fact gathering", target, met, runs,
                         runs_seconds, floor_runs))
         rows.append(row("provision", f"images built, {what} (built: {', '.join(built) or 'none'}; "
                         f"changed tasks: {'; '.join(tasks) or 'none'})",
