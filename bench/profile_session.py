@@ -74,7 +74,7 @@ def report(runs):
                     if not skipped and action.split(".")[-1] not in CONTROLLER_ONLY)
         ws.path(PING_PLAY).write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
                                       + "    - ansible.builtin.ping:\n" * trips)
-        ping_walls, _ping_tasks, _ = task_times(ws, ["ansible-playbook", PING_PLAY], runs)
+        ping_walls, _ping_tasks, _ping_starts = task_times(ws, ["ansible-playbook", PING_PLAY], runs)
         empty = empty_play(ws, runs)
         ws.path("/home/dev/bench_profile.py").write_text(PROFILED)
         profile = ws.run(["/opt/ansible/bin/python3", "/home/dev/bench_profile.py",
