@@ -26,6 +26,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._providers import hel
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import Outcome
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
     RECORD, SessionError, new_session_id, plan_session, session_directory)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
@@ -36,30 +37,6 @@ SESSION_DIR_MODE = 0o700
 TRANSCRIPT = "transcript.log"
 # The module's stdout, whose reader is the controller's side (see _controller).
 STDOUT = 1
-EXIT_STATUS = {77: "enforcement could not be installed or verified",
-               78: "the sandbox's policy was missing or unreadable",
-               79: "the gate never answered the sandbox",
-               # podman's own exit codes: it, not the harness, failed.
-               125: "podman could not run the sandbox",
-               126: "podman could not execute the harness command",
-               127: "podman did not find the harness command"}
-
-
-def exit_reason(rc):
-    """What an exit code of the sandbox's podman says beyond the harness's own result."""
-    if rc in EXIT_STATUS:
-        return EXIT_STATUS[rc]
-    if rc is not None and rc > 128:
-        # podman exits 128+N when signal N ended the sandbox's first process.
-        return "the sandbox was killed by signal %d" % (rc - 128)
-    return ""
-
-
-def enforcement_lost_reason(lost):
-    """One sentence for the record and the task: what changed in the sandbox's table."""
-    changes = ["-" + line for line in lost["removed"]] + ["+" + line for line in lost["added"]]
-    shown = "; ".join(changes[:6]) + ("; ..." if len(changes) > 6 else "")
-    return "%s at %s%s; the sandbox was stopped" % (lost["what"], lost["at_text"], (": " + shown) if shown else "")
 
 
 def image_labels(run, podman, image):
@@ -187,7 +164,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "record": os.path.join(runner.session_dir, RECORD),
     }
     watch = _controller.Watch(runner.controller_lost, output=STDOUT, parent=parent)
-    rc, status, reason = None, "exited", ""
+    ended = Outcome("exited", None, "")
     try:
         with signals_raise():
             runner.start_watchdog(record)
@@ -198,37 +175,26 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
                 runner.start_gate(inputs.gate_image, inputs.policy_dir)
             if terminal is None:
                 with open(transcript, "w") as output:
-                    rc = runner.run_sandbox(output)
+                    ended = Outcome("exited", runner.run_sandbox(output), "")
             else:
-                rc = runner.run_sandbox(terminal, terminal)
+                ended = Outcome("exited", runner.run_sandbox(terminal, terminal), "")
     except Interrupted as signal_name:
-        status, reason = "interrupted", "ansible-playbook received %s" % signal_name
+        ended = Outcome("interrupted", None, "ansible-playbook received %s" % signal_name)
     except SessionError as error:
-        status, reason = "failed", str(error)
+        ended = Outcome("failed", None, str(error))
     finally:
         # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
         watch.stop()
         runner.cleanup()
         if injector is not None:
             injector.close()
-    if runner.enforcement_lost:
-        rc, status, reason = 77, "enforcement-lost", enforcement_lost_reason(runner.enforcement_lost)
-    elif runner.unreported:
-        rc, status, reason = 77, "enforcement-unreported", runner.unreported
-    elif runner.gate_error:
-        status, reason = "failed", runner.gate_error
-    elif runner.gate_died:
-        status, reason = "gate-died", "the gate exited while the sandbox ran; the sandbox was stopped"
-    elif runner.lost and status == "exited":
-        status, reason = "controller-lost", runner.lost + "; the sandbox was stopped"
-    elif status == "exited":
-        reason = exit_reason(rc)
+    outcome = runner.outcome(ended)
     record["image"]["labels"] = image_labels(run, inputs.executable, inputs.image)
     record.update({
         "ended_at": format_time(time.time()),
-        "exit_code": rc,
-        "status": status,
-        "reason": reason,
+        "exit_code": outcome.rc,
+        "status": outcome.status,
+        "reason": outcome.reason,
         "ruleset": runner.ruleset,
         "enforcement_watch": runner.enforcement_report(),
         "gate": gate_report(inputs.policy, runner.gate_log),

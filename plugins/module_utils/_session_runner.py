@@ -24,6 +24,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._gate_unit import POL
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import Seen, decide
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
     ENV_FD, REPORT_FD, SESSION_LABEL, SessionError, environment_bytes)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import follow_window_size
@@ -295,6 +296,12 @@ class SessionRunner(object):
             watch = self.enforcement_watch
         if watch is not None:
             watch.stop()
+
+    def outcome(self, ended):
+        """The session's _session_outcome.Outcome: ENDED (how the sandbox's run returned)
+        with what this runner saw around it."""
+        return decide(ended, Seen(enforcement_lost=self.enforcement_lost, unreported=self.unreported,
+                                  gate_error=self.gate_error, gate_died=self.gate_died, controller_lost=self.lost))
 
     def enforcement_report(self):
         """What the record keeps about the watch."""

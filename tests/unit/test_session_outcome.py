@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""How a finished session is reported: exit codes that are not the harness's own, and a
-record that could not be written."""
+"""How a finished session is reported: its one outcome (what ended it, in order), exit
+codes that are not the harness's own, and a record that could not be written."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import (
-    enforcement_lost_reason, exit_reason, gate_report, task_result)
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import gate_report, task_result
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import (
+    Outcome, Seen, decide, enforcement_lost_reason, exit_reason)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import podman_directories
 
@@ -22,6 +25,35 @@ def test_exit_codes_of_podman_and_signals_are_named():
     assert exit_reason(125) == "podman could not run the sandbox"
     assert exit_reason(137) == "the sandbox was killed by signal 9"
     assert exit_reason(None) == ""
+
+
+LOST = {"what": "the table changed", "at": 1.0, "at_text": "T", "last_good_at": 0.5, "removed": ["x"], "added": []}
+EXITED = Outcome("exited", 0, "")
+
+
+@pytest.mark.parametrize("ended, seen, expected", [
+    # The harness's own exit, and podman's codes named.
+    (EXITED, Seen(), EXITED),
+    (Outcome("exited", 137, ""), Seen(), Outcome("exited", 137, "the sandbox was killed by signal 9")),
+    # A lost or unreported enforcement outranks the harness's clean exit and everything else.
+    (EXITED, Seen(enforcement_lost=LOST, gate_died=True, controller_lost="stdout closed"),
+     Outcome("enforcement-lost", 77, "the table changed at T: -x; the sandbox was stopped")),
+    (Outcome("interrupted", None, "ansible-playbook received SIGINT"), Seen(unreported="never reported"),
+     Outcome("enforcement-unreported", 77, "never reported")),
+    # The gate's failures keep the sandbox's rc.
+    (Outcome("exited", 79, ""), Seen(gate_error="the gate did not start: x", gate_died=True),
+     Outcome("failed", 79, "the gate did not start: x")),
+    (Outcome("exited", 143, ""), Seen(gate_died=True),
+     Outcome("gate-died", 143, "the gate exited while the sandbox ran; the sandbox was stopped")),
+    # An interruption or a failure stands, controller or not; a controller lost only
+    # changes a sandbox that exited.
+    (Outcome("failed", None, "podman failed"), Seen(controller_lost="stdout closed"),
+     Outcome("failed", None, "podman failed")),
+    (Outcome("exited", 143, ""), Seen(controller_lost="stdout closed"),
+     Outcome("controller-lost", 143, "stdout closed; the sandbox was stopped")),
+])
+def test_one_outcome_says_what_ended_the_session(ended, seen, expected):
+    assert decide(ended, seen) == expected
 
 
 def test_a_clean_exit_succeeds():
