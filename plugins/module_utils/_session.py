@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import NamedTuple, Optional
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
     _controller, _harness_state, _host_tools, _images, _podman, _project_ansible, _project_commits, _project_git)
@@ -48,12 +49,21 @@ def image_labels(run, podman, image):
         return {}
 
 
+class Started(NamedTuple):
+    """A planned session whose directory exists: its PLAN (_session_plan), its RUNNER (a
+    SessionRunner), REVIEW (a _review_session.Review in review mode, else None), INJECTOR
+    (the credential injector, bound but not serving, when there are provider credentials,
+    else None) and KEPT (the record's harness_state section, or None)."""
+    plan: dict
+    runner: SessionRunner
+    review: Optional[Review]
+    injector: Optional[CredentialInjector]
+    kept: Optional[dict]
+
+
 def start(inputs, facts, environ, run):
     """Plan the session, make its directory and the project's kept harness state (wiped
-    first when asked: RUN, a _runner.Runner, runs podman unshare); returns (plan, runner,
-    review, injector, kept): REVIEW a _review_session.Review in review mode, else None;
-    INJECTOR the credential injector, bound but not serving, when there are provider
-    credentials, else None; KEPT the record's harness_state section, or None."""
+    first when asked: RUN, a _runner.Runner, runs podman unshare): a Started."""
     session_id = new_session_id()
     port = free_loopback_port() if inputs.network == "allow" else None
     injector = None
@@ -87,7 +97,7 @@ def start(inputs, facts, environ, run):
         if injector is not None:
             injector.close()
         raise
-    return plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept
+    return Started(plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept)
 
 
 def credentials_report(inputs, injector, gate_log):
