@@ -138,7 +138,7 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     STATE_OVERLAYS: (host directory, path inside, upper, work) for review mode: the kept
     state as an overlay's lower layer, every write going to UPPER, as the project's.
     HIDDEN_DIRS: paths inside the project covered by an empty read-only tmpfs (podman
-    mounts the project before what lies below it).
+    mounts the project before what lies below it), nothing copied up into it.
     """
     mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
     if project_overlay:
@@ -156,7 +156,9 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     for outside, inside, upper, work in state_overlays:
         argv += ["--volume", "%s:%s:O,upperdir=%s,workdir=%s" % (outside, inside, upper, work)]
     for inside in hidden_dirs:
-        argv += ["--tmpfs", "%s:ro,nosuid,nodev,noexec,mode=0555" % inside]
+        # notmpcopyup: podman's tmpfs copies up what lies below it by default, which here
+        # is the project's directory the tmpfs is there to hide.
+        argv += ["--tmpfs", "%s:ro,nosuid,nodev,noexec,mode=0555,notmpcopyup" % inside]
     argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
     argv += ["--pidfile", pidfile] if pidfile else []
     argv += ["--interactive", "--tty"] if interactive else []

@@ -185,6 +185,20 @@ def test_project_code_runs_only_with_the_operators_word(workstation, harness):
     assert found == sorted(HARNESSES[name]["markers"]), transcript[-3000:]
 
 
+def test_a_covered_directory_is_empty_inside(workstation, internet):
+    """What the harness would find in the covered .opencode: nothing (podman's tmpfs
+    copied the project's plugins into it by default, and opencode then loaded them in
+    some runs)."""
+    project = "/home/dev/src/harness-code-opencode-covered"
+    write_tree(workstation, project, HARNESSES["opencode"]["project"])
+    variables = {"aisb_harness": "opencode", "aisb_network": "none",
+                 "command": ["sh", "-c", "find /project/.opencode -mindepth 1; echo listed"]}
+    result = run_agent(workstation, "-e", json.dumps(variables), project=project, timeout=1800)
+    record = record_of(workstation, result.stdout)
+    assert record["exit_code"] == 0, result.stdout[-3000:]
+    assert workstation.path(record["transcript"]).read_text().split() == ["listed"]
+
+
 def test_a_link_where_a_covered_directory_was_is_refused(workstation, internet):
     """opencode's .opencode is covered (its plugins load through no switch): the agent
     replaces it by a link to a directory of its plugins elsewhere in the project, which
