@@ -37,8 +37,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
     harness_command, harness_credential_urls, harness_names, harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
@@ -56,7 +56,7 @@ def read_prompt_file(path):
         with open(os.path.expanduser(path), encoding="utf-8") as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError) as error:
-        raise SessionInputError("prompt_file %r cannot be read as UTF-8 text: %s"
+        raise InputError("prompt_file %r cannot be read as UTF-8 text: %s"
                                 % (path, getattr(error, "strerror", None) or error))
 
 
@@ -89,7 +89,7 @@ def resolve_controller_options(args, controller_env, writable=()):
             check_operator_path("aisb_credentials[%d] from_file" % index, entry["from_file"], writable)
     for name in names:
         if name in sources(written):
-            raise SessionInputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
+            raise InputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
                                     "injector holds it, the harness gets a placeholder; leave it out of "
                                     "pass_environment" % name)
     url_variables = harness_credential_urls(harness)
@@ -99,7 +99,7 @@ def resolve_controller_options(args, controller_env, writable=()):
     check_token_budget(args.get("token_budget"))
     directory = args.get("harness_config")
     if directory is not None and not isinstance(directory, str):
-        raise SessionInputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
+        raise InputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
     harness_config = read_config(directory, harness)
     # Filled by the session: the placeholders, and the base URLs leading to their injector.
     filled = set(entry["variable"] for entry in credentials)
@@ -160,7 +160,7 @@ class ActionModule(ActionBase):
         try:
             args, interactive = resolve_controller_options(
                 args, os.environ, local_agent_trees(self._connection.transport, args.get("project")))
-        except SessionInputError as error:
+        except InputError as error:
             return dict(result, failed=True, status="refused", msg=str(error))
         args["ansible_origin"] = ansible_origin(args["project"])
         facts = args.get("host_facts")
