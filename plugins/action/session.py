@@ -57,7 +57,7 @@ def read_prompt_file(path):
             return handle.read()
     except (OSError, UnicodeDecodeError) as error:
         raise InputError("prompt_file %r cannot be read as UTF-8 text: %s"
-                                % (path, getattr(error, "strerror", None) or error))
+                         % (path, getattr(error, "strerror", None) or error))
 
 
 def resolve_controller_options(args, controller_env, writable=()):
@@ -90,8 +90,8 @@ def resolve_controller_options(args, controller_env, writable=()):
     for name in names:
         if name in sources(written):
             raise InputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
-                                    "injector holds it, the harness gets a placeholder; leave it out of "
-                                    "pass_environment" % name)
+                             "injector holds it, the harness gets a placeholder; leave it out of "
+                             "pass_environment" % name)
     url_variables = harness_credential_urls(harness)
     implicit = implicit_entries(harness_names(harness), controller_env, written, names, given, url_variables) \
         if network == "allow" else []

@@ -242,7 +242,7 @@ def check_session_use(entries, environment, network, url_variables=None):
                   % (url_variable, given, entry["host"], entry["port"], url_variable, entry["host"], entry["port"]))
     if entries and network != "allow":
         raise InputError("%s need network allow: the sandbox reaches their injector where it reaches the "
-                                "gate (network is %s)" % (OPTION, network))
+                         "gate (network is %s)" % (OPTION, network))
 
 
 def check_private_hosts(entries, private):

@@ -47,7 +47,7 @@ def recipe_switches(harness):
             check_env_value(name, value, where + " env")
         if not isinstance(hide, list) or not all(isinstance(name, str) and HIDDEN_NAME.match(name) for name in hide):
             raise InputError("%s hide must be a list of names of directories at the project's top, got %r"
-                                    % (where, hide))
+                             % (where, hide))
         found[state] = {"args": list(args), "env": dict(env), "hide": list(hide)}
     return found
 

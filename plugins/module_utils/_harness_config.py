@@ -43,18 +43,18 @@ def recipe_config(harness):
         return None
     if not isinstance(config, dict) or not {"dir", "names"} <= set(config) <= {"dir", "names", "endpoints"}:
         raise InputError("harness config must be a dict with dir, names and optionally endpoints, got %r"
-                                % (config,))
+                         % (config,))
     inside, names = config["dir"], config["names"]
     if not isinstance(inside, str) or posixpath.normpath(inside) != inside or not inside.startswith(HOME + "/"):
         raise InputError("harness config dir %r must be a normalised path under %s" % (inside, HOME))
     if not isinstance(names, list) or not all(isinstance(n, str) and NAME.match(n) for n in names):
         raise InputError("harness config names must be plain file names (a directory's ending in /), got %r"
-                                % (names,))
+                         % (names,))
     endpoints = config.get("endpoints", [])
     if not isinstance(endpoints, list) or not all(isinstance(n, str) and n in names and not n.endswith("/")
                                                   for n in endpoints):
         raise InputError("harness config endpoints must be file names among its names, got %r"
-                                % (endpoints,))
+                         % (endpoints,))
     return inside, dict((n.rstrip("/"), n.endswith("/")) for n in names)
 
 
@@ -78,7 +78,7 @@ def read_config(directory, harness):
     config = recipe_config(harness)
     if config is None:
         raise InputError("%s is given but the harness recipe has no config: this harness reads no "
-                                "operator configuration" % OPTION)
+                         "operator configuration" % OPTION)
     root = os.path.realpath(os.path.expanduser(directory))
     if not os.path.isdir(root):
         raise InputError("%s %r is not a directory on the controller" % (OPTION, directory))
@@ -102,8 +102,8 @@ def _read_entry(root, relative, files):
             raise InputError("%s %s is not UTF-8 text" % (OPTION, relative))
     else:
         raise InputError("%s %s is %s: only regular files and directories are read (copy the file in)"
-                                % (OPTION, relative, "a symbolic link" if stat.S_ISLNK(info.st_mode) else
-                                   "not a regular file"))
+                         % (OPTION, relative, "a symbolic link" if stat.S_ISLNK(info.st_mode) else
+                            "not a regular file"))
 
 
 def check_config(files, harness):
@@ -117,7 +117,7 @@ def check_config(files, harness):
     files = files or []
     if not isinstance(files, list) or not all(isinstance(f, dict) and set(f) == {"path", "text"} for f in files):
         raise InputError("harness_config must be a list of files, each with path and text (the action "
-                                "plugin reads %s into it)" % OPTION)
+                         "plugin reads %s into it)" % OPTION)
     if not files:
         return []
     _inside, names = recipe_config(harness) or (None, {})
@@ -127,12 +127,12 @@ def check_config(files, harness):
         parts = path.split("/") if isinstance(path, str) else [""]
         if parts[0] in LOGIN_FILES:
             raise InputError("%s %s is refused: keys go in aisb_credentials, logins stay in a session "
-                                    "(docs/harnesses.md)" % (OPTION, parts[0]))
+                             "(docs/harnesses.md)" % (OPTION, parts[0]))
         if not all(NAME.match(part) and not part.endswith("/") for part in parts):
             raise InputError("%s path %r is not a relative path of plain names" % (OPTION, path))
         if parts[0] not in names or names[parts[0]] != (len(parts) > 1):
             raise InputError("%s %s is not something this harness reads; allowed: %s"
-                                    % (OPTION, path, _allowed(names)))
+                             % (OPTION, path, _allowed(names)))
         if not isinstance(text, str) or "\0" in text:
             raise InputError("%s %s must be text without NUL bytes" % (OPTION, path))
         total += len(text.encode("utf-8"))
@@ -142,7 +142,7 @@ def check_config(files, harness):
             _check_json(path, text)
         if path == "config.toml" and CODEX_TOKEN.search(text):
             raise InputError("%s config.toml sets experimental_bearer_token, a key in the configuration: "
-                                    "name its variable in env_key and give the key in aisb_credentials" % OPTION)
+                             "name its variable in env_key and give the key in aisb_credentials" % OPTION)
     return sorted(files, key=lambda f: f["path"])
 
 
@@ -165,7 +165,7 @@ def _check_json(path, text):
                 isinstance(p, dict) and isinstance(p.get("models", []), list)
                 and all(isinstance(m, dict) for m in p.get("models", [])) for p in providers.values()):
             raise InputError("%s models.json providers must be an object of provider objects, each with "
-                                    "an optional list of model objects" % OPTION)
+                             "an optional list of model objects" % OPTION)
         for where, key in api_keys(value):
             # pi reads an apiKey as a variable's name, else as the key itself.
             if not isinstance(key, str) or not ENV_NAME.match(key):

@@ -65,8 +65,8 @@ def plan(state, project, harness, mode, review=False):
         raise InputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
     if review and mode == "fresh":
         raise InputError("aisb_harness_state=fresh wipes the project's kept harness state, which a review-mode "
-                                "session never writes (aisb_project_mode=review): run it with aisb_harness_state=none "
-                                "for a session without the kept state, or keep")
+                         "session never writes (aisb_project_mode=review): run it with aisb_harness_state=none "
+                         "for a session without the kept state, or keep")
     names = recipe_state(harness)
     if not names or mode == "none":
         return None

@@ -123,7 +123,7 @@ def resolve_project(raw, home, protected=()):
     resolved = os.path.realpath(expanded)
     if not os.path.isdir(resolved):
         raise InputError("project %r (resolved to %r) is not an existing directory%s"
-                                % (raw, resolved, "" if os.path.exists(resolved) else _cut_at_space(raw, resolved)))
+                         % (raw, resolved, "" if os.path.exists(resolved) else _cut_at_space(raw, resolved)))
     return check_project(resolved, os.path.realpath(home), [os.path.realpath(p) for p in protected])
 
 
@@ -135,8 +135,8 @@ def check_operator_path(option, path, agent_trees):
     for tree in agent_trees:
         if _inside(resolved, tree):
             raise InputError("%s %r resolves to %s, inside %s, which sessions let the agent write: an "
-                                    "operator's input there is whatever an agent left; keep it outside the project "
-                                    "and the collection's state" % (option, path, resolved, tree))
+                             "operator's input there is whatever an agent left; keep it outside the project "
+                             "and the collection's state" % (option, path, resolved, tree))
     return path
 
 
@@ -162,7 +162,7 @@ def check_env_name(name, origin):
             "%s name %r is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)" % (origin, name))
     if name in RESERVED_ENV:
         raise InputError("%s name %r is set by the session itself (the gate's proxy settings)"
-                                % (origin, name))
+                         % (origin, name))
 
 
 def check_env_value(name, value, origin):
@@ -232,11 +232,11 @@ def harness_command(harness, command=None, prompt=None):
         return check_command(command)
     if not isinstance(harness, dict) or not harness.get("command"):
         raise InputError("harness must be a recipe with a command (the image role's recipe) when "
-                                "no command is given, got %r" % (harness,))
+                         "no command is given, got %r" % (harness,))
     argv, before_prompt = harness["command"], harness.get("prompt") or []
     if not isinstance(argv, list) or not isinstance(before_prompt, list):
         raise InputError("harness command and prompt must be lists of strings, got %r and %r"
-                                % (argv, before_prompt))
+                         % (argv, before_prompt))
     return check_command(argv + before_prompt + [prompt] if prompt is not None else argv)
 
 
@@ -258,7 +258,7 @@ def harness_credential_urls(harness):
     urls = (harness or {}).get("credential_urls") or {}
     if not isinstance(urls, dict):
         raise InputError("harness credential_urls must be a dict of a key variable and the variable of its "
-                                "provider's base URL, got %r" % (urls,))
+                         "provider's base URL, got %r" % (urls,))
     for key_variable, url_variable in urls.items():
         check_env_name(key_variable, "harness credential_urls")
         check_env_name(url_variable, "harness credential_urls %s" % key_variable)

@@ -121,11 +121,11 @@ def project_dirs(project, names):
             continue
         except OSError as error:
             raise InputError("%s cannot be read (%s): the harness's project code is off, and it would load "
-                                    "code from there" % (path, error.strerror))
+                             "code from there" % (path, error.strerror))
         if not stat.S_ISDIR(mode):
             raise InputError("%s is not a directory (a link, say): with aisb_project_harness_code false the "
-                                    "session covers that directory so that the harness loads no code from it; "
-                                    "remove it, or set aisb_project_harness_code" % path)
+                             "session covers that directory so that the harness loads no code from it; "
+                             "remove it, or set aisb_project_harness_code" % path)
         found.append(name)
     return found
 

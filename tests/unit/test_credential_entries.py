@@ -129,7 +129,7 @@ def test_a_private_entrys_name_takes_a_key_on_its_pinned_port_only():
         check_private_hosts(resolve_credentials([entry(host="models.lan", port=port)], {}), private)
     check_private_hosts(resolve_credentials([entry()], {}), private)
     with pytest.raises(InputError, match=r"aisb_credentials\[0\]: host models.lan port 8000: models.lan is a "
-                                                r"private entry's name \(aisb_allow models.lan:443=10.0.0.5, "
-                                                r"models.lan:8443=10.0.0.6\): a key for it goes only to the pinned "
-                                                r"address, on that entry's port; give that port"):
+                                         r"private entry's name \(aisb_allow models.lan:443=10.0.0.5, "
+                                         r"models.lan:8443=10.0.0.6\): a key for it goes only to the pinned "
+                                         r"address, on that entry's port; give that port"):
         check_private_hosts(resolve_credentials([entry(host="models.lan", port=8000)], {}), private)

@@ -52,7 +52,7 @@ def test_each_project_has_its_own_directory():
 
 def test_a_review_session_never_wipes_the_kept_state():
     with pytest.raises(InputError, match="aisb_harness_state=fresh wipes the project's kept harness state, "
-                                                "which a review-mode session never writes"):
+                                         "which a review-mode session never writes"):
         _harness_state.plan("/state", "/p", RECIPE, "fresh", review=True)
     assert _harness_state.plan("/state", "/p", RECIPE, "keep", review=True)["mode"] == "keep"
 

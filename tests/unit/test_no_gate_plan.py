@@ -55,7 +55,7 @@ def test_names_resolve_on_the_host_and_an_unresolvable_one_is_named():
 
     assert resolve_names(["a.test"], getaddrinfo) == {"a.test": ["198.18.0.2", "2001:db8::2"]}
     with pytest.raises(InputError, match="allow entry 'missing.test' does not resolve on this host "
-                                                r"\(Name or service not known\)"):
+                                         r"\(Name or service not known\)"):
         resolve_names(["a.test", "missing.test"], getaddrinfo)
 
 

@@ -40,7 +40,7 @@ def test_the_key_goes_to_credentials_and_never_to_the_environment():
                                    {"environment": {"ANTHROPIC_API_KEY": "x"}}, {"network": "none"}])
 def test_a_session_that_cannot_honour_a_credential_is_refused_on_the_controller(given):
     with pytest.raises(InputError, match=r"aisb_credentials(\[0\]: variable ANTHROPIC_API_KEY| need)|"
-                                                r"pass_environment name ANTHROPIC_API_KEY is the source"):
+                                         r"pass_environment name ANTHROPIC_API_KEY is the source"):
         resolve_controller_options(args(**given), {"ANTHROPIC_API_KEY": KEY})
 
 
@@ -80,7 +80,7 @@ def test_a_base_url_a_credential_fills_is_not_passed_through_from_the_controller
 @pytest.mark.parametrize("url", ["https://elsewhere.example", "http://api.anthropic.com", "https://api.anthropic.com:8443"])
 def test_an_operators_base_url_away_from_the_credentials_host_is_refused(url):
     with pytest.raises(InputError, match=r"aisb_credentials\[0\]: environment ANTHROPIC_BASE_URL=%s is not an "
-                                                r"https:// URL on api.anthropic.com port 443" % url):
+                                         r"https:// URL on api.anthropic.com port 443" % url):
         resolve_controller_options(args(harness=CLAUDE, environment={"ANTHROPIC_BASE_URL": url}),
                                    {"ANTHROPIC_API_KEY": KEY})
 
@@ -97,7 +97,7 @@ def test_two_credentials_for_one_base_url_are_refused():
     credentials = args()["credentials"] + [{"host": "other.example", "header": "authorization", "variable": "TOKEN",
                                             "value": "t"}]
     with pytest.raises(InputError, match=r"aisb_credentials\[1\]: the harness reads one base URL from "
-                                                r"ANTHROPIC_BASE_URL, which aisb_credentials\[0\] already"):
+                                         r"ANTHROPIC_BASE_URL, which aisb_credentials\[0\] already"):
         resolve_controller_options(args(harness=recipe, credentials=credentials), {"ANTHROPIC_API_KEY": KEY})
 
 

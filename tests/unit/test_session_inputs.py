@@ -180,6 +180,6 @@ def test_environment_text_that_is_no_dict_is_refused(text):
 @pytest.mark.parametrize("budget", [0, -5, True, "50000", 1.5])
 def test_a_token_budget_is_a_whole_number_of_tokens(budget):
     with pytest.raises(InputError, match=r"^aisb_token_budget must be a whole number of tokens, 1 or more, "
-                                                r"got %s$" % repr(budget).replace(".", r"\.")):
+                                         r"got %s$" % repr(budget).replace(".", r"\.")):
         check_token_budget(budget)
     assert check_token_budget(1) == 1 and check_token_budget(None) is None
