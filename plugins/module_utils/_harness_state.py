@@ -22,13 +22,12 @@ import posixpath
 import re
 import uuid
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import HOME
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
 
 MODES = ("keep", "fresh", "none")
-ROOT = "harness-state"
 DIR_MODE = 0o700
 # Beside a project's state directory: who writes it now (claim()).
 LOCK_SUFFIX = ".lock"
@@ -54,7 +53,7 @@ def recipe_state(harness):
 
 def project_state_dir(state, project):
     """The directory of PROJECT's (resolved path) harness state under the state directory STATE."""
-    return os.path.join(state, ROOT, hashlib.sha256(project.encode("utf-8")).hexdigest()[:32])
+    return os.path.join(_state_layout.harness_state_dir(state), hashlib.sha256(project.encode("utf-8")).hexdigest()[:32])
 
 
 def plan(state, project, harness, mode, review=False):

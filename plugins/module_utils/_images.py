@@ -35,6 +35,8 @@ PROBE_REPOSITORY = "localhost/aisb-probe"
 CONTENT_TAG = re.compile(r"\A[a-z0-9][a-z0-9._/-]*:[0-9a-f]{%d}\Z" % _content_hash.TAG_LENGTH)
 # A refresh stamp: the UTC time of the refresh, to the second.
 REFRESH_STAMP = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
+# RECORDS_DIR/USED_MARKS: the last-use marks (mark_used; retention reads them).
+USED_MARKS = "used"
 # Lines of a failed build's log shown in its error.
 LOG_TAIL_LINES = 15
 PROBE_CONTAINERFILE = """FROM {base}
@@ -184,7 +186,7 @@ def mark_used(records_dir, tag):
     it). Only a content-hash tag (<repository>:<hash>) is marked: a session may be given
     any image reference."""
     if CONTENT_TAG.match(tag):
-        write_record(records_dir, "used", used_mark(tag), tag + "\n")
+        write_record(records_dir, USED_MARKS, used_mark(tag), tag + "\n")
 
 
 def base_image_id(run, podman, reference, pull=True, timeout=None, fresh=False):

@@ -19,7 +19,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import held_sentence, keys_held
@@ -27,8 +27,9 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._review_session impor
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
-    RECORD, SessionError, new_session_id, plan_session, session_directory)
+    RECORD, SessionError, new_session_id, plan_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import images_dir, session_directory, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import Interrupted, signals_raise
 
@@ -90,7 +91,7 @@ def start(inputs, facts, environ, run):
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
         # Retention keeps what sessions use: the images' last use is now.
         for tag in filter(None, (inputs.image, inputs.gate_image)):
-            _images.mark_used(os.path.join(state_dir(environ), "images"), tag)
+            _images.mark_used(images_dir(state_dir(environ)), tag)
         kept = None
         if inputs.harness_state is not None:
             kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable, session_id)

@@ -23,7 +23,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import 
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
-    cached_fingerprint, check_host_facts, state_dir)
+    cached_fingerprint, check_host_facts)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
@@ -33,6 +33,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import 
     InputError, agent_trees, build_environment, check_command, check_operator_path, check_token_budget,
     harness_credential_urls, harness_names, harness_values, resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
     DEFAULTS, TEAM_FILE, TeamError, check_session, read_team_file)
 

@@ -10,7 +10,6 @@ reads and the harness's environment. _session_runner executes a plan.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 import re
 import time
@@ -40,11 +39,6 @@ class SessionError(RuntimeError):
 
 def new_session_id():
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-
-def session_directory(state, session_id):
-    """Where session SESSION_ID keeps its files (RECORD among them) under the state directory STATE."""
-    return os.path.join(state, "sessions", session_id)
 
 
 def proxy_environment(proxy_url, direct=()):

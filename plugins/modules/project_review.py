@@ -182,8 +182,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
     _harness_state, _host_tools, _podman, _project_commits, _project_review, _review_apply, _review_session)
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 
 DIFF_LIMIT = 1 << 20
 

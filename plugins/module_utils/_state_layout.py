@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The state directory, ${XDG_STATE_HOME:-~/.local/state}/aisb, and where each thing the
+collection keeps lies in it: every place that reads or writes there takes its paths here.
+
+Pure functions of the environment or of the state directory.
+"""
+
+import os
+
+# The host's capability facts (host_capabilities) and the fingerprint they were taken on.
+FACTS = "host_capabilities.json"
+FINGERPRINT_CACHE = "fingerprint-cache.json"
+# sessions/<id>/: a session's record and its working files.
+SESSIONS = "sessions"
+# images/: build records and last-use marks; images/logs/: the builds' logs.
+IMAGES = "images"
+IMAGE_LOGS = "logs"
+# policies/<policy hash>/: rendered policies (gate_policy).
+POLICIES = "policies"
+# harness-state/<project hash>/: the harness's state kept per project.
+HARNESS_STATE = "harness-state"
+
+
+def state_dir(environ):
+    """${XDG_STATE_HOME:-~/.local/state}/aisb for ENVIRON: everything the collection keeps."""
+    state = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME", "~"), ".local", "state")
+    return os.path.join(state, "aisb")
+
+
+def facts_path(environ):
+    """${XDG_STATE_HOME:-~/.local/state}/aisb/host_capabilities.json for ENVIRON."""
+    return os.path.join(state_dir(environ), FACTS)
+
+
+def fingerprint_cache_path(environ):
+    """Where the fingerprint as of _host_facts.host_key() is cached for ENVIRON."""
+    return os.path.join(state_dir(environ), FINGERPRINT_CACHE)
+
+
+def sessions_dir(state):
+    return os.path.join(state, SESSIONS)
+
+
+def session_directory(state, session_id):
+    """STATE/sessions/SESSION_ID: the session's record and working files."""
+    return os.path.join(sessions_dir(state), session_id)
+
+
+def images_dir(state):
+    return os.path.join(state, IMAGES)
+
+
+def image_logs_dir(state):
+    return os.path.join(images_dir(state), IMAGE_LOGS)
+
+
+def policies_dir(state):
+    return os.path.join(state, POLICIES)
+
+
+def harness_state_dir(state):
+    return os.path.join(state, HARNESS_STATE)
