@@ -53,7 +53,8 @@ def recipe_state(harness):
 
 def project_state_dir(state, project):
     """The directory of PROJECT's (resolved path) harness state under the state directory STATE."""
-    return os.path.join(_state_layout.harness_state_dir(state), hashlib.sha256(project.encode("utf-8")).hexdigest()[:32])
+    digest = hashlib.sha256(project.encode("utf-8")).hexdigest()[:32]
+    return os.path.join(_state_layout.harness_state_dir(state), digest)
 
 
 def plan(state, project, harness, mode, review=False):

@@ -14,6 +14,7 @@ import os
 import re
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import PROXY_VARIABLE
+from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -42,7 +43,7 @@ SENSITIVE_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config", 
                        ".pi", ".ansible", ".password-store")
 
 
-class InputError(ValueError):
+class InputError(RefusedError):
     """An input that must not reach podman; the message names it."""
 
 

@@ -43,9 +43,9 @@ import re
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import recipe_switches
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import recipe_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_state import recipe_state
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
     InputError, harness_command, harness_credential_urls, harness_names, harness_values)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
 
 KEYS = ("packages", "install", "command", "prompt", "allow", "env")
 OPTIONAL_KEYS = ("config", "state", "env_values", "credential_urls", "project_code")

@@ -19,18 +19,19 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import held_sentence, keys_held
+from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
     RECORD, SessionError, new_session_id, plan_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
-from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import images_dir, session_directory, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import images_dir, session_directory, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700
@@ -283,7 +284,7 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     run = Runner(subprocess_execute(host_environment(environ)))
     inputs, facts, problems, warnings = admit(params, environ, run, interactive=terminal is not None)
     if problems:
-        result = {"failed": True, "status": "refused", "msg": " ".join(problems), "problems": problems}
+        result = refused_result(" ".join(problems), problems=problems)
     elif check_mode:
         result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
     else:

@@ -21,17 +21,18 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import apply_switches
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
     cached_fingerprint, check_host_facts)
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, agent_trees, build_environment, check_command, check_operator_path, check_token_budget,
+    harness_credential_urls, harness_names, harness_values, resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
-    InputError, agent_trees, build_environment, check_command, check_operator_path, check_token_budget,
-    harness_credential_urls, harness_names, harness_values, resolve_project)
+from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
@@ -212,7 +213,7 @@ def admit(params, environ, run, interactive=False, now=None):
         harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep",
                                             review=params.get("project_mode") == "review")
-    except (InputError, PolicyError, TeamError) as error:
+    except RefusedError as error:
         return None, None, [str(error)], warnings
     if token_budget is not None and not credentials:
         warnings.append("aisb_token_budget %d bounds nothing here: no provider key goes through the credential "

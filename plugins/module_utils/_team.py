@@ -26,12 +26,13 @@ import os
 import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_credentials
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import check_recipes, recipe_for
-from ansible_collections.aisb.sandbox.plugins.module_utils._retention import (
-    DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
     InputError, build_environment, check_env_name, check_token_budget, environment_values)
+from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import check_recipes, recipe_for
+from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import RefusedError
+from ansible_collections.aisb.sandbox.plugins.module_utils._retention import (
+    DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
 
 TEAM_FILE = "/etc/aisb/team.json"
 FORMAT = 1
@@ -60,7 +61,7 @@ TEAM_CREDENTIAL_SOURCES = ("from_environment", "from_file")
 MAX_BYTES = 1024 * 1024
 
 
-class TeamError(ValueError):
+class TeamError(RefusedError):
     """A team file, or a developer's value, that a session must not start with."""
 
 
