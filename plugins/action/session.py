@@ -41,7 +41,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import 
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
-from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)

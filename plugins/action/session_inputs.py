@@ -13,7 +13,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.aisb.sandbox.plugins.action.session import local_agent_trees, resolve_controller_options
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import input_constraints, input_spec
 
 

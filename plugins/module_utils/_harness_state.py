@@ -23,9 +23,9 @@ import re
 import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import HOME
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
 
 MODES = ("keep", "fresh", "none")
 DIR_MODE = 0o700

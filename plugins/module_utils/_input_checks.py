@@ -14,7 +14,7 @@ import os
 import re
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import PROXY_VARIABLE
-from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import RefusedError
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -12,7 +12,7 @@ import collections
 import ipaddress
 import re
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import RefusedError
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
 
 ALLOWED_FORMS = (
     "allowed forms: 'example.com' (that name), '.example.com' (it and its subdomains), "

@@ -18,17 +18,17 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError, refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import held_sentence, keys_held
-from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
-    RECORD, SessionError, new_session_id, plan_session)
+    RECORD, new_session_id, plan_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import images_dir, session_directory, state_dir
@@ -206,7 +206,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     except Interrupted as signal_name:
         status, reason = "interrupted", "ansible-playbook received %s" % signal_name
     except SessionError as error:
-        status, reason = "failed", str(error)
+        status, reason = error.status, str(error)
     finally:
         # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
         watch.stop()

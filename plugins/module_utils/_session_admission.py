@@ -32,7 +32,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
-from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import RefusedError
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (

@@ -16,6 +16,7 @@ import time
 import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import SESSION_SUBDIR
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
@@ -31,10 +32,6 @@ REPORT_FD = 3
 # The harness's environment arrives on this descriptor (NAME=VALUE pairs, each ended by
 # a NUL byte), read only after every privilege is dropped (the image's harness-exec).
 ENV_FD = 4
-
-
-class SessionError(RuntimeError):
-    """The session could not start or did not end cleanly; the message says why."""
 
 
 def new_session_id():

@@ -30,7 +30,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import 
     InputError, build_environment, check_env_name, check_token_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import check_recipes, recipe_for
-from ansible_collections.aisb.sandbox.plugins.module_utils._refusal import RefusedError
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._retention import (
     DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
 

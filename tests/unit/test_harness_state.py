@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
 
 from test_session_plan import FACTS, inputs
 
