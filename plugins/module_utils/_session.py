@@ -27,11 +27,11 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._providers import hel
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
-    RECORD, new_session_id, plan_session)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import plan_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
-from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import images_dir, session_directory, state_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import (
+    RECORD, images_dir, new_session_id, session_directory, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
-import time
-import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
@@ -22,9 +19,6 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
 GATE_PATHS = ("map-host-loopback", "tcp-forward")
-# What new_session_id makes, and the record every session directory ends with.
-SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
-RECORD = "record.json"
 SESSION_LABEL = "aisb.session"
 # The entrypoint writes the ruleset it installed, as nft JSON, to this descriptor and
 # closes it before the harness runs: the record gets it, the agent never holds it.
@@ -32,10 +26,6 @@ REPORT_FD = 3
 # The harness's environment arrives on this descriptor (NAME=VALUE pairs, each ended by
 # a NUL byte), read only after every privilege is dropped (the image's harness-exec).
 ENV_FD = 4
-
-
-def new_session_id():
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
 def proxy_environment(proxy_url, direct=()):

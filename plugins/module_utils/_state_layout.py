@@ -7,12 +7,20 @@ Pure functions of the environment or of the state directory.
 """
 
 import os
+import re
+import time
+import uuid
 
 # The host's capability facts (host_capabilities) and the fingerprint they were taken on.
 FACTS = "host_capabilities.json"
 FINGERPRINT_CACHE = "fingerprint-cache.json"
-# sessions/<id>/: a session's record and its working files.
+# sessions/<id>/: a session's record and its working files; <id> is what new_session_id
+# makes: its start (UTC, SESSION_TIME_FORMAT), "-" and 8 random hex digits.
 SESSIONS = "sessions"
+SESSION_TIME_FORMAT = "%Y%m%dT%H%M%S"
+SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
+# The record every session directory ends with.
+RECORD = "record.json"
 # images/: build records and last-use marks; images/logs/: the builds' logs.
 IMAGES = "images"
 IMAGE_LOGS = "logs"
@@ -36,6 +44,10 @@ def facts_path(environ):
 def fingerprint_cache_path(environ):
     """Where the fingerprint as of _host_facts.host_key() is cached for ENVIRON."""
     return os.path.join(state_dir(environ), FINGERPRINT_CACHE)
+
+
+def new_session_id():
+    return time.strftime(SESSION_TIME_FORMAT, time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
 def sessions_dir(state):

@@ -98,7 +98,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import (
     _gate_unit, _host_tools, _images, _podman, _retention, _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import RECORD, SESSION_ID
 
 
 def argspec():

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The state directory's layout: one place derives it and every path in it."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _state_layout
+import time
+
+from ansible_collections.aisb.sandbox.plugins.module_utils import _retention, _state_layout
 
 
 def test_facts_path_follows_xdg():
@@ -20,3 +22,9 @@ def test_the_paths_under_the_state_directory():
     assert _state_layout.image_logs_dir(state) == state + "/images/logs"
     assert _state_layout.policies_dir(state) == state + "/policies"
     assert _state_layout.harness_state_dir(state) == state + "/harness-state"
+
+
+def test_a_new_session_id_is_what_review_and_retention_accept_as_one():
+    session_id = _state_layout.new_session_id()
+    assert _state_layout.SESSION_ID.match(session_id)
+    assert abs(_retention.session_started(session_id) - time.time()) < 5
