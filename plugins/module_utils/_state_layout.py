@@ -28,6 +28,8 @@ IMAGE_LOGS = "logs"
 POLICIES = "policies"
 # harness-state/<project hash>/: the harness's state kept per project.
 HARNESS_STATE = "harness-state"
+# gates/<policy hash>/: a long-lived gate's configuration (gate_service).
+GATES = "gates"
 
 
 def state_dir(environ):
@@ -73,3 +75,10 @@ def policies_dir(state):
 
 def harness_state_dir(state):
     return os.path.join(state, HARNESS_STATE)
+
+
+def gate_directory(policy_dir):
+    """STATE/gates/<policy hash> for the rendered policy POLICY_DIR, STATE/policies/<policy
+    hash>: a long-lived gate's configuration, in the state directory of the policy it serves."""
+    policy_dir = policy_dir.rstrip("/")
+    return os.path.join(os.path.dirname(os.path.dirname(policy_dir)), GATES, os.path.basename(policy_dir))

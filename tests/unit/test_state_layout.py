@@ -22,6 +22,7 @@ def test_the_paths_under_the_state_directory():
     assert _state_layout.image_logs_dir(state) == state + "/images/logs"
     assert _state_layout.policies_dir(state) == state + "/policies"
     assert _state_layout.harness_state_dir(state) == state + "/harness-state"
+    assert _state_layout.gate_directory(state + "/policies/5e1f0c2a9b3d4e6f/") == state + "/gates/5e1f0c2a9b3d4e6f"
 
 
 def test_a_new_session_id_is_what_review_and_retention_accept_as_one():
