@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Session inputs: refused before anything starts, with the input named."""
+"""The input checks: refused before anything starts, with the input named."""
 
 import os
 
