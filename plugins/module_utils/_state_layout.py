@@ -3,7 +3,7 @@
 """The state directory, ${XDG_STATE_HOME:-~/.local/state}/aisb, and where each thing the
 collection keeps lies in it: every place that reads or writes there takes its paths here.
 
-Pure functions of the environment or of the state directory.
+Functions of the environment or of the state directory, and new_session_id (of the clock).
 """
 
 import os
@@ -21,7 +21,8 @@ SESSION_TIME_FORMAT = "%Y%m%dT%H%M%S"
 SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
 # The record every session directory ends with.
 RECORD = "record.json"
-# images/: build records and last-use marks; images/logs/: the builds' logs.
+# images/: the roles' build contexts, refresh stamps and last-use marks (_images); images/logs/:
+# the builds' logs.
 IMAGES = "images"
 IMAGE_LOGS = "logs"
 # policies/<policy hash>/: rendered policies (gate_policy).
