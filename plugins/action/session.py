@@ -35,13 +35,14 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_credentials, check_session_use, implicit_entries, resolve_credentials, sources)
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
     harness_command, harness_credential_urls, harness_names, harness_values)
+from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import playbook_terminal
@@ -56,8 +57,8 @@ def read_prompt_file(path):
         with open(os.path.expanduser(path), encoding="utf-8") as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError) as error:
-        raise SessionInputError("prompt_file %r cannot be read as UTF-8 text: %s"
-                                % (path, getattr(error, "strerror", None) or error))
+        raise InputError("prompt_file %r cannot be read as UTF-8 text: %s"
+                         % (path, getattr(error, "strerror", None) or error))
 
 
 def resolve_controller_options(args, controller_env, writable=()):
@@ -89,9 +90,9 @@ def resolve_controller_options(args, controller_env, writable=()):
             check_operator_path("aisb_credentials[%d] from_file" % index, entry["from_file"], writable)
     for name in names:
         if name in sources(written):
-            raise SessionInputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
-                                    "injector holds it, the harness gets a placeholder; leave it out of "
-                                    "pass_environment" % name)
+            raise InputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
+                             "injector holds it, the harness gets a placeholder; leave it out of "
+                             "pass_environment" % name)
     url_variables = harness_credential_urls(harness)
     implicit = implicit_entries(harness_names(harness), controller_env, written, names, given, url_variables) \
         if network == "allow" else []
@@ -99,7 +100,7 @@ def resolve_controller_options(args, controller_env, writable=()):
     check_token_budget(args.get("token_budget"))
     directory = args.get("harness_config")
     if directory is not None and not isinstance(directory, str):
-        raise SessionInputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
+        raise InputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
     harness_config = read_config(directory, harness)
     # Filled by the session: the placeholders, and the base URLs leading to their injector.
     filled = set(entry["variable"] for entry in credentials)
@@ -160,16 +161,16 @@ class ActionModule(ActionBase):
         try:
             args, interactive = resolve_controller_options(
                 args, os.environ, local_agent_trees(self._connection.transport, args.get("project")))
-        except SessionInputError as error:
-            return dict(result, failed=True, status="refused", msg=str(error))
+        except InputError as error:
+            return dict(result, **refused_result(error))
         args["ansible_origin"] = ansible_origin(args["project"])
         facts = args.get("host_facts")
         if facts is None:
             facts = (task_vars.get("ansible_facts") or {}).get(FACTS)
         if not facts and not args["allow_unenforced"]:
-            return dict(result, failed=True, status="refused",
-                        msg="ansible_facts.%s is missing: run aisb.sandbox.host_capabilities (provision.yml "
-                            "does) before a session, or gather it in the play." % FACTS)
+            return dict(result, **refused_result(
+                "ansible_facts.%s is missing: run aisb.sandbox.host_capabilities (provision.yml does) before a "
+                "session, or gather it in the play." % FACTS))
         args["host_facts"] = facts or {}
         if interactive:
             result.update(self._run_interactive(args))
@@ -186,14 +187,12 @@ class ActionModule(ActionBase):
 
     def _run_interactive(self, args):
         if self._connection.transport not in LOCAL_CONNECTIONS:
-            return dict(failed=True, status="refused",
-                        msg="an interactive session runs on the controller's terminal: use a local "
-                            "connection on the workstation, or pass a prompt or command to run headless")
+            return refused_result("an interactive session runs on the controller's terminal: use a local "
+                                  "connection on the workstation, or pass a prompt or command to run headless")
         terminal = playbook_terminal(os.getppid())
         if terminal is None:
-            return dict(failed=True, status="refused",
-                        msg="an interactive session needs ansible-playbook to run in a terminal; "
-                            "pass a prompt or command to run headless")
+            return refused_result("an interactive session needs ansible-playbook to run in a terminal; "
+                                  "pass a prompt or command to run headless")
         try:
             return run_session(args, dict(os.environ), self._task.check_mode, terminal=terminal, parent=os.getppid())
         finally:

@@ -11,8 +11,9 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.action.session import local_agent_trees, resolve_controller_options
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import input_constraints, input_spec
 
 
@@ -27,8 +28,8 @@ class ActionModule(ActionBase):
             resolve_controller_options(args, os.environ,
                                        local_agent_trees(self._connection.transport, args.get("project")))
             parse_policy(args["allow"], args["connect_ports"])
-        except (SessionInputError, PolicyError) as error:
-            return dict(result, failed=True, status="refused", msg=str(error))
+        except (InputError, PolicyError) as error:
+            return dict(result, **refused_result(error))
         # The options as given (credential entries, never their keys: the host checks only
         # the project); unset ones left out, or mutually_exclusive would count them.
         module_args = dict((name, value) for name, value in args.items() if value is not None)

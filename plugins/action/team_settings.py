@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import TeamError, apply_team, user_spec
 
 
@@ -25,8 +26,7 @@ class ActionModule(ActionBase):
         try:
             settings, origins = apply_team(read["team"], user, read["path"])
         except TeamError as error:
-            return dict(result, failed=True, status="refused", team_file=read["path"] if read["team"] else None,
-                        msg=str(error))
+            return dict(result, **refused_result(error, team_file=read["path"] if read["team"] else None))
         result.update(changed=False, settings=settings, allow_origins=origins,
                       team_file=read["path"] if read["team"] else None)
         if settings["environment"] or settings["credentials"]:

@@ -24,8 +24,8 @@ import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _providers
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import DEFAULT_PORT, by_route, injector_url
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, check_env_name)
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, check_env_name)
 
 OPTION = "aisb_credentials"
 SOURCES = ("from_environment", "from_file", "value")
@@ -41,21 +41,21 @@ HEADER_VALUE = re.compile(r"\A[\x20-\x7e]*\Z")
 
 
 def _fail(index, message):
-    raise SessionInputError("%s[%d]: %s" % (OPTION, index, message))
+    raise InputError("%s[%d]: %s" % (OPTION, index, message))
 
 
 def check_credentials(entries):
     """ENTRIES as the operator wrote them, checked; a list of dicts with port and prefix
-    filled in. SessionInputError names the first bad entry."""
+    filled in. InputError names the first bad entry."""
     if entries is None:
         return []
     if isinstance(entries, str):
         try:
             entries = json.loads(entries)
         except ValueError as error:
-            raise SessionInputError("%s is not a list nor JSON text of one: %s" % (OPTION, error))
+            raise InputError("%s is not a list nor JSON text of one: %s" % (OPTION, error))
     if not isinstance(entries, list):
-        raise SessionInputError("%s must be a list of entries, got %s" % (OPTION, type(entries).__name__))
+        raise InputError("%s must be a list of entries, got %s" % (OPTION, type(entries).__name__))
     checked, hosts, variables = [], set(), set()
     for index, entry in enumerate(entries):
         entry = _check_entry(index, entry)
@@ -109,7 +109,7 @@ def _check_entry(index, entry):
         paths = _providers.check_paths(entry.get("paths"), _providers.provider_at(host, port),
                                        "%s[%d] paths" % (OPTION, index))
     except _providers.PathRuleError as error:
-        raise SessionInputError(str(error))
+        raise InputError(str(error))
     checked = {"host": host, "port": port, "header": header, "prefix": prefix, "variable": entry["variable"],
                source: entry[source]}
     if paths is not None:
@@ -139,7 +139,7 @@ def implicit_entries(names, controller_env, entries, pass_names, given, url_vari
         url = given.get(url_variable) if url_variable in given else (
             controller_env.get(url_variable) if url_variable in pass_names or url_variable in names else None)
         if url and injector_url(url, by_route([entry]), "") is None:
-            raise SessionInputError(
+            raise InputError(
                 "%s is exported, and %s=%s names another server than %s: write an aisb_credentials entry for that "
                 "server's host (the key is then injected there), or name %s in aisb_pass_environment to hand the "
                 "key to the agent as it is" % (name, url_variable, url, key.provider.host, name))
@@ -209,9 +209,9 @@ def check_resolved(entries):
         try:
             entries = json.loads(entries)
         except ValueError as error:
-            raise SessionInputError("credentials is not JSON text of a list: %s" % error)
+            raise InputError("credentials is not JSON text of a list: %s" % error)
     if not isinstance(entries, list) or not all(isinstance(e, dict) and "key" in e for e in entries):
-        raise SessionInputError("credentials must be a list of resolved entries (each with its key)")
+        raise InputError("credentials must be a list of resolved entries (each with its key)")
     as_values = [dict(((k, v) for k, v in entry.items() if k != "key"), value=entry["key"]) for entry in entries]
     return [dict(((k, v) for k, v in entry.items() if k != "value"), key=entry["value"])
             for entry in check_credentials(as_values)]
@@ -241,8 +241,8 @@ def check_session_use(entries, environment, network, url_variables=None):
                          "provider through its injector at %s; unset it, or give https://%s[:%d]/PATH"
                   % (url_variable, given, entry["host"], entry["port"], url_variable, entry["host"], entry["port"]))
     if entries and network != "allow":
-        raise SessionInputError("%s need network allow: the sandbox reaches their injector where it reaches the "
-                                "gate (network is %s)" % (OPTION, network))
+        raise InputError("%s need network allow: the sandbox reaches their injector where it reaches the "
+                         "gate (network is %s)" % (OPTION, network))
 
 
 def check_private_hosts(entries, private):

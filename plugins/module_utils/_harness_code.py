@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, check_env_name, check_env_value)
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, check_env_name, check_env_value)
 
 STATES = ("off", "on")
 SWITCHES = ("args", "env", "hide")
@@ -27,27 +27,27 @@ HIDDEN_NAME = re.compile(r"\A\.?[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 def recipe_switches(harness):
     """The recipe HARNESS's project_code, checked: {"off": {"args", "env", "hide"}, "on": ...}
-    (empty where it names none); SessionInputError naming what is wrong."""
+    (empty where it names none); InputError naming what is wrong."""
     given = (harness or {}).get("project_code") or {}
     if not isinstance(given, dict) or set(given) - set(STATES):
-        raise SessionInputError("harness project_code must be a dict with off and/or on, got %r" % (given,))
+        raise InputError("harness project_code must be a dict with off and/or on, got %r" % (given,))
     found = {}
     for state in STATES:
         switches = given.get(state) or {}
         where = "harness project_code %s" % state
         if not isinstance(switches, dict) or set(switches) - set(SWITCHES):
-            raise SessionInputError("%s must be a dict with args, env and/or hide, got %r" % (where, switches))
+            raise InputError("%s must be a dict with args, env and/or hide, got %r" % (where, switches))
         args, env, hide = switches.get("args") or [], switches.get("env") or {}, switches.get("hide") or []
         if not isinstance(args, list) or not all(isinstance(arg, str) and arg for arg in args):
-            raise SessionInputError("%s args must be a list of non-empty strings, got %r" % (where, args))
+            raise InputError("%s args must be a list of non-empty strings, got %r" % (where, args))
         if not isinstance(env, dict):
-            raise SessionInputError("%s env must be a dict of variable names and values, got %r" % (where, env))
+            raise InputError("%s env must be a dict of variable names and values, got %r" % (where, env))
         for name, value in env.items():
             check_env_name(name, where + " env")
             check_env_value(name, value, where + " env")
         if not isinstance(hide, list) or not all(isinstance(name, str) and HIDDEN_NAME.match(name) for name in hide):
-            raise SessionInputError("%s hide must be a list of names of directories at the project's top, got %r"
-                                    % (where, hide))
+            raise InputError("%s hide must be a list of names of directories at the project's top, got %r"
+                             % (where, hide))
         found[state] = {"args": list(args), "env": dict(env), "hide": list(hide)}
     return found
 
@@ -57,7 +57,7 @@ def apply_switches(harness, command, environment, allowed):
     for ALLOWED (aisb_project_harness_code) applied to COMMAND and ENVIRONMENT. The
     record says what was given: {"args": the args put in the command, "env", "hide"}, or
     None for a recipe without project_code (the harness has no switch: codex, shell).
-    SessionInputError when ENVIRONMENT gives a switch's variable another value."""
+    InputError when ENVIRONMENT gives a switch's variable another value."""
     if "project_code" not in (harness or {}):
         return list(command), dict(environment), None
     switches = recipe_switches(harness)["on" if allowed else "off"]
@@ -65,7 +65,7 @@ def apply_switches(harness, command, environment, allowed):
     clashes = sorted(name for name, value in switches["env"].items()
                      if name in environment and environment[name] != value)
     if clashes:
-        raise SessionInputError(
+        raise InputError(
             "aisb_environment sets %s, which the harness's switch for project code sets to %s with "
             "aisb_project_harness_code %s: leave it out (aisb_project_harness_code decides)"
             % (", ".join(clashes), ", ".join(switches["env"][name] for name in clashes), str(allowed).lower()))

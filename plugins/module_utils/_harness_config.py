@@ -16,7 +16,7 @@ import posixpath
 import re
 import stat
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import ENV_NAME, SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import ENV_NAME, InputError
 
 OPTION = "aisb_harness_config"
 # The whole configuration travels in the session's arguments: text, and not much of it.
@@ -42,19 +42,19 @@ def recipe_config(harness):
     if config is None:
         return None
     if not isinstance(config, dict) or not {"dir", "names"} <= set(config) <= {"dir", "names", "endpoints"}:
-        raise SessionInputError("harness config must be a dict with dir, names and optionally endpoints, got %r"
-                                % (config,))
+        raise InputError("harness config must be a dict with dir, names and optionally endpoints, got %r"
+                         % (config,))
     inside, names = config["dir"], config["names"]
     if not isinstance(inside, str) or posixpath.normpath(inside) != inside or not inside.startswith(HOME + "/"):
-        raise SessionInputError("harness config dir %r must be a normalised path under %s" % (inside, HOME))
+        raise InputError("harness config dir %r must be a normalised path under %s" % (inside, HOME))
     if not isinstance(names, list) or not all(isinstance(n, str) and NAME.match(n) for n in names):
-        raise SessionInputError("harness config names must be plain file names (a directory's ending in /), got %r"
-                                % (names,))
+        raise InputError("harness config names must be plain file names (a directory's ending in /), got %r"
+                         % (names,))
     endpoints = config.get("endpoints", [])
     if not isinstance(endpoints, list) or not all(isinstance(n, str) and n in names and not n.endswith("/")
                                                   for n in endpoints):
-        raise SessionInputError("harness config endpoints must be file names among its names, got %r"
-                                % (endpoints,))
+        raise InputError("harness config endpoints must be file names among its names, got %r"
+                         % (endpoints,))
     return inside, dict((n.rstrip("/"), n.endswith("/")) for n in names)
 
 
@@ -77,11 +77,11 @@ def read_config(directory, harness):
         return []
     config = recipe_config(harness)
     if config is None:
-        raise SessionInputError("%s is given but the harness recipe has no config: this harness reads no "
-                                "operator configuration" % OPTION)
+        raise InputError("%s is given but the harness recipe has no config: this harness reads no "
+                         "operator configuration" % OPTION)
     root = os.path.realpath(os.path.expanduser(directory))
     if not os.path.isdir(root):
-        raise SessionInputError("%s %r is not a directory on the controller" % (OPTION, directory))
+        raise InputError("%s %r is not a directory on the controller" % (OPTION, directory))
     files = []
     for top in sorted(os.listdir(root)):
         _read_entry(root, top, files)
@@ -99,25 +99,25 @@ def _read_entry(root, relative, files):
             with open(path, "rb") as handle:
                 files.append({"path": relative, "text": handle.read(MAX_BYTES + 1).decode("utf-8")})
         except UnicodeDecodeError:
-            raise SessionInputError("%s %s is not UTF-8 text" % (OPTION, relative))
+            raise InputError("%s %s is not UTF-8 text" % (OPTION, relative))
     else:
-        raise SessionInputError("%s %s is %s: only regular files and directories are read (copy the file in)"
-                                % (OPTION, relative, "a symbolic link" if stat.S_ISLNK(info.st_mode) else
-                                   "not a regular file"))
+        raise InputError("%s %s is %s: only regular files and directories are read (copy the file in)"
+                         % (OPTION, relative, "a symbolic link" if stat.S_ISLNK(info.st_mode) else
+                            "not a regular file"))
 
 
 def check_config(files, harness):
     """FILES ([{path, text}], or its JSON text: what the action plugin sends) checked
-    against the recipe's names; SessionInputError names the file and what is allowed."""
+    against the recipe's names; InputError names the file and what is allowed."""
     if isinstance(files, str):
         try:
             files = json.loads(files)
         except ValueError as error:
-            raise SessionInputError("harness_config is not JSON text of a list: %s" % error)
+            raise InputError("harness_config is not JSON text of a list: %s" % error)
     files = files or []
     if not isinstance(files, list) or not all(isinstance(f, dict) and set(f) == {"path", "text"} for f in files):
-        raise SessionInputError("harness_config must be a list of files, each with path and text (the action "
-                                "plugin reads %s into it)" % OPTION)
+        raise InputError("harness_config must be a list of files, each with path and text (the action "
+                         "plugin reads %s into it)" % OPTION)
     if not files:
         return []
     _inside, names = recipe_config(harness) or (None, {})
@@ -126,23 +126,23 @@ def check_config(files, harness):
         path, text = entry["path"], entry["text"]
         parts = path.split("/") if isinstance(path, str) else [""]
         if parts[0] in LOGIN_FILES:
-            raise SessionInputError("%s %s is refused: keys go in aisb_credentials, logins stay in a session "
-                                    "(docs/harnesses.md)" % (OPTION, parts[0]))
+            raise InputError("%s %s is refused: keys go in aisb_credentials, logins stay in a session "
+                             "(docs/harnesses.md)" % (OPTION, parts[0]))
         if not all(NAME.match(part) and not part.endswith("/") for part in parts):
-            raise SessionInputError("%s path %r is not a relative path of plain names" % (OPTION, path))
+            raise InputError("%s path %r is not a relative path of plain names" % (OPTION, path))
         if parts[0] not in names or names[parts[0]] != (len(parts) > 1):
-            raise SessionInputError("%s %s is not something this harness reads; allowed: %s"
-                                    % (OPTION, path, _allowed(names)))
+            raise InputError("%s %s is not something this harness reads; allowed: %s"
+                             % (OPTION, path, _allowed(names)))
         if not isinstance(text, str) or "\0" in text:
-            raise SessionInputError("%s %s must be text without NUL bytes" % (OPTION, path))
+            raise InputError("%s %s must be text without NUL bytes" % (OPTION, path))
         total += len(text.encode("utf-8"))
         if total > MAX_BYTES:
-            raise SessionInputError("%s holds more than %d bytes" % (OPTION, MAX_BYTES))
+            raise InputError("%s holds more than %d bytes" % (OPTION, MAX_BYTES))
         if len(parts) == 1 and path.endswith(".json"):
             _check_json(path, text)
         if path == "config.toml" and CODEX_TOKEN.search(text):
-            raise SessionInputError("%s config.toml sets experimental_bearer_token, a key in the configuration: "
-                                    "name its variable in env_key and give the key in aisb_credentials" % OPTION)
+            raise InputError("%s config.toml sets experimental_bearer_token, a key in the configuration: "
+                             "name its variable in env_key and give the key in aisb_credentials" % OPTION)
     return sorted(files, key=lambda f: f["path"])
 
 
@@ -150,13 +150,13 @@ def _check_json(path, text):
     try:
         value = json.loads(text)
     except ValueError as error:
-        raise SessionInputError("%s %s is not JSON: %s" % (OPTION, path, error))
+        raise InputError("%s %s is not JSON: %s" % (OPTION, path, error))
     if not isinstance(value, dict):
-        raise SessionInputError("%s %s must hold a JSON object" % (OPTION, path))
+        raise InputError("%s %s must hold a JSON object" % (OPTION, path))
     if path == "opencode.json":
         for where, key in opencode_api_keys(value):
             if not isinstance(key, str) or not OPENCODE_ENV_KEY.match(key):
-                raise SessionInputError(
+                raise InputError(
                     "%s opencode.json %s must be {env:NAME}, not a key: keys go in aisb_credentials (the harness "
                     "gets a placeholder in that variable)" % (OPTION, where))
     if path == "models.json":
@@ -164,12 +164,12 @@ def _check_json(path, text):
         if not isinstance(providers, dict) or not all(
                 isinstance(p, dict) and isinstance(p.get("models", []), list)
                 and all(isinstance(m, dict) for m in p.get("models", [])) for p in providers.values()):
-            raise SessionInputError("%s models.json providers must be an object of provider objects, each with "
-                                    "an optional list of model objects" % OPTION)
+            raise InputError("%s models.json providers must be an object of provider objects, each with "
+                             "an optional list of model objects" % OPTION)
         for where, key in api_keys(value):
             # pi reads an apiKey as a variable's name, else as the key itself.
             if not isinstance(key, str) or not ENV_NAME.match(key):
-                raise SessionInputError(
+                raise InputError(
                     "%s models.json %s must name an environment variable, not hold a key or a command: keys go in "
                     "aisb_credentials (the harness gets a placeholder in that variable)" % (OPTION, where))
 

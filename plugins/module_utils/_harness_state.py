@@ -22,13 +22,12 @@ import posixpath
 import re
 import uuid
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import HOME
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import SessionError
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 MODES = ("keep", "fresh", "none")
-ROOT = "harness-state"
 DIR_MODE = 0o700
 # Beside a project's state directory: who writes it now (claim()).
 LOCK_SUFFIX = ".lock"
@@ -43,18 +42,19 @@ def recipe_state(harness):
     """The recipe's `state`, {name: path inside}, checked; {} when it has none."""
     state = (harness or {}).get("state") or {}
     if not isinstance(state, dict):
-        raise SessionInputError("harness state must be a dict of name and path inside, got %r" % (state,))
+        raise InputError("harness state must be a dict of name and path inside, got %r" % (state,))
     for name, inside in state.items():
         if not isinstance(name, str) or not STATE_NAME.match(name):
-            raise SessionInputError("harness state name %r must be lower-case letters, digits, '.' and '-'" % (name,))
+            raise InputError("harness state name %r must be lower-case letters, digits, '.' and '-'" % (name,))
         if not isinstance(inside, str) or posixpath.normpath(inside) != inside or not inside.startswith(HOME + "/"):
-            raise SessionInputError("harness state %s path %r must be a normalised path under %s" % (name, inside, HOME))
+            raise InputError("harness state %s path %r must be a normalised path under %s" % (name, inside, HOME))
     return dict(state)
 
 
 def project_state_dir(state, project):
     """The directory of PROJECT's (resolved path) harness state under the state directory STATE."""
-    return os.path.join(state, ROOT, hashlib.sha256(project.encode("utf-8")).hexdigest()[:32])
+    digest = hashlib.sha256(project.encode("utf-8")).hexdigest()[:32]
+    return os.path.join(_state_layout.harness_state_dir(state), digest)
 
 
 def plan(state, project, harness, mode, review=False):
@@ -62,11 +62,11 @@ def plan(state, project, harness, mode, review=False):
     None when the recipe keeps nothing. REVIEW: a review-mode session, which never
     writes the kept state, so cannot wipe it."""
     if mode not in MODES:
-        raise SessionInputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
+        raise InputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
     if review and mode == "fresh":
-        raise SessionInputError("aisb_harness_state=fresh wipes the project's kept harness state, which a review-mode "
-                                "session never writes (aisb_project_mode=review): run it with aisb_harness_state=none "
-                                "for a session without the kept state, or keep")
+        raise InputError("aisb_harness_state=fresh wipes the project's kept harness state, which a review-mode "
+                         "session never writes (aisb_project_mode=review): run it with aisb_harness_state=none "
+                         "for a session without the kept state, or keep")
     names = recipe_state(harness)
     if not names or mode == "none":
         return None

@@ -16,7 +16,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _podman, _state_layout
 
 # 2: verdict.no_gate_holds, and the sandbox probes record the network they ran on.
 # 3: probes.tcp_forward_sandbox (the sandbox probes on the -T gate path).
@@ -26,19 +26,6 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # name "the probe image" without knowing how it was chosen.
 PROBE_IMAGE_ALIAS = "localhost/aisb-probe:current"
 FINGERPRINT_KEYS = ("podman", "passt", "runtime", "kernel", "distro", "probe_image")
-# In the state directory: the fingerprint as of host_key() (cached_fingerprint).
-FINGERPRINT_CACHE = "fingerprint-cache.json"
-
-
-def state_dir(environ):
-    """${XDG_STATE_HOME:-~/.local/state}/aisb for ENVIRON: everything the collection keeps."""
-    state = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME", "~"), ".local", "state")
-    return os.path.join(state, "aisb")
-
-
-def facts_path(environ):
-    """${XDG_STATE_HOME:-~/.local/state}/aisb/host_capabilities.json for ENVIRON."""
-    return os.path.join(state_dir(environ), "host_capabilities.json")
 
 
 def format_time(epoch):
@@ -176,7 +163,7 @@ def cached_fingerprint(run, environ, probe_image=PROBE_IMAGE_ALIAS, podman="podm
     for as long as host_key() is unchanged: podman info costs more than everything else a
     session checks before it starts. The probe image's ID is always read afresh."""
     try:
-        with open(os.path.join(state_dir(environ), FINGERPRINT_CACHE)) as handle:
+        with open(_state_layout.fingerprint_cache_path(environ)) as handle:
             cache = json.load(handle)
     except (OSError, ValueError):
         cache = None
@@ -191,7 +178,7 @@ def cached_fingerprint(run, environ, probe_image=PROBE_IMAGE_ALIAS, podman="podm
 
 
 def _save_fingerprint_cache(environ, podman, executables, fingerprint):
-    path = os.path.join(state_dir(environ), FINGERPRINT_CACHE)
+    path = _state_layout.fingerprint_cache_path(environ)
     cache = {"key": host_key(environ, podman, executables), "executables": executables,
              "fingerprint": dict((k, fingerprint[k]) for k in FINGERPRINT_KEYS if k != "probe_image")}
     try:

@@ -35,6 +35,9 @@ PROBE_REPOSITORY = "localhost/aisb-probe"
 CONTENT_TAG = re.compile(r"\A[a-z0-9][a-z0-9._/-]*:[0-9a-f]{%d}\Z" % _content_hash.TAG_LENGTH)
 # A refresh stamp: the UTC time of the refresh, to the second.
 REFRESH_STAMP = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
+# In RECORDS_DIR: the last-use marks (mark_used; retention reads them) and the refresh stamps.
+USED_MARKS = "used"
+REFRESH_STAMPS = "refreshed"
 # Lines of a failed build's log shown in its error.
 LOG_TAIL_LINES = 15
 PROBE_CONTAINERFILE = """FROM {base}
@@ -155,7 +158,7 @@ def stored_refresh_stamp(records_dir, repository):
     refreshed (or RECORDS_DIR is None); ValueError when the file holds anything else."""
     if records_dir is None:
         return None
-    path = os.path.join(records_dir, "refreshed", repository_name(repository))
+    path = os.path.join(records_dir, REFRESH_STAMPS, repository_name(repository))
     try:
         with open(path) as handle:
             return check_refresh_stamp(handle.read().strip(), path)
@@ -184,7 +187,7 @@ def mark_used(records_dir, tag):
     it). Only a content-hash tag (<repository>:<hash>) is marked: a session may be given
     any image reference."""
     if CONTENT_TAG.match(tag):
-        write_record(records_dir, "used", used_mark(tag), tag + "\n")
+        write_record(records_dir, USED_MARKS, used_mark(tag), tag + "\n")
 
 
 def base_image_id(run, podman, reference, pull=True, timeout=None, fresh=False):
@@ -265,7 +268,7 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
     if records_dir:
         # Only once built: a failed refresh leaves the last good stamp, and its tag, in use.
         if refresh_stamp is not None:
-            write_record(records_dir, "refreshed", repository_name(repository), refresh_stamp + "\n")
+            write_record(records_dir, REFRESH_STAMPS, repository_name(repository), refresh_stamp + "\n")
         mark_used(records_dir, tag)
     return Image(tag, digest, inputs, built=True, pulled=pulled, log=log, seconds=seconds)
 

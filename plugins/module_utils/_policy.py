@@ -12,6 +12,8 @@ import collections
 import ipaddress
 import re
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
+
 ALLOWED_FORMS = (
     "allowed forms: 'example.com' (that name), '.example.com' (it and its subdomains), "
     "'host:port' (that host, also on that port), an IP address or CIDR such as "
@@ -77,7 +79,7 @@ private: sorted (name, port, address) triples: that name on that port only, rela
 """
 
 
-class PolicyError(ValueError):
+class PolicyError(RefusedError):
     """An entry or port that is not allowed; the message names it."""
 
 

@@ -43,9 +43,9 @@ import re
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import recipe_switches
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import recipe_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_state import recipe_state
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, harness_command, harness_credential_urls, harness_names, harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, harness_command, harness_credential_urls, harness_names, harness_values)
 
 KEYS = ("packages", "install", "command", "prompt", "allow", "env")
 OPTIONAL_KEYS = ("config", "state", "env_values", "credential_urls", "project_code")
@@ -221,7 +221,7 @@ BUILT_IN = {
 }
 
 
-class RecipeError(SessionInputError):
+class RecipeError(InputError):
     """A harness name or recipe a session must not start with; the message names it."""
 
 
@@ -254,7 +254,7 @@ def check_recipe(name, recipe, where="recipes"):
         recipe_config(recipe)
         recipe_state(recipe)
         policy = parse_policy(recipe["allow"], [443])
-    except (SessionInputError, PolicyError) as error:
+    except (InputError, PolicyError) as error:
         raise RecipeError("%s: %s" % (what, error))
     if policy.pins or policy.private:
         raise RecipeError("%s allow names an address or a private endpoint: a recipe's allow entries are host "

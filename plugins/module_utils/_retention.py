@@ -22,6 +22,7 @@ import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._content_hash import TAG_LENGTH
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import PROBE_IMAGE_ALIAS
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import SESSION_TIME_FORMAT
 
 REPOSITORIES = ("localhost/aisb-sandbox", "localhost/aisb-gate", "localhost/aisb-probe")
 DAY = 86400
@@ -86,7 +87,7 @@ def images_to_remove(tags, last_used, container_image_ids, protected_ids, now, d
 
 def session_started(session_id):
     """Seconds since the epoch at which SESSION_ID (20261201T053000-<hex>) started."""
-    return calendar.timegm(time.strptime(session_id.split("-", 1)[0], "%Y%m%dT%H%M%S"))
+    return calendar.timegm(time.strptime(session_id.split("-", 1)[0], SESSION_TIME_FORMAT))
 
 
 def sessions_to_remove(sessions, container_names, now, days, keep):

@@ -22,7 +22,7 @@ import threading
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest, _project_review, _review_flags
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID, session_directory
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import RECORD, SESSION_ID, session_directory
 
 REVIEW_DIR = "review"
 REVIEW_DIR_MODE = 0o700

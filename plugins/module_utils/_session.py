@@ -19,19 +19,21 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError, refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import held_sentence, keys_held
 from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import Outcome
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
-    RECORD, SessionError, new_session_id, plan_session, session_directory)
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import plan_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import (
+    RECORD, images_dir, new_session_id, session_directory, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700
@@ -77,7 +79,7 @@ def start(inputs, facts, environ, run):
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
         # Retention keeps what sessions use: the images' last use is now.
         for tag in filter(None, (inputs.image, inputs.gate_image)):
-            _images.mark_used(os.path.join(state_dir(environ), "images"), tag)
+            _images.mark_used(images_dir(state_dir(environ)), tag)
         kept = None
         if inputs.harness_state is not None:
             kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable, session_id)
@@ -191,7 +193,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     except Interrupted as signal_name:
         ended = Outcome("interrupted", None, "ansible-playbook received %s" % signal_name)
     except SessionError as error:
-        ended = Outcome("failed", None, str(error))
+        ended = Outcome(error.status, None, str(error))
     finally:
         # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
         watch.stop()
@@ -258,7 +260,7 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     run = Runner(subprocess_execute(host_environment(environ)))
     inputs, facts, problems, warnings = admit(params, environ, run, interactive=terminal is not None)
     if problems:
-        result = {"failed": True, "status": "refused", "msg": " ".join(problems), "problems": problems}
+        result = refused_result(" ".join(problems), problems=problems)
     elif check_mode:
         result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
     else:

@@ -21,30 +21,33 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import find_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import apply_switches
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
-    cached_fingerprint, check_host_facts, state_dir)
+    cached_fingerprint, check_host_facts)
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, agent_trees, build_environment, check_command, check_operator_path, check_token_budget,
+    harness_credential_urls, harness_names, harness_values, resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, SessionInputs, agent_trees, build_environment, check_command, check_operator_path,
-    check_token_budget, harness_credential_urls, harness_names, harness_values, resolve_project)
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
     DEFAULTS, TEAM_FILE, TeamError, check_session, read_team_file)
 
 
 def resolve_names(names, getaddrinfo=socket.getaddrinfo):
     """{name: [address, ...]} as this host resolves NAMES now (network no-gate pins them);
-    SessionInputError naming the first name that does not resolve."""
+    InputError naming the first name that does not resolve."""
     resolved = {}
     for name in names:
         try:
             infos = getaddrinfo(name, None, 0, socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as error:
-            raise SessionInputError(
+            raise InputError(
                 "allow entry %r does not resolve on this host (%s): network no-gate pins the addresses "
                 "the allowed names have at session start" % (name, getattr(error, "strerror", None) or error))
         resolved[name] = sorted(set(info[4][0] for info in infos))
@@ -109,7 +112,7 @@ def session_project(raw, environ):
 
 def project_dirs(project, names):
     """Those of NAMES (a recipe's switch: directories at the project's top to cover) that
-    PROJECT has; SessionInputError for one that is there but no directory: a link would
+    PROJECT has; InputError for one that is there but no directory: a link would
     lead the harness to what it names, and covering it would cover its target."""
     found = []
     for name in names:
@@ -119,12 +122,12 @@ def project_dirs(project, names):
         except FileNotFoundError:
             continue
         except OSError as error:
-            raise SessionInputError("%s cannot be read (%s): the harness's project code is off, and it would load "
-                                    "code from there" % (path, error.strerror))
+            raise InputError("%s cannot be read (%s): the harness's project code is off, and it would load "
+                             "code from there" % (path, error.strerror))
         if not stat.S_ISDIR(mode):
-            raise SessionInputError("%s is not a directory (a link, say): with aisb_project_harness_code false the "
-                                    "session covers that directory so that the harness loads no code from it; "
-                                    "remove it, or set aisb_project_harness_code" % path)
+            raise InputError("%s is not a directory (a link, say): with aisb_project_harness_code false the "
+                             "session covers that directory so that the harness loads no code from it; "
+                             "remove it, or set aisb_project_harness_code" % path)
         found.append(name)
     return found
 
@@ -210,7 +213,7 @@ def admit(params, environ, run, interactive=False, now=None):
         harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)
         harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep",
                                             review=params.get("project_mode") == "review")
-    except (SessionInputError, PolicyError, TeamError) as error:
+    except RefusedError as error:
         return None, None, [str(error)], warnings
     if token_budget is not None and not credentials:
         warnings.append("aisb_token_budget %d bounds nothing here: no provider key goes through the credential "
@@ -240,7 +243,7 @@ def admit(params, environ, run, interactive=False, now=None):
     try:
         hosts = resolve_names(names)
         policy = pin_resolved(policy, hosts)
-    except (SessionInputError, PolicyError) as error:
+    except (InputError, PolicyError) as error:
         return None, None, [str(error)], warnings
     project_mode = params.get("project_mode") or "direct"
     label = (facts.get("verdict") or {}).get("bind_mount_label", "")

@@ -10,21 +10,15 @@ reads and the harness's environment. _session_runner executes a plan.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import re
-import time
-import uuid
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import SESSION_SUBDIR
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK, render_sandbox_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
 
 GATE_PATHS = ("map-host-loopback", "tcp-forward")
-# What new_session_id makes, and the record every session directory ends with.
-SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
-RECORD = "record.json"
 SESSION_LABEL = "aisb.session"
 # The entrypoint writes the ruleset it installed, as nft JSON, to this descriptor and
 # closes it before the harness runs: the record gets it, the agent never holds it.
@@ -32,19 +26,6 @@ REPORT_FD = 3
 # The harness's environment arrives on this descriptor (NAME=VALUE pairs, each ended by
 # a NUL byte), read only after every privilege is dropped (the image's harness-exec).
 ENV_FD = 4
-
-
-class SessionError(RuntimeError):
-    """The session could not start or did not end cleanly; the message says why."""
-
-
-def new_session_id():
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-
-def session_directory(state, session_id):
-    """Where session SESSION_ID keeps its files (RECORD among them) under the state directory STATE."""
-    return os.path.join(state, "sessions", session_id)
 
 
 def proxy_environment(proxy_url, direct=()):

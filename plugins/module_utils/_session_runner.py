@@ -20,13 +20,14 @@ import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _watchdog
 from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch, sandbox_pid
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_unit import POLICY_LABEL
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import Seen, decide
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
-    ENV_FD, REPORT_FD, SESSION_LABEL, SessionError, environment_bytes)
+    ENV_FD, REPORT_FD, SESSION_LABEL, environment_bytes)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import follow_window_size
 
 # The enforcement watch starts when the entrypoint's report arrives (before the entrypoint

@@ -26,12 +26,13 @@ import os
 import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import check_credentials
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, build_environment, check_env_name, check_token_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import check_recipes, recipe_for
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._retention import (
     DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_env_name, check_token_budget, environment_values)
 
 TEAM_FILE = "/etc/aisb/team.json"
 FORMAT = 1
@@ -60,7 +61,7 @@ TEAM_CREDENTIAL_SOURCES = ("from_environment", "from_file")
 MAX_BYTES = 1024 * 1024
 
 
-class TeamError(ValueError):
+class TeamError(RefusedError):
     """A team file, or a developer's value, that a session must not start with."""
 
 
@@ -112,12 +113,12 @@ def _check_value(key, value, where):
         elif key == "token_budget":
             try:
                 check_token_budget(value, where)
-            except SessionInputError as error:
+            except InputError as error:
                 raise TeamError(str(error))
         elif key == "harness_config":
             if value is not None and not (isinstance(value, str) and os.path.isabs(value)):
                 raise TeamError("%s must be an absolute path on the workstation, got %r" % (where, value))
-    except (SessionInputError, PolicyError) as error:
+    except (InputError, PolicyError) as error:
         raise TeamError("%s: %s" % (where, error))
     return value
 
@@ -168,7 +169,7 @@ def check_team(data, origin=TEAM_FILE):
         recipe_for(settings.get("harness", DEFAULTS["harness"]), settings.get("recipes"))
         for name in settings.get("allowed_harnesses") or []:
             recipe_for(name, settings.get("recipes"))
-    except SessionInputError as error:
+    except InputError as error:
         raise TeamError("team file %s: settings.harness or allowed_harnesses: %s" % (origin, error))
     _check_allowed_harness(settings.get("harness", DEFAULTS["harness"]), settings.get("allowed_harnesses"),
                            "team file %s: settings.harness" % origin)
@@ -322,7 +323,7 @@ def apply_team(team, user, origin=TEAM_FILE):
             settings[key] = base
     try:
         recipe_for(settings["harness"], settings["recipes"])
-    except SessionInputError as error:
+    except InputError as error:
         raise TeamError("%s: %s" % (variable("harness"), error))
     _check_allowed_harness(settings["harness"], settings["allowed_harnesses"],
                            "%s (the team file %s's allowed_harnesses)" % (variable("harness"), origin))

@@ -171,7 +171,7 @@ commands:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _host_tools, _images
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _images, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
@@ -217,11 +217,11 @@ def execute_module(module):
     if podman and rendered:
         build_args = dict((name, str(value)) for name, value in params["build_args"].items())
         try:
-            images_dir = os.path.join(_host_facts.state_dir(os.environ), "images")
+            state = _state_layout.state_dir(os.environ)
             image = _images.ensure(run, podman, params["name"], files, params["base_image"], module.check_mode,
                                    context=params["context"], build_args=build_args, extra=params["extra_inputs"],
-                                   log_dir=params["log_dir"] or os.path.join(images_dir, "logs"),
-                                   records_dir=params["records_dir"] or images_dir,
+                                   log_dir=params["log_dir"] or _state_layout.image_logs_dir(state),
+                                   records_dir=params["records_dir"] or _state_layout.images_dir(state),
                                    refresh_stamp=params["refresh_stamp"])
         except _images.ImageError as error:
             module.fail_json(msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,

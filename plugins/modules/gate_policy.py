@@ -115,7 +115,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _content_hash, _host_tools, _podman, _policy, _policy_dir, _squid)
+    _content_hash, _host_tools, _podman, _policy, _policy_dir, _squid, _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 # Only for the nft -c check: the real address and port come with each session.
@@ -162,7 +162,7 @@ def execute_module(module):
         policy, record, files, digest = _policy_dir.render(params["allow"], params["connect_ports"])
     except _policy.PolicyError as error:
         module.fail_json(msg=str(error))
-    policies = os.path.join(params["state_dir"], "policies")
+    policies = _state_layout.policies_dir(params["state_dir"])
     final = os.path.join(policies, digest[:_content_hash.TAG_LENGTH])
     result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[],
                   ansible_facts=dict(aisb_policy_hash=digest, aisb_policy_dir=final, aisb_policy=record))

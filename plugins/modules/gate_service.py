@@ -111,7 +111,8 @@ import pwd
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _host_tools, _podman, _policy_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _gate_unit, _host_tools, _podman, _policy_dir, _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port, gate_answers
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
@@ -193,7 +194,7 @@ def execute_module(module):
     policy_dir = params["policy_dir"].rstrip("/")
     policy_hash = _policy_dir.policy_hash(policy_dir)
     name = _gate_unit.unit_name(policy_hash)
-    conf_dir = os.path.join(os.path.dirname(os.path.dirname(policy_dir)), "gates", policy_hash)
+    conf_dir = _state_layout.gate_directory(policy_dir)
     conf = os.path.join(conf_dir, "gate-session.conf")
     run = module_runner(module)
     unit = Service(module, run, name)

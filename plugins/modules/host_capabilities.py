@@ -105,6 +105,12 @@ path:
   description: The facts file.
   returned: always
   type: str
+state_dir:
+  description:
+    - The state directory, C(${XDG_STATE_HOME:-~/.local/state}/aisb), where the collection keeps the facts,
+      sessions, images' records and logs, policies and the harness's kept state.
+  returned: success
+  type: str
 ansible_facts:
   description: The measured facts.
   returned: always
@@ -169,7 +175,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _enforcement_watch, _host_env, _host_facts, _host_probes, _host_tools, _host_verdict, _images, _podman)
+    _enforcement_watch, _host_env, _host_facts, _host_probes, _host_tools, _host_verdict, _images, _podman,
+    _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
 
 
@@ -199,7 +206,8 @@ def execute(module, run, environ, now):
     # Installed nowhere: its name, which the system's PATH does not find either (each probe says so).
     podman = podman or params["executable"]
     base_image = params["base_image"] or (None if params["probe_image"] else _images.DEFAULT_BASE_IMAGE)
-    path = params["path"] or _host_facts.facts_path(environ)
+    path = params["path"] or _state_layout.facts_path(environ)
+    state = _state_layout.state_dir(environ)
     # Where a fresh fingerprint is also kept for sessions (check mode writes nothing).
     cache_environ = None if check_mode else _host_env.host_environment(environ)
     previous = _host_facts.load(path)
@@ -207,10 +215,11 @@ def execute(module, run, environ, now):
     if params["cached"] and previous and previous.get("probe_source") == source:
         fingerprint = _host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman, cache_environ)
         if not _host_facts.stale_reasons(previous, fingerprint, now, params["max_age"]):
-            return {"changed": False, "cached": True, "path": path, "ansible_facts": {"aisb_host": previous}}
+            return {"changed": False, "cached": True, "path": path, "state_dir": state,
+                    "ansible_facts": {"aisb_host": previous}}
     image, changed, image_error = _images.ensure_probe_image(
         run, podman, base_image, params["probe_image"], check_mode,
-        log_dir=os.path.join(_host_facts.state_dir(environ), "images", "logs"))
+        log_dir=_state_layout.image_logs_dir(state))
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Read while the probes run: it starts no container and depends on none of them.
         # No image: an empty reference, so a stale alias from an older measurement is not counted.
@@ -234,7 +243,8 @@ def execute(module, run, environ, now):
         if image:
             run(_podman.tag(podman, image, _host_facts.PROBE_IMAGE_ALIAS))
         _host_facts.save(path, facts)
-    return {"changed": changed, "cached": False, "path": path, "ansible_facts": {"aisb_host": facts}}
+    return {"changed": changed, "cached": False, "path": path, "state_dir": state,
+            "ansible_facts": {"aisb_host": facts}}
 
 
 def main():

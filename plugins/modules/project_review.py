@@ -181,9 +181,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _harness_state, _host_tools, _podman, _project_commits, _project_review, _review_apply, _review_session)
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time, state_dir
+    _errors, _harness_state, _host_tools, _podman, _project_commits, _project_review, _review_apply,
+    _review_session)
+from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 
 DIFF_LIMIT = 1 << 20
 
@@ -257,7 +259,7 @@ def claim_state(session_id, states, named):
         try:
             _harness_state.claim(os.path.dirname(states[next(iter(named))]["dir"]),
                                  "the review of session %s" % session_id, otherwise="")
-        except _harness_state.SessionError as error:
+        except _errors.SessionError as error:
             raise _project_review.ReviewError("the kept state cannot be applied now: %s" % error)
 
 

@@ -95,10 +95,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _gate_unit, _host_facts, _host_tools, _images, _podman, _retention)
+    _gate_unit, _host_tools, _images, _podman, _retention, _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import RECORD, SESSION_ID
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import RECORD, SESSION_ID
 
 
 def argspec():
@@ -201,21 +201,22 @@ def execute_module(module):
         except ValueError as error:
             module.fail_json(msg=str(error))
     podman = _host_tools.module_program(module, params["executable"])
-    state = params["state_dir"] or _host_facts.state_dir(os.environ)
-    images_dir = os.path.join(state, "images")
+    state = params["state_dir"] or _state_layout.state_dir(os.environ)
+    images_dir = _state_layout.images_dir(state)
+    sessions_dir = _state_layout.sessions_dir(state)
     run = module_runner(module)
     images = json.loads(run.checked(_podman.images_json(podman)) or "[]")
     containers = json.loads(run.checked(_podman.containers_json(podman)) or "[]")
     now = time.time()
     image_verdicts = _retention.images_to_remove(
-        _retention.image_tags(images), last_used(os.path.join(images_dir, "used")),
+        _retention.image_tags(images), last_used(os.path.join(images_dir, _images.USED_MARKS)),
         set(container["ImageID"] for container in containers), _retention.alias_ids(images), now, params["days"])
     container_names = [name for container in containers for name in container.get("Names") or []]
     session_verdicts = _retention.sessions_to_remove(
-        sessions(os.path.join(state, "sessions")), container_names, now, params["days"], params["keep_sessions"])
-    policies_dir = os.path.join(state, "policies")
+        sessions(sessions_dir), container_names, now, params["days"], params["keep_sessions"])
+    policies_dir = _state_layout.policies_dir(state)
     in_use = policies_in_use(containers, params["unit_dir"] or _gate_unit.unit_dir(os.environ),
-                             os.path.join(state, "sessions"), [session for session, why in session_verdicts if why])
+                             sessions_dir, [session for session, why in session_verdicts if why])
     policy_verdicts = _retention.policies_to_remove(policies(policies_dir), in_use, now, params["days"])
     verdicts = dict(images=image_verdicts, sessions=session_verdicts, policies=policy_verdicts)
     removed = dict((kind, [name for name, why in found if why is None]) for kind, found in verdicts.items())
@@ -228,10 +229,10 @@ def execute_module(module):
                 removed["images"].remove(tag)
                 kept["images"][tag] = "podman refused: %s" % _podman.error_line(err)
                 continue
-            remove_quietly(os.path.join(images_dir, "used", _images.used_mark(tag)))
-            remove_quietly(_images.build_log(os.path.join(images_dir, "logs"), tag))
+            remove_quietly(os.path.join(images_dir, _images.USED_MARKS, _images.used_mark(tag)))
+            remove_quietly(_images.build_log(_state_layout.image_logs_dir(state), tag))
         for session in list(removed["sessions"]):
-            problem = remove_session(run, podman, os.path.join(state, "sessions", session))
+            problem = remove_session(run, podman, _state_layout.session_directory(state, session))
             if problem:
                 removed["sessions"].remove(session)
                 kept["sessions"][session] = problem

@@ -229,6 +229,7 @@ commands:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
@@ -238,9 +239,8 @@ def execute(module):
     """The task's result; the action plugin resolves the controller's options first."""
     given = [name for name in CONTROLLER_OPTIONS if module.params[name]]
     if given or module.params["command"] is None:
-        return {"failed": True, "status": "refused", "warnings": [],
-                "msg": "%s: resolved by the aisb.sandbox.session action on the controller, which sends the "
-                       "command" % ", ".join(given or ["harness"])}
+        return refused_result("%s: resolved by the aisb.sandbox.session action on the controller, which sends the "
+                              "command" % ", ".join(given or ["harness"]), warnings=[])
     return run_session(module.params, dict(os.environ), module.check_mode)
 
 

@@ -65,8 +65,9 @@ project:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import session_project
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import input_constraints, input_spec
 
 
@@ -74,8 +75,8 @@ def main():
     module = AnsibleModule(argument_spec=input_spec(), supports_check_mode=True, **input_constraints())
     try:
         project = session_project(module.params["project"], os.environ)
-    except SessionInputError as error:
-        module.fail_json(msg=str(error), status="refused")
+    except InputError as error:
+        module.fail_json(**refused_result(error))
     module.exit_json(changed=False, project=project)
 
 

@@ -127,6 +127,7 @@ team_file:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._team import TEAM_FILE, TeamError, read_team_file, user_spec
 
 
@@ -135,7 +136,7 @@ def main():
     try:
         team = read_team_file()
     except TeamError as error:
-        module.fail_json(msg=str(error), status="refused", path=TEAM_FILE)
+        module.fail_json(**refused_result(error, path=TEAM_FILE))
     module.exit_json(changed=False, team=team, path=TEAM_FILE)
 
 

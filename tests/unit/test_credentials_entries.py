@@ -9,9 +9,9 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_credentials, check_private_hosts, check_resolved, check_session_use, resolve_credentials)
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import ANTHROPIC
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
 
 KEY = "sk-unit-secret-value"
 
@@ -51,7 +51,7 @@ def test_defaults_are_filled_in():
     ("api.anthropic.com", "must be a dict"),
 ])
 def test_a_bad_entry_is_refused_by_its_index(bad, words):
-    with pytest.raises(SessionInputError) as error:
+    with pytest.raises(InputError) as error:
         check_credentials([entry(host="ok.example"), bad])
     assert str(error.value).startswith("aisb_credentials[1]") or "aisb_credentials[1]" in str(error.value)
     assert words in str(error.value)
@@ -59,9 +59,9 @@ def test_a_bad_entry_is_refused_by_its_index(bad, words):
 
 
 def test_one_key_per_host_and_per_variable():
-    with pytest.raises(SessionInputError, match=r"\[1\]: host api.anthropic.com:443"):
+    with pytest.raises(InputError, match=r"\[1\]: host api.anthropic.com:443"):
         check_credentials([entry(), entry(variable="OTHER")])
-    with pytest.raises(SessionInputError, match=r"\[1\]: variable ANTHROPIC_API_KEY"):
+    with pytest.raises(InputError, match=r"\[1\]: variable ANTHROPIC_API_KEY"):
         check_credentials([entry(), entry(host="other.example")])
     assert len(check_credentials([entry(), entry(port=8443, variable="OTHER")])) == 2
 
@@ -78,7 +78,7 @@ def test_keys_come_from_the_controller_environment_a_file_or_a_value(tmp_path):
     assert [r["key"] for r in resolved] == [KEY, KEY, KEY]
     assert set(resolved[0]) == {"host", "port", "header", "prefix", "variable", "key", "paths"}
     assert all(set(r) == {"host", "port", "header", "prefix", "variable", "key"} for r in resolved[1:])
-    with pytest.raises(SessionInputError, match=r"\[0\]: from_environment MY_KEY is not set"):
+    with pytest.raises(InputError, match=r"\[0\]: from_environment MY_KEY is not set"):
         resolve_credentials([entry(value=None, from_environment="MY_KEY")], {})
 
 
@@ -87,37 +87,37 @@ def test_a_key_file_others_may_use_is_refused(tmp_path, mode):
     path = tmp_path / "key"
     path.write_text(KEY)
     os.chmod(path, mode)
-    with pytest.raises(SessionInputError) as error:
+    with pytest.raises(InputError) as error:
         resolve_credentials([entry(value=None, from_file=str(path))], {})
     assert "aisb_credentials[0]" in str(error.value) and "group or others" in str(error.value)
     assert KEY not in str(error.value)
 
 
 def test_a_key_file_that_is_missing_or_a_link_is_refused(tmp_path):
-    with pytest.raises(SessionInputError, match="cannot be opened"):
+    with pytest.raises(InputError, match="cannot be opened"):
         resolve_credentials([entry(value=None, from_file=str(tmp_path / "missing"))], {})
     target = tmp_path / "target"
     target.write_text(KEY)
     os.chmod(target, 0o600)
     (tmp_path / "link").symlink_to(target)
-    with pytest.raises(SessionInputError, match="cannot be opened"):
+    with pytest.raises(InputError, match="cannot be opened"):
         resolve_credentials([entry(value=None, from_file=str(tmp_path / "link"))], {})
 
 
 def test_the_module_checks_what_it_receives_again():
     resolved = resolve_credentials([entry()], {})
     assert check_resolved(json.dumps(resolved)) == resolved
-    with pytest.raises(SessionInputError, match="resolved entries"):
+    with pytest.raises(InputError, match="resolved entries"):
         check_resolved([entry()])
-    with pytest.raises(SessionInputError, match="cannot carry"):
+    with pytest.raises(InputError, match="cannot carry"):
         check_resolved([dict(resolved[0], key="a\r\nX-Injected: 1")])
 
 
 def test_a_session_refuses_a_variable_given_twice_or_no_gate():
     resolved = resolve_credentials([entry()], {})
-    with pytest.raises(SessionInputError, match=r"\[0\]: variable ANTHROPIC_API_KEY is also given"):
+    with pytest.raises(InputError, match=r"\[0\]: variable ANTHROPIC_API_KEY is also given"):
         check_session_use(resolved, {"ANTHROPIC_API_KEY": "x"}, "allow")
-    with pytest.raises(SessionInputError, match="need network allow"):
+    with pytest.raises(InputError, match="need network allow"):
         check_session_use(resolved, {}, "no-gate")
     check_session_use(resolved, {"OTHER": "x"}, "allow")
     check_session_use([], {}, "none")
@@ -128,8 +128,8 @@ def test_a_private_entrys_name_takes_a_key_on_its_pinned_port_only():
     for port in (443, 8443):
         check_private_hosts(resolve_credentials([entry(host="models.lan", port=port)], {}), private)
     check_private_hosts(resolve_credentials([entry()], {}), private)
-    with pytest.raises(SessionInputError, match=r"aisb_credentials\[0\]: host models.lan port 8000: models.lan is a "
-                                                r"private entry's name \(aisb_allow models.lan:443=10.0.0.5, "
-                                                r"models.lan:8443=10.0.0.6\): a key for it goes only to the pinned "
-                                                r"address, on that entry's port; give that port"):
+    with pytest.raises(InputError, match=r"aisb_credentials\[0\]: host models.lan port 8000: models.lan is a "
+                                         r"private entry's name \(aisb_allow models.lan:443=10.0.0.5, "
+                                         r"models.lan:8443=10.0.0.6\): a key for it goes only to the pinned "
+                                         r"address, on that entry's port; give that port"):
         check_private_hosts(resolve_credentials([entry(host="models.lan", port=8000)], {}), private)

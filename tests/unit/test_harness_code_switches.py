@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _recipes
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import apply_switches, recipe_switches
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 RECIPES = _recipes.BUILT_IN
 
@@ -40,7 +40,7 @@ def test_opencode_is_told_by_its_environment_whatever_runs_it():
 
 
 def test_the_operators_environment_cannot_undo_a_switch():
-    with pytest.raises(SessionInputError, match="aisb_environment sets OPENCODE_DISABLE_PROJECT_CONFIG, which"):
+    with pytest.raises(InputError, match="aisb_environment sets OPENCODE_DISABLE_PROJECT_CONFIG, which"):
         apply_switches(RECIPES["opencode"], ["opencode"], {"OPENCODE_DISABLE_PROJECT_CONFIG": "0"}, False)
     # The same value is no clash.
     apply_switches(RECIPES["opencode"], ["opencode"], {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}, False)

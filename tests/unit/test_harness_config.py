@@ -9,7 +9,7 @@ import os
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _harness_config, _session_plan
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 from builders import FACTS, inputs
 
@@ -58,36 +58,36 @@ def test_the_directory_is_read_as_the_recipe_names_it(tmp_path):
 ])
 def test_what_the_harness_does_not_read_or_a_key_is_refused_by_name(tmp_path, files, message):
     write(tmp_path, files)
-    with pytest.raises(SessionInputError, match="aisb_harness_config.*" + message):
+    with pytest.raises(InputError, match="aisb_harness_config.*" + message):
         _harness_config.read_config(str(tmp_path), RECIPE)
 
 
 def test_a_link_anywhere_is_refused(tmp_path):
     write(tmp_path, {"prompts/a.md": "a"})
     os.symlink("/etc/passwd", str(tmp_path / "prompts" / "b.md"))
-    with pytest.raises(SessionInputError, match="prompts/b.md is a symbolic link"):
+    with pytest.raises(InputError, match="prompts/b.md is a symbolic link"):
         _harness_config.read_config(str(tmp_path), RECIPE)
 
 
 def test_too_much_is_refused(tmp_path):
     write(tmp_path, {"prompts/a.md": "a" * (_harness_config.MAX_BYTES // 2 + 1),
                      "prompts/b.md": "b" * (_harness_config.MAX_BYTES // 2 + 1)})
-    with pytest.raises(SessionInputError, match="more than"):
+    with pytest.raises(InputError, match="more than"):
         _harness_config.read_config(str(tmp_path), RECIPE)
 
 
 def test_a_recipe_without_config_reads_none(tmp_path):
     assert _harness_config.read_config(None, {"command": ["bash"]}) == []
-    with pytest.raises(SessionInputError, match="the harness recipe has no config"):
+    with pytest.raises(InputError, match="the harness recipe has no config"):
         _harness_config.read_config(str(tmp_path), {"command": ["bash"]})
-    with pytest.raises(SessionInputError, match="not a directory"):
+    with pytest.raises(InputError, match="not a directory"):
         _harness_config.read_config(str(tmp_path / "missing"), RECIPE)
 
 
 def test_a_recipe_may_only_name_the_harness_users_paths():
-    with pytest.raises(SessionInputError, match="under /home/agent"):
+    with pytest.raises(InputError, match="under /home/agent"):
         _harness_config.recipe_config({"config": {"dir": "/etc", "names": ["passwd"]}})
-    with pytest.raises(SessionInputError, match="plain file names"):
+    with pytest.raises(InputError, match="plain file names"):
         _harness_config.recipe_config({"config": {"dir": "/home/agent/x", "names": ["../y"]}})
 
 
@@ -180,9 +180,9 @@ def test_endpoints_must_be_files_the_recipe_names():
     for endpoints in (["auth.json"], ["prompts/"], "config.toml"):
         recipe = {"config": {"dir": "/home/agent/.codex", "names": ["config.toml", "prompts/"],
                              "endpoints": endpoints}}
-        with pytest.raises(SessionInputError, match="endpoints must be file names among its names"):
+        with pytest.raises(InputError, match="endpoints must be file names among its names"):
             _harness_config.recipe_config(recipe)
-    with pytest.raises(SessionInputError, match="optionally endpoints"):
+    with pytest.raises(InputError, match="optionally endpoints"):
         _harness_config.recipe_config({"config": {"dir": "/home/agent/.codex", "names": [], "extra": 1}})
 
 
@@ -199,7 +199,7 @@ OPENCODE = {"command": ["opencode"], "config": {"dir": "/home/agent/.config/open
 ])
 def test_a_key_in_codex_or_opencode_configuration_is_refused_by_name(tmp_path, recipe, files, message):
     write(tmp_path, files)
-    with pytest.raises(SessionInputError, match="aisb_harness_config.*" + message):
+    with pytest.raises(InputError, match="aisb_harness_config.*" + message):
         _harness_config.read_config(str(tmp_path), recipe)
     write(tmp_path, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "{env:P_KEY}"}}}}),
                      "config.toml": 'env_key = "P_KEY"\n'})

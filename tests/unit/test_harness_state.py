@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _session_plan
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 from builders import FACTS, in_a_session, inputs
 
@@ -32,18 +32,18 @@ def test_each_project_has_its_own_directory():
 
 
 def test_a_review_session_never_wipes_the_kept_state():
-    with pytest.raises(SessionInputError, match="aisb_harness_state=fresh wipes the project's kept harness state, "
-                                                "which a review-mode session never writes"):
+    with pytest.raises(InputError, match="aisb_harness_state=fresh wipes the project's kept harness state, "
+                                         "which a review-mode session never writes"):
         _harness_state.plan("/state", "/p", RECIPE, "fresh", review=True)
     assert _harness_state.plan("/state", "/p", RECIPE, "keep", review=True)["mode"] == "keep"
 
 
 def test_bad_input_is_refused_by_name():
-    with pytest.raises(SessionInputError, match="aisb_harness_state must be one of keep, fresh"):
+    with pytest.raises(InputError, match="aisb_harness_state must be one of keep, fresh"):
         _harness_state.plan("/state", "/p", RECIPE, "wipe")
-    with pytest.raises(SessionInputError, match="under /home/agent"):
+    with pytest.raises(InputError, match="under /home/agent"):
         _harness_state.recipe_state({"state": {"x": "/etc"}})
-    with pytest.raises(SessionInputError, match="lower-case"):
+    with pytest.raises(InputError, match="lower-case"):
         _harness_state.recipe_state({"state": {"../x": "/home/agent/x"}})
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from fake_podman import fake_podman
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _enforcement_watch, _host_facts, _host_probes, _host_tools, _images)
+    _enforcement_watch, _host_facts, _host_probes, _host_tools, _images, _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
 
@@ -33,7 +33,8 @@ def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
     run = Runner(fake_podman({_host_facts.PROBE_IMAGE_ALIAS}))
     answer = execute(module(path=str(path), base_image="localhost/base:1", cached=True), run,
                      {"HOME": str(tmp_path)}, NOW)
-    assert answer == {"changed": False, "cached": True, "path": str(path), "ansible_facts": {"aisb_host": stored}}
+    assert answer == {"changed": False, "cached": True, "path": str(path),
+                      "state_dir": str(tmp_path / ".local/state/aisb"), "ansible_facts": {"aisb_host": stored}}
     assert run.commands and all(argv[1] in ("info", "image") for argv in run.commands)
 
 
@@ -43,7 +44,8 @@ def test_a_measurement_is_stored_and_names_its_probe_image(tmp_path, programs_as
     answer = execute(module(base_image="localhost/base:1"), run, environ, NOW)
     facts = answer["ansible_facts"]["aisb_host"]
     assert answer["changed"] is True and answer["cached"] is False
-    assert answer["path"] == _host_facts.facts_path(environ)
+    assert answer["path"] == _state_layout.facts_path(environ)
+    assert answer["state_dir"] == str(tmp_path / ".local/state/aisb")
     assert json.loads(open(answer["path"]).read()) == facts
     assert sorted(facts) == ["fingerprint", "host_tools", "measured_at", "probe_image", "probe_source", "probes",
                              "schema_version", "verdict"]

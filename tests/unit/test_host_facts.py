@@ -115,11 +115,6 @@ def test_model_does_not_hold_carries_reasons():
     assert _host_facts.stale_reasons(current, current["fingerprint"], NOW, 86400) == []
 
 
-def test_facts_path_follows_xdg():
-    assert _host_facts.facts_path({"HOME": "/home/u"}) == "/home/u/.local/state/aisb/host_capabilities.json"
-    assert _host_facts.facts_path({"HOME": "/home/u", "XDG_STATE_HOME": "/s"}) == "/s/aisb/host_capabilities.json"
-
-
 def test_facts_whose_values_were_edited_under_their_hash_are_stale():
     current = {"podman": "5.4.2", "passt": "p", "runtime": "crun", "kernel": "6", "distro": "debian 13",
                "probe_image": "sha256:x"}

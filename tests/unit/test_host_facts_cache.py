@@ -4,7 +4,7 @@
 import json
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _state_layout
 
 from fake_podman import INFO
 
@@ -57,7 +57,7 @@ def test_an_unreadable_cache_is_measured_again(tmp_path):
     environ = environment(tmp_path)
     run = podman_like(["sha256:a"] * 2)
     _host_facts.cached_fingerprint(run, environ)
-    cache = tmp_path / "state" / "aisb" / _host_facts.FINGERPRINT_CACHE
+    cache = tmp_path / "state" / "aisb" / _state_layout.FINGERPRINT_CACHE
     cache.write_text("{not json")
     assert _host_facts.cached_fingerprint(run, environ)["podman"] == "5.4.2"
     assert run.calls.count("info") == 2

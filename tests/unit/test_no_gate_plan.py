@@ -10,10 +10,11 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
     _host_facts, _host_probe_sandbox, _host_probes, _host_verdict, _podman, _session_plan)
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved, render_sandbox_policy)
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError, SessionInputs
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import no_gate_refusal, resolve_names
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
 
 
 def test_names_are_pinned_and_a_wildcard_is_refused_by_name():
@@ -53,8 +54,8 @@ def test_names_resolve_on_the_host_and_an_unresolvable_one_is_named():
                 (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2001:db8::2", 0, 0, 0))]
 
     assert resolve_names(["a.test"], getaddrinfo) == {"a.test": ["198.18.0.2", "2001:db8::2"]}
-    with pytest.raises(SessionInputError, match="allow entry 'missing.test' does not resolve on this host "
-                                                r"\(Name or service not known\)"):
+    with pytest.raises(InputError, match="allow entry 'missing.test' does not resolve on this host "
+                                         r"\(Name or service not known\)"):
         resolve_names(["a.test", "missing.test"], getaddrinfo)
 
 

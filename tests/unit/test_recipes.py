@@ -6,7 +6,7 @@ neither replace a built-in one nor claim an address."""
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _harness_state, _recipes
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
     harness_command, harness_credential_urls, harness_names, harness_values)
 
 RECIPES = _recipes.BUILT_IN

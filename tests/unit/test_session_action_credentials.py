@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.action.session import resolve_controller_options
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session_inputs
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputError
+from ansible_collections.aisb.sandbox.plugins.module_utils import _input_checks
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 KEY = "sk-controller-secret"
 RECIPE = {"command": ["pi"], "prompt": ["-p"], "env": ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]}
@@ -39,13 +39,13 @@ def test_the_key_goes_to_credentials_and_never_to_the_environment():
 @pytest.mark.parametrize("given", [{"pass_environment": ["ANTHROPIC_API_KEY"]},
                                    {"environment": {"ANTHROPIC_API_KEY": "x"}}, {"network": "none"}])
 def test_a_session_that_cannot_honour_a_credential_is_refused_on_the_controller(given):
-    with pytest.raises(SessionInputError, match=r"aisb_credentials(\[0\]: variable ANTHROPIC_API_KEY| need)|"
-                                                r"pass_environment name ANTHROPIC_API_KEY is the source"):
+    with pytest.raises(InputError, match=r"aisb_credentials(\[0\]: variable ANTHROPIC_API_KEY| need)|"
+                                         r"pass_environment name ANTHROPIC_API_KEY is the source"):
         resolve_controller_options(args(**given), {"ANTHROPIC_API_KEY": KEY})
 
 
 def test_a_missing_source_is_refused_on_the_controller():
-    with pytest.raises(SessionInputError, match=r"aisb_credentials\[0\]: from_environment ANTHROPIC_API_KEY"):
+    with pytest.raises(InputError, match=r"aisb_credentials\[0\]: from_environment ANTHROPIC_API_KEY"):
         resolve_controller_options(args(), {})
 
 
@@ -79,8 +79,8 @@ def test_a_base_url_a_credential_fills_is_not_passed_through_from_the_controller
 
 @pytest.mark.parametrize("url", ["https://elsewhere.example", "http://api.anthropic.com", "https://api.anthropic.com:8443"])
 def test_an_operators_base_url_away_from_the_credentials_host_is_refused(url):
-    with pytest.raises(SessionInputError, match=r"aisb_credentials\[0\]: environment ANTHROPIC_BASE_URL=%s is not an "
-                                                r"https:// URL on api.anthropic.com port 443" % url):
+    with pytest.raises(InputError, match=r"aisb_credentials\[0\]: environment ANTHROPIC_BASE_URL=%s is not an "
+                                         r"https:// URL on api.anthropic.com port 443" % url):
         resolve_controller_options(args(harness=CLAUDE, environment={"ANTHROPIC_BASE_URL": url}),
                                    {"ANTHROPIC_API_KEY": KEY})
 
@@ -96,8 +96,8 @@ def test_two_credentials_for_one_base_url_are_refused():
     recipe = dict(CLAUDE, credential_urls={"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL", "TOKEN": "ANTHROPIC_BASE_URL"})
     credentials = args()["credentials"] + [{"host": "other.example", "header": "authorization", "variable": "TOKEN",
                                             "value": "t"}]
-    with pytest.raises(SessionInputError, match=r"aisb_credentials\[1\]: the harness reads one base URL from "
-                                                r"ANTHROPIC_BASE_URL, which aisb_credentials\[0\] already"):
+    with pytest.raises(InputError, match=r"aisb_credentials\[1\]: the harness reads one base URL from "
+                                         r"ANTHROPIC_BASE_URL, which aisb_credentials\[0\] already"):
         resolve_controller_options(args(harness=recipe, credentials=credentials), {"ANTHROPIC_API_KEY": KEY})
 
 
@@ -110,7 +110,7 @@ def test_two_credentials_for_one_base_url_are_refused():
     ({"credential_urls": {"K": "NO_PROXY"}}, "harness credential_urls K name 'NO_PROXY' is set by the session"),
 ])
 def test_a_bad_recipe_value_is_refused_naming_it(recipe, message):
-    with pytest.raises(SessionInputError, match=message):
+    with pytest.raises(InputError, match=message):
         resolve_controller_options(args(harness=dict(CLAUDE, **recipe), credentials=[]), {})
 
 
@@ -170,7 +170,7 @@ def test_an_entrys_source_is_never_passed_under_its_own_name():
     environment, credentials = resolved({"ANTHROPIC_API_KEY": KEY}, credentials=[entry])
     assert environment == {} and [c["variable"] for c in credentials] == ["OPENAI_API_KEY"]
     source = dict(entry, variable="MY_KEY", from_environment="MY_SOURCE", host="models.example")
-    with pytest.raises(SessionInputError, match="pass_environment name MY_SOURCE is the source"):
+    with pytest.raises(InputError, match="pass_environment name MY_SOURCE is the source"):
         resolved({"MY_SOURCE": KEY}, credentials=[source], pass_environment=["MY_SOURCE"])
 
 
@@ -187,7 +187,7 @@ def test_an_exported_key_meant_for_another_server_is_refused_not_sent_to_the_pro
     claude = {"command": ["claude"], "env": ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"],
               "credential_urls": {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL"}}
     environ = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "https://gateway.corp.example/anthropic"}
-    with pytest.raises(SessionInputError, match="ANTHROPIC_API_KEY is exported, and ANTHROPIC_BASE_URL=https://gateway"):
+    with pytest.raises(InputError, match="ANTHROPIC_API_KEY is exported, and ANTHROPIC_BASE_URL=https://gateway"):
         resolved(environ, harness=claude, **given)
     # On the provider's own host it is kept behind the injector.
     environ["ANTHROPIC_BASE_URL"] = "https://api.anthropic.com"
@@ -227,8 +227,8 @@ def test_an_operator_input_inside_what_the_agent_writes_is_refused(project_and_s
         value = str(tree / "harness-state")
     else:
         value = str(project / value)
-    writable = _session_inputs.agent_trees(str(project), environ)
-    with pytest.raises(SessionInputError) as error:
+    writable = _input_checks.agent_trees(str(project), environ)
+    with pytest.raises(InputError) as error:
         resolve_controller_options(args(project=str(project), **{option: value}), environ, writable)
     assert str(error.value).startswith(named + " ") and "inside %s" % tree in str(error.value)
 
@@ -237,7 +237,7 @@ def test_an_operator_input_outside_is_read(project_and_state):
     project, environ = project_and_state
     prompt = project.parent.parent / "operator" / "task.md"
     prompt.write_text("the operator's task")
-    writable = _session_inputs.agent_trees(str(project), environ)
+    writable = _input_checks.agent_trees(str(project), environ)
     module_args, _interactive = resolve_controller_options(args(project=str(project), prompt_file=str(prompt),
                                                                 prompt=None), environ, writable)
     assert module_args["command"][-1] == "the operator's task"

@@ -159,7 +159,7 @@ def test_session_project_is_admissions_own_check(host, tmp_path):
     for raw, needle in ((home + "/src/missing", "is not an existing directory"),
                         (home + "/.local/state/aisb/policies", "dot-directories"),
                         (str(tmp_path), "is the home directory")):
-        with pytest.raises(_session_admission.SessionInputError, match=needle):
+        with pytest.raises(_session_admission.InputError, match=needle):
             _session_admission.session_project(raw, environ)
 
 
@@ -287,7 +287,7 @@ def test_a_podman_variable_naming_the_project_is_refused(host, name, inside):
     value = os.path.join(project, inside)
     if name == "XDG_DATA_DIRS":
         value = "/usr/share:" + value
-    with pytest.raises(_session_admission.SessionInputError,
+    with pytest.raises(_session_admission.InputError,
                        match=r"the environment's %s \(which podman reads\) .* inside %s, which sessions let the "
                              r"agent write" % (name, re.escape(project))):
         _session_admission.session_project(project, dict(environ, **{name: value}))

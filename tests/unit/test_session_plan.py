@@ -107,7 +107,3 @@ def test_limits_are_applied_when_enforceable():
     facts = {"verdict": dict(FACTS["verdict"], limits_enforceable=True)}
     plan = _session_plan.plan_session("sid", inputs(limits={"memory": "1g", "pids": 64, "cpus": "0.5"}), facts, 40010)
     assert plan["limits"] == ["--memory=1g", "--pids-limit=64", "--cpus=0.5"]
-
-
-def test_a_new_session_id_is_what_review_accepts_as_one():
-    assert _session_plan.SESSION_ID.match(_session_plan.new_session_id())

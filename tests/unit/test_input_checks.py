@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Session inputs: refused before anything starts, with the input named."""
+"""The input checks: refused before anything starts, with the input named."""
 
 import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import (
-    SessionInputError, build_environment, check_command, check_project, check_token_budget, resolve_project)
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+    InputError, build_environment, check_command, check_project, check_token_budget, resolve_project)
 
 HOME = "/home/dev"
 PROTECTED = ["/home/dev/.local/state/aisb", "/run/user/1000"]
@@ -53,14 +53,14 @@ BAD_PROJECTS = [
 
 @pytest.mark.parametrize("path,reason", BAD_PROJECTS)
 def test_bad_projects_are_refused_with_the_path_named(path, reason):
-    with pytest.raises(SessionInputError) as error:
+    with pytest.raises(InputError) as error:
         check_project(path, HOME, PROTECTED)
     assert reason in str(error.value)
     assert repr(path) in str(error.value) or not path
 
 
 def test_a_dot_directory_refusal_says_what_is_allowed():
-    with pytest.raises(SessionInputError) as error:
+    with pytest.raises(InputError) as error:
         check_project("/home/dev/.pi/agent", HOME, PROTECTED)
     assert "name a directory elsewhere, such as /home/dev/src/app" in str(error.value)
 
@@ -77,15 +77,15 @@ def test_resolve_follows_symlinks_to_what_is_really_mounted(tmp_path):
     (home / ".ssh").mkdir(parents=True)
     link = home / "innocent"
     link.symlink_to(home / ".ssh")
-    with pytest.raises(SessionInputError, match="credentials"):
+    with pytest.raises(InputError, match="credentials"):
         resolve_project(str(link), str(home))
 
 
 def test_resolve_requires_an_existing_directory(tmp_path):
     (tmp_path / "file").write_text("x")
-    with pytest.raises(SessionInputError, match="not an existing directory"):
+    with pytest.raises(InputError, match="not an existing directory"):
         resolve_project(str(tmp_path / "file"), "/nonexistent-home")
-    with pytest.raises(SessionInputError, match="not an existing directory"):
+    with pytest.raises(InputError, match="not an existing directory"):
         resolve_project(str(tmp_path / "missing"), "/nonexistent-home")
 
 
@@ -95,7 +95,7 @@ def test_a_path_cut_at_a_space_is_named_with_the_json_form(tmp_path, monkeypatch
     monkeypatch.setenv("HOME", str(home))
     # What -e project=~/src/with space hands the module: the value up to the space.
     for raw, whole in [("~/src/with", "~/src/with space"), (str(home / "src" / "with"), str(home / "src" / "with space"))]:
-        with pytest.raises(SessionInputError) as error:
+        with pytest.raises(InputError) as error:
             resolve_project(raw, str(home))
         message = str(error.value)
         assert "%r (resolved to %r) is not an existing directory" % (raw, str(home / "src" / "with")) in message
@@ -106,7 +106,7 @@ def test_a_path_cut_at_a_space_is_named_with_the_json_form(tmp_path, monkeypatch
 @pytest.mark.parametrize("missing", ["other", "wit", "with-space"])
 def test_a_missing_path_without_a_longer_name_gets_no_space_hint(tmp_path, missing):
     (tmp_path / "with space").mkdir()
-    with pytest.raises(SessionInputError, match="not an existing directory") as error:
+    with pytest.raises(InputError, match="not an existing directory") as error:
         resolve_project(str(tmp_path / missing), "/nonexistent-home")
     assert "cut at a space" not in str(error.value)
 
@@ -120,7 +120,7 @@ def test_resolve_expands_the_tilde(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["", "1ABC", "A-B", "A B", "A=B", "A\nB", "Ä", None, 3, "HTTPS_PROXY", "no_proxy"])
 def test_bad_environment_names_are_refused(name):
-    with pytest.raises(SessionInputError) as error:
+    with pytest.raises(InputError) as error:
         build_environment({name: "x"}, [], {})
     assert repr(name) in str(error.value)
 
@@ -131,20 +131,20 @@ def test_pass_through_takes_only_named_variables_from_the_controller():
 
 
 def test_pass_through_of_an_unset_variable_is_refused():
-    with pytest.raises(SessionInputError, match="'MISSING' is not set"):
+    with pytest.raises(InputError, match="'MISSING' is not set"):
         build_environment({}, ["MISSING"], {})
 
 
 def test_environment_values_must_be_strings_without_nul():
-    with pytest.raises(SessionInputError, match="NUL"):
+    with pytest.raises(InputError, match="NUL"):
         build_environment({"A": "x\0y"}, [], {})
-    with pytest.raises(SessionInputError, match="must be a string"):
+    with pytest.raises(InputError, match="must be a string"):
         build_environment({"A": 1}, [], {})
 
 
 @pytest.mark.parametrize("argv", ["echo hi", [1], ["a\0b"], None])
 def test_harness_argv_must_be_a_list_of_strings(argv):
-    with pytest.raises(SessionInputError):
+    with pytest.raises(InputError):
         check_command(argv)
 
 
@@ -157,7 +157,7 @@ def test_shell_metacharacters_are_passed_as_they_are():
 def test_the_first_word_must_name_a_program(first):
     # The entrypoint takes a leading '-' word as its own flag; env(1) after the drop
     # takes a word with '=' for a variable.
-    with pytest.raises(SessionInputError, match="must name a program"):
+    with pytest.raises(InputError, match="must name a program"):
         check_command([first, "bash"])
 
 
@@ -173,13 +173,13 @@ def test_environment_is_a_dict_or_its_json_text(text, expected):
 
 @pytest.mark.parametrize("text", ["[1]", "not json", "5"])
 def test_environment_text_that_is_no_dict_is_refused(text):
-    with pytest.raises(SessionInputError, match="environment"):
+    with pytest.raises(InputError, match="environment"):
         build_environment(text, [], {})
 
 
 @pytest.mark.parametrize("budget", [0, -5, True, "50000", 1.5])
 def test_a_token_budget_is_a_whole_number_of_tokens(budget):
-    with pytest.raises(SessionInputError, match=r"^aisb_token_budget must be a whole number of tokens, 1 or more, "
-                                                r"got %s$" % repr(budget).replace(".", r"\.")):
+    with pytest.raises(InputError, match=r"^aisb_token_budget must be a whole number of tokens, 1 or more, "
+                                         r"got %s$" % repr(budget).replace(".", r"\.")):
         check_token_budget(budget)
     assert check_token_budget(1) == 1 and check_token_budget(None) is None
