@@ -16,13 +16,13 @@ every change flagged, and applied only when the user names it.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest, _project_review, _review_flags
-from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import RECORD, SESSION_ID, session_directory
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _project_manifest, _project_review, _review_flags, _session_record)
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import SESSION_ID, session_directory
 
 REVIEW_DIR = "review"
 REVIEW_DIR_MODE = 0o700
@@ -134,11 +134,12 @@ def load_record(state, session_id):
         raise _project_review.ReviewError("%r is not a session id (like 20261130T230455-1a2b3c4d)" % session_id)
     session_dir = session_directory(state, session_id)
     try:
-        with open(os.path.join(session_dir, RECORD)) as handle:
-            record = json.load(handle)
+        record = _session_record.read(session_dir)
     except FileNotFoundError:
         raise _project_review.ReviewError(
             "session %s has no record in %s: it has not ended, or never ran" % (session_id, session_dir))
+    except _session_record.RecordError as error:
+        raise _project_review.ReviewError(str(error))
     if record.get("project_mode") != "review" or not record.get("review"):
         raise _project_review.ReviewError("session %s did not run in review mode (aisb_project_mode=review): "
                                           "its changes went to the project directly" % session_id)
@@ -168,7 +169,4 @@ def retake_manifest(review, project):
 def note(session_dir, record, entry):
     """Add ENTRY (what an apply or discard did) to the record's review history, on disk."""
     record["review"].setdefault("history", []).append(entry)
-    path = os.path.join(session_dir, RECORD)
-    with open(path + ".new", "w") as handle:
-        handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.rename(path + ".new", path)
+    _session_record.write(session_dir, record)

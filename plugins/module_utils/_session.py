@@ -15,7 +15,8 @@ import time
 from typing import NamedTuple, Optional
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _controller, _harness_state, _host_tools, _images, _podman, _project_ansible, _project_commits, _project_git)
+    _controller, _harness_state, _host_tools, _images, _podman, _project_ansible, _project_commits, _project_git,
+    _session_record)
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
@@ -33,7 +34,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import 
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import (
-    RECORD, images_dir, new_session_id, session_directory, state_dir)
+    images_dir, new_session_id, session_directory, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700
@@ -136,6 +137,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
     # Everything known before anything runs: the watchdog completes it if this process dies.
     record = {
+        "schema_version": _session_record.SCHEMA_VERSION,
         "session_id": plan["session_id"],
         "started_at": format_time(time.time()),
         "project": inputs.project,
@@ -173,7 +175,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "credentials": credentials_report(inputs, None, ""),
         "tokens": injector.usage_report() if injector else None,
         "transcript": transcript,
-        "record": os.path.join(runner.session_dir, RECORD),
+        "record": _session_record.path(runner.session_dir),
     }
     watch = _controller.Watch(runner.controller_lost, output=STDOUT, parent=parent)
     ended = Outcome("exited", None, "")
@@ -224,7 +226,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     # The agent's branches and HEAD as data, under refs/aisb/<session id>/ of each repository.
     record["commits"] = bring_back(inputs, plan, runner, run, review)
     try:
-        runner.write(RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        _session_record.write(runner.session_dir, record)
     except OSError as error:
         # Everything has stopped already; say so instead of failing without a status.
         record["record_error"] = "the record could not be written to %s: %s" % (record["record"], error.strerror)

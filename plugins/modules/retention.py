@@ -95,10 +95,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _gate_unit, _host_tools, _images, _podman, _retention, _state_layout)
+    _gate_unit, _host_tools, _images, _podman, _retention, _session_record, _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
-from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import RECORD, SESSION_ID
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import SESSION_ID
 
 
 def argspec():
@@ -127,7 +127,7 @@ def sessions(sessions_dir):
     for name in os.listdir(sessions_dir) if os.path.isdir(sessions_dir) else []:
         path = os.path.join(sessions_dir, name)
         if SESSION_ID.match(name) and os.path.isdir(path) and not os.path.islink(path):
-            record = os.path.join(path, RECORD)
+            record = _session_record.path(path)
             found.append((name, os.stat(record).st_mtime if os.path.isfile(record) else None,
                           os.path.isdir(os.path.join(path, "review"))))
     return found
@@ -146,9 +146,8 @@ def policies(policies_dir):
 def recorded_policy(session_dir):
     """The policy hash SESSION_DIR's record names, None without one."""
     try:
-        with open(os.path.join(session_dir, RECORD)) as handle:
-            policy_dir = json.load(handle).get("policy_dir")
-    except (OSError, ValueError, AttributeError):
+        policy_dir = _session_record.read(session_dir).get("policy_dir")
+    except (OSError, ValueError):
         return None
     return policy_hash(policy_dir) if isinstance(policy_dir, str) else None
 
