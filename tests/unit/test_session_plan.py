@@ -3,7 +3,8 @@
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman, _project_git, _review_session, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils import (
+    _podman, _project_git, _review_session, _session, _session_plan)
 
 from builders import FACTS, TOOLS, inputs
 
@@ -164,3 +165,11 @@ def test_a_direct_session_mounts_the_git_directories_overlays_and_the_kept_state
     plan = _session_plan.plan_session("sid", "/s", session, FACTS, 40001, ({"ANTHROPIC_API_KEY": "ph"}, 40002),
                                       project_mounts=_project_git.mounts(git, "/s", "z"))
     assert sandbox_argv(plan) == DIRECT_ARGV
+
+
+def test_a_refused_plan_comes_before_the_session_makes_anything(tmp_path):
+    # Review mode with kept state: the overlays' paths are planned, their directories not made.
+    session = inputs(project_mode="review", harness_state=KEPT, limits={"memory": "1g"}, require_limits=True)
+    with pytest.raises(_session_plan.SessionError, match="limits_enforceable is false"):
+        _session.start(session, FACTS, {"XDG_STATE_HOME": str(tmp_path)}, None)
+    assert list(tmp_path.iterdir()) == []
