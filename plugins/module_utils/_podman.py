@@ -6,6 +6,8 @@ and the one command that reads a sandbox's namespaces as podman made them.
 Pure functions returning argv lists; callers run them and report them.
 """
 
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
+
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF
 
 # Inside the sandbox: the policy file the entrypoint reads (read-only mount).
@@ -111,14 +113,12 @@ def ruleset_check(podman, image, policy_file):
             ["--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY), image, "--check"])
 
 
-def sandbox_run(podman, name, image, project, project_label, policy_file, network, env, labels, limits,
-                interactive, preserve_fds, command, hosts=(), pidfile=None, project_overlay=None,
-                project_mounts=(), writable_dirs=(), read_only_files=(), state_mounts=(), state_overlays=(),
-                hidden_dirs=()):
-    """The sandbox: only the project at /project, the policy read-only (and the harness's
-    configuration and kept state, below), and ENV: the
-    session's own variables for the entrypoint ({name: value}, never an operator's:
-    those reach the harness after the privilege drop, through a preserved descriptor).
+class SandboxOptions(NamedTuple):
+    """A sandbox's podman run options (sandbox_run): only the project at /project, the
+    policy read-only (POLICY_FILE; and the harness's configuration and kept state, below),
+    and ENV: the session's own variables for the entrypoint ({name: value}, never an
+    operator's: those reach the harness after the privilege drop, through a preserved
+    descriptor).
 
     PRESERVE_FDS: how many descriptors from 3 on podman hands to the entrypoint.
     HOSTS: (name, address) pairs for the sandbox's /etc/hosts (network no-gate: the
@@ -140,35 +140,61 @@ def sandbox_run(podman, name, image, project, project_label, policy_file, networ
     HIDDEN_DIRS: paths inside the project covered by an empty read-only tmpfs (podman
     mounts the project before what lies below it), nothing copied up into it.
     """
-    mount = "%s:/project" % project + (":%s" % project_label if project_label else "")
-    if project_overlay:
-        mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((project,) + tuple(project_overlay))
-    argv = [podman, "run", "--rm", "--name", name, "--init", "--network=%s" % network]
+    name: str
+    image: str
+    project: str
+    project_label: str
+    policy_file: str
+    network: str
+    env: Dict[str, str]
+    labels: Dict[str, str]
+    limits: Sequence[str]
+    interactive: bool
+    preserve_fds: int
+    command: Sequence[str]
+    hosts: Sequence[Tuple[str, str]] = ()
+    pidfile: Optional[str] = None
+    project_overlay: Optional[Tuple[str, str]] = None
+    project_mounts: Sequence[str] = ()
+    writable_dirs: Sequence[str] = ()
+    read_only_files: Sequence[Tuple[str, str]] = ()
+    state_mounts: Sequence[Tuple[str, str]] = ()
+    state_overlays: Sequence[Tuple[str, str, str, str]] = ()
+    hidden_dirs: Sequence[str] = ()
+
+
+def sandbox_run(podman, options):
+    """The sandbox's podman run command line for OPTIONS (SandboxOptions)."""
+    label = options.project_label
+    mount = "%s:/project" % options.project + (":%s" % label if label else "")
+    if options.project_overlay:
+        mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((options.project,) + tuple(options.project_overlay))
+    argv = [podman, "run", "--rm", "--name", options.name, "--init", "--network=%s" % options.network]
     argv += SANDBOX_SECURITY
-    argv += ["--volume", mount] + list(project_mounts) + ["--workdir", "/project",
-                                                          "--volume", "%s:%s:ro" % (policy_file, SANDBOX_POLICY)]
-    for inside in writable_dirs:
+    argv += ["--volume", mount] + list(options.project_mounts) + [
+        "--workdir", "/project", "--volume", "%s:%s:ro" % (options.policy_file, SANDBOX_POLICY)]
+    for inside in options.writable_dirs:
         argv += ["--tmpfs", "%s:rw,nosuid,nodev,mode=1777" % inside]
-    for outside, inside in read_only_files:
+    for outside, inside in options.read_only_files:
         argv += ["--volume", "%s:%s:ro" % (outside, inside)]
-    for outside, inside in state_mounts:
-        argv += ["--volume", "%s:%s:rw" % (outside, inside) + ("," + project_label if project_label else "")]
-    for outside, inside, upper, work in state_overlays:
+    for outside, inside in options.state_mounts:
+        argv += ["--volume", "%s:%s:rw" % (outside, inside) + ("," + label if label else "")]
+    for outside, inside, upper, work in options.state_overlays:
         argv += ["--volume", "%s:%s:O,upperdir=%s,workdir=%s" % (outside, inside, upper, work)]
-    for inside in hidden_dirs:
+    for inside in options.hidden_dirs:
         # notmpcopyup: podman's tmpfs copies up what lies below it by default, which here
         # is the project's directory the tmpfs is there to hide.
         argv += ["--tmpfs", "%s:ro,nosuid,nodev,noexec,mode=0555,notmpcopyup" % inside]
-    argv += ["--preserve-fds", str(preserve_fds)] if preserve_fds else []
-    argv += ["--pidfile", pidfile] if pidfile else []
-    argv += ["--interactive", "--tty"] if interactive else []
-    for key, value in sorted(labels.items()):
+    argv += ["--preserve-fds", str(options.preserve_fds)] if options.preserve_fds else []
+    argv += ["--pidfile", options.pidfile] if options.pidfile else []
+    argv += ["--interactive", "--tty"] if options.interactive else []
+    for key, value in sorted(options.labels.items()):
         argv += ["--label", "%s=%s" % (key, value)]
-    for env_name, value in sorted(env.items()):
+    for env_name, value in sorted(options.env.items()):
         argv += ["--env", "%s=%s" % (env_name, value)]
-    for host, address in hosts:
+    for host, address in options.hosts:
         argv += ["--add-host", "%s:%s" % (host, address)]
-    return argv + list(limits) + [image] + list(command)
+    return argv + list(options.limits) + [options.image] + list(options.command)
 
 
 def project_mounts(project, read_only, pinned, overlays=(), label=""):

@@ -50,20 +50,22 @@ def top_repository(project):
 
 
 def overlays(protection, session_dir):
-    """(path, upper, work) for each git directory PROTECTION overlays, its directories
-    made in SESSION_DIR."""
-    found = []
-    for number, path in enumerate(protection["gitdirs"]):
-        base = os.path.join(session_dir, GIT_DIR, str(number))
-        upper, work = os.path.join(base, "upper"), os.path.join(base, "work")
-        for directory in (base, upper, work):
+    """(path, upper, work) for each git directory PROTECTION overlays, its directories in
+    SESSION_DIR (made by make_overlays)."""
+    return [(path,) + tuple(os.path.join(session_dir, GIT_DIR, str(number), layer) for layer in ("upper", "work"))
+            for number, path in enumerate(protection["gitdirs"])]
+
+
+def make_overlays(protection, session_dir):
+    """Make the directories of the overlays (overlays()) in SESSION_DIR, which exists."""
+    for _path, upper, work in overlays(protection, session_dir):
+        for directory in (os.path.dirname(upper), upper, work):
             os.makedirs(directory, GIT_DIR_MODE)
-        found.append((path, upper, work))
-    return found
 
 
 def mounts(protection, session_dir, label):
-    """The sandbox's podman options for PROTECTION (LABEL: the project mount's label)."""
+    """The sandbox's podman options for PROTECTION (LABEL: the project mount's label):
+    pure, the overlays' directories are made apart (make_overlays)."""
     return _podman.project_mounts(protection["project"], protection["read_only"], protection["pinned"],
                                   overlays(protection, session_dir), label)
 

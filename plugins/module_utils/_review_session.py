@@ -34,6 +34,23 @@ def review_dir(session_dir):
     return os.path.join(session_dir, REVIEW_DIR)
 
 
+def _state_base(base, outside):
+    """A kept state's overlay directory under the review directory BASE: its host directory's name."""
+    return os.path.join(base, STATE_DIR, os.path.basename(outside))
+
+
+def overlays(session_dir, state_mounts=()):
+    """What a Review in SESSION_DIR will mount, known before it is made (the session's
+    plan): (the project's overlay (upper, work), the kept states' overlays (host
+    directory, path inside, upper, work), by name).
+    STATE_MOUNTS: the kept state's (host directory, path inside) pairs."""
+    base = review_dir(session_dir)
+    paths = _overlay_paths(base)
+    state = [(outside, inside) + tuple(_overlay_paths(_state_base(base, outside))[layer] for layer in ("upper", "work"))
+             for outside, inside in sorted(state_mounts, key=lambda mount: os.path.basename(mount[0]))]
+    return (paths["upper"], paths["work"]), state
+
+
 class Review(object):
     """One review session's overlay directories, and the project's manifest taken in a
     thread beside the sandbox's start: the overlay never writes to the project, so the
@@ -57,8 +74,8 @@ class Review(object):
             os.mkdir(os.path.join(base, STATE_DIR))
         for outside, inside in state_mounts:
             name = os.path.basename(outside)
-            os.mkdir(os.path.join(base, STATE_DIR, name))
-            self.state[name] = dict(_overlay_paths(os.path.join(base, STATE_DIR, name)), dir=outside, inside=inside,
+            os.mkdir(_state_base(base, outside))
+            self.state[name] = dict(_overlay_paths(_state_base(base, outside)), dir=outside, inside=inside,
                                     tree_hash=None, tree_paths=None, manifest_error=None)
             os.mkdir(self.state[name]["upper"])
             os.mkdir(self.state[name]["work"])
@@ -84,12 +101,6 @@ class Review(object):
     def overlay(self):
         """(upper, work) for the sandbox's project mount."""
         return self.paths["upper"], self.paths["work"]
-
-    @property
-    def state_overlays(self):
-        """(host directory, path inside, upper, work) for each kept state's mount."""
-        return [(state["dir"], state["inside"], state["upper"], state["work"])
-                for _name, state in sorted(self.state.items())]
 
     def section(self):
         """The record's review section as known now."""

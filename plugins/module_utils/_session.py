@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import (
     _controller, _harness_state, _host_tools, _images, _podman, _project_ansible, _project_commits, _project_git,
-    _session_record)
+    _review_session, _session_record)
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
 from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
@@ -26,11 +26,11 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import host
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import held_sentence, keys_held
-from ansible_collections.aisb.sandbox.plugins.module_utils._review_session import Review
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import Outcome
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import plan_session
+from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
+    SessionPlan, kept_state_mounts, plan_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import (
@@ -53,13 +53,13 @@ def image_labels(run, podman, image):
 
 
 class Started(NamedTuple):
-    """A planned session whose directory exists: its PLAN (_session_plan), its RUNNER (a
-    SessionRunner), REVIEW (a _review_session.Review in review mode, else None), INJECTOR
+    """A planned session whose directory exists: its PLAN (a _session_plan.SessionPlan), its
+    RUNNER (a SessionRunner), REVIEW (a _review_session.Review in review mode, else None), INJECTOR
     (the credential injector, bound but not serving, when there are provider credentials,
     else None) and KEPT (the record's harness_state section, or None)."""
-    plan: dict
+    plan: SessionPlan
     runner: SessionRunner
-    review: Optional[Review]
+    review: Optional[_review_session.Review]
     injector: Optional[CredentialInjector]
     kept: Optional[dict]
 
@@ -75,8 +75,16 @@ def start(inputs, facts, environ, run):
         injector = CredentialInjector(inputs.credentials, placeholders, private=inputs.policy.private,
                                       budget=inputs.token_budget)
     try:
-        plan = plan_session(session_id, inputs, facts, port, (placeholders, injector.port) if injector else None)
         session_dir = session_directory(state_dir(environ), session_id)
+        # What the plan mounts from the session's directory, made after it: a refused
+        # plan leaves nothing behind.
+        project_mounts = (_project_git.mounts(inputs.project_git, session_dir, inputs.project_label)
+                          if inputs.project_git is not None else [])
+        review_overlays = (_review_session.overlays(session_dir, kept_state_mounts(inputs))
+                           if inputs.project_mode == "review" else None)
+        plan = plan_session(session_id, session_dir, inputs, facts, port,
+                            (placeholders, injector.port) if injector else None,
+                            project_mounts=project_mounts, review=review_overlays)
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
         # Retention keeps what sessions use: the images' last use is now.
         for tag in filter(None, (inputs.image, inputs.gate_image)):
@@ -87,15 +95,12 @@ def start(inputs, facts, environ, run):
         review = None
         if inputs.project_git is not None:
             # The git directories' overlays keep their upper layers in the session's directory.
-            plan["sandbox_options"]["project_mounts"] = _project_git.mounts(inputs.project_git, session_dir,
-                                                                            inputs.project_label)
+            _project_git.make_overlays(inputs.project_git, session_dir)
         if inputs.project_mode == "review":
             # The agent writes to upper directories in the session's, never to the project
             # nor to its kept harness state (claimed above all the same: the overlays' lower
             # layers must not change while they are mounted).
-            options = plan["sandbox_options"]
-            review = Review(inputs.project, session_dir, environ, options["state_mounts"])
-            options.update(project_overlay=review.overlay, state_mounts=[], state_overlays=review.state_overlays)
+            review = _review_session.Review(inputs.project, session_dir, environ, kept_state_mounts(inputs))
     except BaseException:
         if injector is not None:
             injector.close()
@@ -138,7 +143,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     # Everything known before anything runs: the watchdog completes it if this process dies.
     record = {
         "schema_version": _session_record.SCHEMA_VERSION,
-        "session_id": plan["session_id"],
+        "session_id": plan.session_id,
         "started_at": format_time(time.time()),
         "project": inputs.project,
         "command": inputs.command,
@@ -158,9 +163,9 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "policy_dir": inputs.policy_dir,
         # The policy's allow entries, each with its origin: team, user or harness.
         "allow": inputs.allow,
-        "policy": plan["policy_text"],
+        "policy": plan.policy_text,
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
-        "limits": plan["limits"],
+        "limits": plan.limits,
         "environment_names": sorted(inputs.environment),
         # Provider keys the agent was handed as they are (the operator named them).
         "provider_keys_held": keys_held(inputs.environment),
@@ -185,7 +190,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
             watch.start()
             if injector is not None:
                 injector.start()
-            if plan["gate"] is not None:
+            if plan.gate is not None:
                 runner.start_gate(inputs.gate_image, inputs.policy_dir)
             if terminal is None:
                 with open(transcript, "w") as output:
@@ -239,7 +244,7 @@ def bring_back(inputs, plan, runner, run, review):
     the sandbox's mounts; review mode's top repository, from its overlay."""
     if inputs.project_git is not None:
         repositories, mounts, overlay = (inputs.project_git["repositories"],
-                                         plan["sandbox_options"]["project_mounts"], None)
+                                         plan.sandbox_options.project_mounts, None)
     elif review is not None:
         repositories, mounts, overlay = _project_git.top_repository(inputs.project), [], review.overlay
     else:
@@ -248,7 +253,7 @@ def bring_back(inputs, plan, runner, run, review):
     git, missing = _host_tools.resolve("git")
     commits = [{"repository": path, "refs": {}, "error": missing} for path in repositories] if missing else \
         _project_commits.bring_back(run, inputs.executable, git, inputs.image, inputs.project, repositories,
-                                    runner.session_dir, plan["session_id"], mounts, overlay, inputs.project_label)
+                                    runner.session_dir, plan.session_id, mounts, overlay, inputs.project_label)
     if inputs.project_git is not None:
         # The overlays' work directories belong to the user namespace's root: removed
         # inside it, with the upper layers (their commits are in the bundles now).

@@ -2,15 +2,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A session's plan: everything it will run, computed from its inputs and the host facts.
 
-Pure: plan_session() turns admitted inputs (_session_inputs.SessionInputs) into the
-gate's configuration, the sandbox's podman options, the policy file the entrypoint
-reads and the harness's environment. _session_runner executes a plan.
+Pure: plan_session() turns admitted inputs (_session_inputs.SessionInputs) into a
+SessionPlan, built whole: the gate's configuration, the sandbox's podman options
+(_podman.SandboxOptions), the policy file the entrypoint reads and the harness's
+environment. _session_runner executes a plan.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
@@ -26,6 +29,43 @@ REPORT_FD = 3
 # The harness's environment arrives on this descriptor (NAME=VALUE pairs, each ended by
 # a NUL byte), read only after every privilege is dropped (the image's harness-exec).
 ENV_FD = 4
+# In the session's directory: the policy file the sandbox mounts, and where podman writes
+# the sandbox's host PID (the enforcement watch enters its namespaces).
+POLICY_FILE = "policy"
+PIDFILE = "sandbox.pid"
+
+
+class SessionNames(NamedTuple):
+    """The session's container names."""
+    sandbox: str
+    gate: str
+
+
+class GatePlan(NamedTuple):
+    """The session's gate: its host loopback PORT and squid's session configuration."""
+    port: int
+    conf_text: str
+
+
+class SessionPlan(NamedTuple):
+    """Everything a session will run (plan_session), built whole: nothing changes it after."""
+    session_id: str
+    names: SessionNames
+    # The harness's, applied after the privilege drop; never podman's own.
+    environment: Dict[str, str]
+    policy_text: str
+    # Files the session writes into its directory for the sandbox to read, (name, text):
+    # the operator's harness configuration and the placeholders' settings, never a key.
+    session_files: List[Tuple[str, str]]
+    # (name in the session's directory, path inside), mounted read-only.
+    read_only_mounts: List[Tuple[str, str]]
+    # None without a gate (network none or no-gate).
+    gate: Optional[GatePlan]
+    # The tools the table is watched from outside with ({nsenter, setpriv, nft: path}) for
+    # the whole session; None when the operator asked to run unenforced (debugging only).
+    enforcement_watch: Optional[Dict[str, str]]
+    limits: List[str]
+    sandbox_options: _podman.SandboxOptions
 
 
 def proxy_environment(proxy_url, direct=()):
@@ -87,10 +127,20 @@ def limit_options(limits, enforceable, required):
     return options
 
 
-def plan_session(session_id, inputs, facts, port, injector=None):
-    """Everything a session will run, from admitted INPUTS (SessionInputs), the host
-    FACTS and the gate's loopback PORT (None without a gate). INJECTOR, with credentials:
-    (their placeholders {variable: placeholder}, the injector's loopback port)."""
+def kept_state_mounts(inputs):
+    """(host directory, path inside) for each directory of the project's kept harness state."""
+    return list((inputs.harness_state or {}).get("mounts", []))
+
+
+def plan_session(session_id, session_dir, inputs, facts, port, injector=None, project_mounts=(), review=None):
+    """Everything a session will run (a SessionPlan), from admitted INPUTS (SessionInputs),
+    the host FACTS and the gate's loopback PORT (None without a gate); SESSION_DIR is the
+    session's directory (not made yet: a refusal here comes before anything is made).
+    INJECTOR, with credentials: (their placeholders {variable: placeholder}, the injector's
+    loopback port). PROJECT_MOUNTS: direct mode's options for the git directories' overlays
+    and read-only paths (_project_git.mounts). REVIEW: review mode's overlays
+    (_review_session.overlays): the project's (upper, work), which replaces its mount, and
+    the kept state's, which replace the state's read-write mounts."""
     verdict = facts.get("verdict") or {}
     if not inputs.allow_unenforced and not inputs.watch_tools:
         # No session runs unwatched by omission.
@@ -133,56 +183,46 @@ def plan_session(session_id, inputs, facts, port, injector=None):
         if codex is not None and _credential_plan.CODEX_CONFIG_PATH not in operator_paths:
             session_files[_credential_plan.CODEX_CONFIG_FILE] = codex
             read_only_mounts.append((_credential_plan.CODEX_CONFIG_FILE, _credential_plan.CODEX_CONFIG_PATH))
-    state_mounts = (inputs.harness_state or {}).get("mounts", [])
+    state_mounts = kept_state_mounts(inputs)
     environment["AISB_SESSION"] = session_id
-    names = {"gate": "aisb-gate-" + session_id, "sandbox": "aisb-sandbox-" + session_id}
-    labels = {SESSION_LABEL: session_id}
-    plan = {
-        "session_id": session_id,
-        "names": names,
-        # The harness's, applied after the privilege drop; never podman's own.
-        "environment": environment,
-        "policy_text": render_sandbox_policy(policy, gate),
-        # Files the session writes into its directory for the sandbox to read, (name, text):
-        # the operator's harness configuration and the placeholders' settings, never a key.
-        "session_files": sorted(session_files.items()),
-        # (name in the session's directory, path inside), mounted read-only.
-        "read_only_mounts": sorted(read_only_mounts),
-        "gate": None,
-        # The table is watched from outside for the whole session, unless the operator
-        # asked to run unenforced (debugging only).
-        "enforcement_watch": None if inputs.allow_unenforced else {"tools": inputs.watch_tools},
-        "limits": limit_options(inputs.limits, verdict.get("limits_enforceable") is True,
-                                inputs.require_limits),
-    }
-    if gate is not None:
-        plan["gate"] = {
-            "port": port,
-            "conf_text": render_session_conf(port, session_id, _podman.GATE_POLICY_CONF, before_policy=(
-                _credential_plan.gate_refusal_conf(session_id, inputs.credentials, placeholders))),
-        }
-    plan["sandbox_options"] = {
-        "name": names["sandbox"], "image": inputs.image, "project": inputs.project,
-        "project_label": inputs.project_label, "network": network,
-        # Direct mode: the git directories' overlays and read-only paths, made when the
-        # session's directory (which holds the overlays' upper layers) exists.
-        "project_mounts": [],
+    names = SessionNames(sandbox="aisb-sandbox-" + session_id, gate="aisb-gate-" + session_id)
+    limits = limit_options(inputs.limits, verdict.get("limits_enforceable") is True, inputs.require_limits)
+    project_overlay, state_overlays = review or (None, ())
+    read_only_mounts = sorted(read_only_mounts)
+    sandbox_options = _podman.SandboxOptions(
+        name=names.sandbox, image=inputs.image, project=inputs.project,
+        project_label=inputs.project_label, policy_file=os.path.join(session_dir, POLICY_FILE), network=network,
         # The entrypoint's whole environment beyond podman's defaults: the session's
         # own values, nothing an operator or the project wrote.
-        "env": {"AISB_SESSION": session_id, "AISB_REPORT_FD": str(REPORT_FD), "AISB_ENV_FD": str(ENV_FD)},
-        "labels": labels, "limits": plan["limits"],
-        "interactive": inputs.interactive, "preserve_fds": ENV_FD - 2,
-        "command": (["--allow-unenforced"] if inputs.allow_unenforced else []) + list(inputs.command),
-        "hosts": [(name, address) for name, addresses in sorted(inputs.hosts.items())
-                  for address in addresses],
+        env={"AISB_SESSION": session_id, "AISB_REPORT_FD": str(REPORT_FD), "AISB_ENV_FD": str(ENV_FD)},
+        labels={SESSION_LABEL: session_id}, limits=limits,
+        interactive=inputs.interactive, preserve_fds=ENV_FD - 2,
+        command=(["--allow-unenforced"] if inputs.allow_unenforced else []) + list(inputs.command),
+        hosts=[(name, address) for name, addresses in sorted(inputs.hosts.items()) for address in addresses],
+        pidfile=os.path.join(session_dir, PIDFILE),
+        # Review mode: the agent writes to upper directories in the session's, never to
+        # the project nor to its kept harness state.
+        project_overlay=project_overlay,
+        project_mounts=list(project_mounts),
+        writable_dirs=sorted(set(_credential_plan.writable_dir(inside)
+                                 for _name, inside in read_only_mounts + state_mounts)),
+        read_only_files=[(os.path.join(session_dir, name), inside) for name, inside in read_only_mounts],
         # (host directory, path inside): the project's kept harness state, read-write.
-        "state_mounts": list(state_mounts),
+        state_mounts=[] if review else state_mounts,
+        state_overlays=list(state_overlays),
         # Paths inside the project covered by an empty read-only directory (project code off).
-        "hidden_dirs": ["/project/" + name for name in inputs.hidden_dirs],
-        "writable_dirs": sorted(set(_credential_plan.writable_dir(inside)
-                                    for _name, inside in read_only_mounts + list(state_mounts))),
-    }
-    return plan
+        hidden_dirs=["/project/" + name for name in inputs.hidden_dirs],
+    )
+    gate_plan = None
+    if gate is not None:
+        gate_plan = GatePlan(port, render_session_conf(port, session_id, _podman.GATE_POLICY_CONF, before_policy=(
+            _credential_plan.gate_refusal_conf(session_id, inputs.credentials, placeholders))))
+    return SessionPlan(
+        session_id=session_id, names=names, environment=environment,
+        policy_text=render_sandbox_policy(policy, gate), session_files=sorted(session_files.items()),
+        read_only_mounts=read_only_mounts, gate=gate_plan,
+        enforcement_watch=None if inputs.allow_unenforced else inputs.watch_tools, limits=limits,
+        sandbox_options=sandbox_options)
 
 
 def environment_bytes(environment):

@@ -27,7 +27,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import po
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import Seen, decide
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_plan import (
-    ENV_FD, REPORT_FD, SESSION_LABEL, environment_bytes)
+    ENV_FD, POLICY_FILE, REPORT_FD, SESSION_LABEL, environment_bytes)
 from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import follow_window_size
 
 # The enforcement watch starts when the entrypoint's report arrives (before the entrypoint
@@ -51,7 +51,8 @@ class SessionRunner(object):
     """Runs a plan on this host. Every container it starts is removed on every exit path."""
 
     def __init__(self, plan, session_dir, tools, environ=None):
-        """TOOLS: {podman, bash, setpriv: absolute path} (_host_tools.resolve)."""
+        """PLAN: a _session_plan.SessionPlan for SESSION_DIR. TOOLS: {podman, bash, setpriv:
+        absolute path} (_host_tools.resolve)."""
         self.plan = plan
         self.session_dir = session_dir
         self.podman = tools["podman"]
@@ -80,7 +81,7 @@ class SessionRunner(object):
         self._watch_lock = threading.Lock()
         # Seconds podman stop waits before SIGKILL; 0 once nobody may wait for the harness.
         self._stop_grace = 2
-        self._pidfile = os.path.join(session_dir, "sandbox.pid")
+        self._pidfile = plan.sandbox_options.pidfile
         self._started = []
         self._finished = False
         self._process = None
@@ -108,7 +109,7 @@ class SessionRunner(object):
         RECORD, the record as prepared at start, if this one dies without saying it has
         (release_watchdog). Its own session: a signal to this process group or terminal
         does not reach it."""
-        names = [self.plan["names"]["sandbox"]] + ([self.plan["names"]["gate"]] if self.plan["gate"] else [])
+        names = [self.plan.names.sandbox] + ([self.plan.names.gate] if self.plan.gate else [])
         argv = _watchdog.argv(sys.executable, record["record"], _podman.remove(self.podman, names))
         read_end, write_end = os.pipe()
         try:
@@ -151,11 +152,11 @@ class SessionRunner(object):
         In the background: if the gate cannot start, or exits while the session runs, the
         sandbox is stopped (without its gate it has no egress) and gate_error or
         gate_died says why."""
-        conf = self.write("gate-session.conf", self.plan["gate"]["conf_text"], 0o644)
-        name = self.plan["names"]["gate"]
+        conf = self.write("gate-session.conf", self.plan.gate.conf_text, 0o644)
+        name = self.plan.names.gate
         self._started.append(name)
         argv = _podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
-                                extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan["session_id"]),
+                                extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan.session_id),
                                        # retention keeps a policy a container is labelled with
                                        "--label", "%s=%s" % (POLICY_LABEL, policy_hash(policy_dir))])
 
@@ -176,9 +177,9 @@ class SessionRunner(object):
         threading.Thread(target=start_and_watch, daemon=True).start()
 
     def collect_gate_log(self):
-        if self.plan["gate"] is None:
+        if self.plan.gate is None:
             return
-        out, err = self._run(_podman.logs(self.podman, self.plan["names"]["gate"]), check=False)
+        out, err = self._run(_podman.logs(self.podman, self.plan.names.gate), check=False)
         self.gate_log = out + err
 
     # -- the sandbox
@@ -187,19 +188,18 @@ class SessionRunner(object):
 
         STDOUT receives its output; STDIN, when given, is a terminal shared with stdout
         (an interactive session: podman gets a TTY and follows its size)."""
-        policy = self.write("policy", self.plan["policy_text"], 0o644)
-        for name, text in self.plan["session_files"]:
+        # The files the plan's sandbox options mount from the session's directory.
+        self.write(POLICY_FILE, self.plan.policy_text, 0o644)
+        for name, text in self.plan.session_files:
             self.write(name, text, 0o644)
-        files = [(os.path.join(self.session_dir, name), inside) for name, inside in self.plan["read_only_mounts"]]
-        options = dict(self.plan["sandbox_options"], policy_file=policy, pidfile=self._pidfile, read_only_files=files)
-        argv = _podman.sandbox_run(self.podman, **options)
+        argv = _podman.sandbox_run(self.podman, self.plan.sandbox_options)
         self.commands.append(argv)
-        self._started.append(options["name"])
+        self._started.append(self.plan.names.sandbox)
         report_read, report_write = os.pipe()
         env_read, env_write = os.pipe()
         reader = threading.Thread(target=self._read_report, args=(report_read,), daemon=True)
         reader.start()
-        threading.Thread(target=write_environment, args=(env_write, self.plan["environment"]), daemon=True).start()
+        threading.Thread(target=write_environment, args=(env_write, self.plan.environment), daemon=True).start()
         # podman --preserve-fds hands descriptors 3 and 4 to the container: a shell puts
         # the two pipes there from descriptors above them (bash: dash reads only
         # single-digit descriptors in redirections).
@@ -221,7 +221,7 @@ class SessionRunner(object):
         if stdin is not None:
             threading.Thread(target=follow_window_size, args=(stdin, self._process), daemon=True).start()
         threading.Thread(target=self._stop_when_wanted, args=(self._process,), daemon=True).start()
-        if self.plan["enforcement_watch"] is not None:  # allow_unenforced: no table, no report
+        if self.plan.enforcement_watch is not None:  # allow_unenforced: no table, no report
             threading.Thread(target=self._stop_unless_reported, args=(self._process,), daemon=True).start()
         try:
             return self._process.wait()
@@ -235,7 +235,7 @@ class SessionRunner(object):
         # A stop that runs before the sandbox's container exists does nothing: repeat it.
         self._stop_wanted.wait()
         while process.poll() is None:
-            self._run(_podman.stop(self.podman, [self.plan["names"]["sandbox"]], grace=self._stop_grace), check=False)
+            self._run(_podman.stop(self.podman, [self.plan.names.sandbox], grace=self._stop_grace), check=False)
             time.sleep(0.2)
 
     def _stop_unless_reported(self, process):
@@ -281,10 +281,10 @@ class SessionRunner(object):
     # -- the enforcement watch (_enforcement_watch.py)
     def _start_enforcement_watch(self):
         with self._watch_lock:
-            if self.plan["enforcement_watch"] is None or self._finished or self.enforcement_watch is not None:
+            if self.plan.enforcement_watch is None or self._finished or self.enforcement_watch is not None:
                 return
-            self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan["policy_text"],
-                                                      self.plan["enforcement_watch"]["tools"], self._enforcement_lost)
+            self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan.policy_text,
+                                                      self.plan.enforcement_watch, self._enforcement_lost)
             self.enforcement_watch.start()
 
     def _enforcement_lost(self, lost):
@@ -306,7 +306,7 @@ class SessionRunner(object):
 
     def enforcement_report(self):
         """What the record keeps about the watch."""
-        if self.plan["enforcement_watch"] is None:
+        if self.plan.enforcement_watch is None:
             return {"watched": False, "why": "allow_unenforced"}
         if self.enforcement_watch is None:
             return {"watched": False, "why": "the sandbox ended before the entrypoint reported its table"}
@@ -315,9 +315,9 @@ class SessionRunner(object):
     def cleanup(self):
         """Remove every container this session started; safe to call more than once."""
         self._finished = True
-        if self.plan["names"]["gate"] in self._started:
+        if self.plan.names.gate in self._started:
             self._gate_started.wait()
-        if self.plan["gate"] is not None and not self.gate_log:
+        if self.plan.gate is not None and not self.gate_log:
             self.collect_gate_log()
         if self._started:
             self._run(_podman.remove(self.podman, self._started), check=False)

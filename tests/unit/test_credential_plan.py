@@ -21,31 +21,30 @@ PLACEHOLDERS = {"ANTHROPIC_API_KEY": "aisb-placeholder-a", "OPENAI_API_KEY": "ai
 
 
 def planned(facts=None):
-    return _session_plan.plan_session("sid", inputs(credentials=ENTRIES), facts or FACTS, 40001,
+    return _session_plan.plan_session("sid", "/s", inputs(credentials=ENTRIES), facts or FACTS, 40001,
                                       (PLACEHOLDERS, 40002))
 
 
 def test_the_sandbox_gets_placeholders_and_the_injector_at_the_gates_address():
     plan = planned()
-    environment = plan["environment"]
+    environment = plan.environment
     assert environment["ANTHROPIC_API_KEY"] == "aisb-placeholder-a"
     assert environment["AISB_CREDENTIAL_PROXY"] == "http://100.64.0.1:40002"
     assert environment["NO_PROXY"] == "localhost,127.0.0.1,::1,100.64.0.1" == environment["no_proxy"]
-    assert "pin 100.64.0.1 40002" in plan["policy_text"].splitlines()
-    assert "rule inet aisb output: ip 100.64.0.1 tcp dport 40002" in expected(plan["policy_text"])
+    assert "pin 100.64.0.1 40002" in plan.policy_text.splitlines()
+    assert "rule inet aisb output: ip 100.64.0.1 tcp dport 40002" in expected(plan.policy_text)
     assert KEY not in json.dumps(plan)
 
 
 def test_pi_is_moved_to_the_injector_by_a_read_only_models_json():
     plan = planned()
-    (name, text), = plan["session_files"]
-    (name_again, inside), = plan["read_only_mounts"]
+    (name, text), = plan.session_files
+    (name_again, inside), = plan.read_only_mounts
     assert (name, name_again, inside) == ("pi-models.json", "pi-models.json", "/home/agent/.pi/agent/models.json")
     assert json.loads(text) == {"providers": {
         "anthropic": {"baseUrl": "http://100.64.0.1:40002/api.anthropic.com"},
         "openai": {"baseUrl": "http://100.64.0.1:40002/models.test:9443/v1"}}}
-    argv = _podman.sandbox_run("podman", policy_file="/s/policy",
-                               **dict(plan["sandbox_options"], read_only_files=[("/s/pi-models.json", inside)]))
+    argv = _podman.sandbox_run("podman", plan.sandbox_options)
     tmpfs = argv.index("--tmpfs")
     assert argv[tmpfs + 1] == "/home/agent/.pi/agent:rw,nosuid,nodev,mode=1777"
     assert argv.index("/s/pi-models.json:/home/agent/.pi/agent/models.json:ro") > tmpfs
@@ -53,26 +52,26 @@ def test_pi_is_moved_to_the_injector_by_a_read_only_models_json():
 
 def test_tcp_forward_forwards_the_injector_port_too():
     plan = planned({"verdict": dict(FACTS["verdict"], gate_path="tcp-forward")})
-    assert plan["sandbox_options"]["network"] == "pasta:-4,-T,40001,-T,40002,--no-map-gw"
-    assert plan["environment"]["AISB_CREDENTIAL_PROXY"] == "http://127.0.0.1:40002"
-    assert plan["environment"]["NO_PROXY"] == "localhost,127.0.0.1,::1"
+    assert plan.sandbox_options.network == "pasta:-4,-T,40001,-T,40002,--no-map-gw"
+    assert plan.environment["AISB_CREDENTIAL_PROXY"] == "http://127.0.0.1:40002"
+    assert plan.environment["NO_PROXY"] == "localhost,127.0.0.1,::1"
 
 
 def test_without_credentials_nothing_changes():
-    plan = _session_plan.plan_session("sid", inputs(), FACTS, 40001)
-    assert plan["session_files"] == [] and plan["sandbox_options"]["writable_dirs"] == []
-    assert "AISB_CREDENTIAL_PROXY" not in plan["environment"]
-    assert "aisb_placeholder" not in plan["gate"]["conf_text"]
+    plan = _session_plan.plan_session("sid", "/s", inputs(), FACTS, 40001)
+    assert plan.session_files == [] and plan.sandbox_options.writable_dirs == []
+    assert "AISB_CREDENTIAL_PROXY" not in plan.environment
+    assert "aisb_placeholder" not in plan.gate.conf_text
 
 
 def test_credentials_need_the_gate():
     with pytest.raises(_session_plan.SessionError, match="need network allow"):
-        _session_plan.plan_session("sid", inputs(network="none", credentials=ENTRIES), FACTS, None,
+        _session_plan.plan_session("sid", "/s", inputs(network="none", credentials=ENTRIES), FACTS, None,
                                    (PLACEHOLDERS, 40002))
 
 
 def test_the_gate_refuses_a_placeholder_before_the_policy_allows_anything():
-    conf = planned()["gate"]["conf_text"]
+    conf = planned().gate.conf_text
     lines = conf.splitlines()
     assert lines.index("http_access deny aisb_placeholder") < lines.index("include " + _podman.GATE_POLICY_CONF)
     either = "aisb-placeholder-a|aisb-placeholder-b"
@@ -98,7 +97,7 @@ def test_a_refusal_is_read_back_from_the_gate_log_and_not_counted_twice():
 
 
 def test_the_gate_refuses_a_provider_the_injector_serves_before_the_policy():
-    lines = planned()["gate"]["conf_text"].splitlines()
+    lines = planned().gate.conf_text.splitlines()
     include = lines.index("include " + _podman.GATE_POLICY_CONF)
     hosts = sorted(set(entry["host"] for entry in ENTRIES))
     assert "acl aisb_provider_direct dstdomain -n " + " ".join(hosts) in lines
@@ -133,9 +132,9 @@ URLS = {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL", "OPENAI_API_KEY": "OPENAI_BAS
 def test_a_recipes_base_url_variables_lead_to_the_injector_for_their_entry():
     """Claude Code reads ANTHROPIC_BASE_URL: the session points it at the injector's route
     for the entry of the key variable it goes with, and the placeholder beside it."""
-    plan = _session_plan.plan_session("sid", inputs(credentials=ENTRIES, credential_urls=URLS), FACTS, 40001,
+    plan = _session_plan.plan_session("sid", "/s", inputs(credentials=ENTRIES, credential_urls=URLS), FACTS, 40001,
                                       (PLACEHOLDERS, 40002))
-    environment = plan["environment"]
+    environment = plan.environment
     assert environment["ANTHROPIC_BASE_URL"] == "http://100.64.0.1:40002/api.anthropic.com"
     assert environment["OPENAI_BASE_URL"] == "http://100.64.0.1:40002/models.test:9443"
     assert environment["ANTHROPIC_API_KEY"] == "aisb-placeholder-a"
@@ -149,20 +148,20 @@ def test_an_operators_base_url_on_the_entrys_host_keeps_its_path_behind_the_inje
 
 def test_without_a_recipes_base_url_variables_nothing_is_added():
     assert _credential_plan.base_urls(ENTRIES, {}, "http://g:1", {}) == {}
-    assert "ANTHROPIC_BASE_URL" not in planned()["environment"]
+    assert "ANTHROPIC_BASE_URL" not in planned().environment
 
 
 def test_codex_gets_a_provider_behind_the_injector_for_an_openai_key():
     entry = dict(ENTRIES[1], host="api.openai.com", port=443)
-    plan = _session_plan.plan_session("sid", inputs(credentials=[entry]), FACTS, 40001,
+    plan = _session_plan.plan_session("sid", "/s", inputs(credentials=[entry]), FACTS, 40001,
                                       ({"OPENAI_API_KEY": "aisb-placeholder-b"}, 40002))
-    assert ("codex-config.toml", "/home/agent/.codex/config.toml") in plan["read_only_mounts"]
-    text = dict(plan["session_files"])["codex-config.toml"]
-    injector = plan["environment"]["AISB_CREDENTIAL_PROXY"]
+    assert ("codex-config.toml", "/home/agent/.codex/config.toml") in plan.read_only_mounts
+    text = dict(plan.session_files)["codex-config.toml"]
+    injector = plan.environment["AISB_CREDENTIAL_PROXY"]
     assert 'model_provider = "aisb-injected-openai"' in text.splitlines()
     assert 'base_url = "%s/api.openai.com/v1"' % injector in text.splitlines()
     assert 'env_key = "OPENAI_API_KEY"' in text.splitlines() and KEY not in text
-    assert "/home/agent/.codex" in plan["sandbox_options"]["writable_dirs"]
+    assert "/home/agent/.codex" in plan.sandbox_options.writable_dirs
 
 
 def test_codex_config_only_for_openai_itself():

@@ -94,16 +94,16 @@ def test_a_recipe_may_only_name_the_harness_users_paths():
 def planned(files, credentials=()):
     mounts = _harness_config.mounts(files, RECIPE) if files else []
     return _session_plan.plan_session(
-        "sid", inputs(harness_files=files, harness_mounts=mounts, credentials=list(credentials)), FACTS, 40001,
+        "sid", "/s", inputs(harness_files=files, harness_mounts=mounts, credentials=list(credentials)), FACTS, 40001,
         ({"FAKE_KEY": "aisb-placeholder-a"}, 40002) if credentials else None)
 
 
 def test_the_configuration_is_mounted_read_only_in_a_writable_agent_directory():
     plan = planned([{"path": "AGENTS.md", "text": "rules"}, {"path": "prompts/r.md", "text": "r"}])
-    assert plan["session_files"] == [("harness-config/AGENTS.md", "rules"), ("harness-config/prompts/r.md", "r")]
-    assert plan["read_only_mounts"] == [("harness-config/AGENTS.md", "/home/agent/.pi/agent/AGENTS.md"),
-                                        ("harness-config/prompts", "/home/agent/.pi/agent/prompts")]
-    assert plan["sandbox_options"]["writable_dirs"] == ["/home/agent/.pi/agent"]
+    assert plan.session_files == [("harness-config/AGENTS.md", "rules"), ("harness-config/prompts/r.md", "r")]
+    assert plan.read_only_mounts == [("harness-config/AGENTS.md", "/home/agent/.pi/agent/AGENTS.md"),
+                                     ("harness-config/prompts", "/home/agent/.pi/agent/prompts")]
+    assert plan.sandbox_options.writable_dirs == ["/home/agent/.pi/agent"]
 
 
 def test_the_operators_models_json_is_merged_with_the_credentials():
@@ -112,7 +112,7 @@ def test_the_operators_models_json_is_merged_with_the_credentials():
                  "models": [{"id": "m"}, {"id": "n", "baseUrl": "https://models.test:9443/n"}]},
         "local": {"baseUrl": "https://other.test/v1", "apiKey": "ollama"}}}
     plan = planned([{"path": "models.json", "text": json.dumps(operator)}], [ENTRY])
-    files = dict(plan["session_files"])
+    files = dict(plan.session_files)
     assert list(files) == ["harness-config/models.json"]  # one file, at the operator's path
     merged = json.loads(files["harness-config/models.json"])
     assert merged["providers"]["fake"]["baseUrl"] == "http://100.64.0.1:40002/models.test:9443/api"
@@ -125,10 +125,10 @@ def test_a_built_in_provider_goes_where_its_credential_says():
     operator = {"providers": {"anthropic": {"baseUrl": "https://elsewhere.test"}}}
     entry = dict(ENTRY, variable="ANTHROPIC_API_KEY")
     plan = _session_plan.plan_session(
-        "sid", inputs(harness_files=[{"path": "models.json", "text": json.dumps(operator)}],
-                      harness_mounts=_harness_config.mounts([{"path": "models.json", "text": "{}"}], RECIPE),
-                      credentials=[entry]), FACTS, 40001, ({"ANTHROPIC_API_KEY": "aisb-placeholder-a"}, 40002))
-    merged = json.loads(dict(plan["session_files"])["harness-config/models.json"])
+        "sid", "/s", inputs(harness_files=[{"path": "models.json", "text": json.dumps(operator)}],
+                            harness_mounts=_harness_config.mounts([{"path": "models.json", "text": "{}"}], RECIPE),
+                            credentials=[entry]), FACTS, 40001, ({"ANTHROPIC_API_KEY": "aisb-placeholder-a"}, 40002))
+    merged = json.loads(dict(plan.session_files)["harness-config/models.json"])
     assert merged["providers"]["anthropic"]["baseUrl"] == "http://100.64.0.1:40002/models.test:9443"
 
 
@@ -148,15 +148,15 @@ base_url = "http://models.test:9443/v1"
 
 def codex_plan(files, credentials):
     return _session_plan.plan_session(
-        "sid", inputs(harness_files=files, harness_mounts=_harness_config.mounts(files, CODEX),
-                      harness_endpoints=_harness_config.endpoint_paths(files, CODEX), credentials=credentials),
+        "sid", "/s", inputs(harness_files=files, harness_mounts=_harness_config.mounts(files, CODEX),
+                            harness_endpoints=_harness_config.endpoint_paths(files, CODEX), credentials=credentials),
         FACTS, 40001, ({"FAKE_KEY": "aisb-placeholder-a"}, 40002))
 
 
 def test_an_endpoint_files_provider_urls_go_behind_the_injector_and_nothing_else():
     files = [{"path": "AGENTS.md", "text": "see https://models.test:9443/v1"},
              {"path": "config.toml", "text": CONFIG_TOML}]
-    written = dict(codex_plan(files, [ENTRY])["session_files"])
+    written = dict(codex_plan(files, [ENTRY]).session_files)
     assert written["harness-config/config.toml"] == CONFIG_TOML.replace(
         '"https://models.test:9443/v1"', '"http://100.64.0.1:40002/models.test:9443/v1"')
     # Not an endpoint file: as the operator wrote it.

@@ -49,11 +49,11 @@ def test_bad_input_is_refused_by_name():
 
 def test_the_state_is_mounted_read_write_with_the_projects_label():
     kept = _harness_state.plan("/state", "/home/dev/src/a", RECIPE, "keep")
-    plan = _session_plan.plan_session("sid", inputs(harness_state=kept, project_label="z"), FACTS, 40001)
-    argv = _podman.sandbox_run("podman", policy_file="/s/policy", **plan["sandbox_options"])
+    plan = _session_plan.plan_session("sid", "/s", inputs(harness_state=kept, project_label="z"), FACTS, 40001)
+    argv = _podman.sandbox_run("podman", plan.sandbox_options)
     assert "%s/pi-sessions:/home/agent/.pi/agent/sessions:rw,z" % kept["dir"] in argv
     assert argv.index("--tmpfs") < argv.index("%s/pi-sessions:/home/agent/.pi/agent/sessions:rw,z" % kept["dir"])
-    assert plan["sandbox_options"]["writable_dirs"] == ["/home/agent/.pi/agent"]
+    assert plan.sandbox_options.writable_dirs == ["/home/agent/.pi/agent"]
 
 
 def test_keep_keeps_and_fresh_wipes_without_following_a_link(tmp_path):

@@ -115,13 +115,13 @@ def test_the_plan_has_no_gate_no_proxy_and_the_resolved_hosts():
     inputs = SessionInputs(project="/home/dev/src/app", image="localhost/aisb-sandbox:abc", network="no-gate",
                            policy=pin_resolved(parse_policy(["a.test", "b.test"]), hosts), command=["true"],
                            hosts=hosts, watch_tools={"nft": "/usr/sbin/nft"})
-    plan = _session_plan.plan_session("sid", inputs, {"verdict": {"gate_path": "none"}}, None)
-    argv = _podman.sandbox_run("podman", policy_file="/s/policy", **plan["sandbox_options"])
-    assert plan["gate"] is None and "--network=pasta:--no-map-gw" in argv
-    assert not [name for name in plan["environment"] if "proxy" in name.lower()]
+    plan = _session_plan.plan_session("sid", "/s", inputs, {"verdict": {"gate_path": "none"}}, None)
+    argv = _podman.sandbox_run("podman", plan.sandbox_options)
+    assert plan.gate is None and "--network=pasta:--no-map-gw" in argv
+    assert not [name for name in plan.environment if "proxy" in name.lower()]
     assert [argv[i + 1] for i, arg in enumerate(argv) if arg == "--add-host"] == [
         "a.test:198.18.0.2", "b.test:198.18.0.3", "b.test:2001:db8::3"]
-    lines = plan["policy_text"].splitlines()
+    lines = plan.policy_text.splitlines()
     assert lines[1] == "gate none" and "pin 198.18.0.2 443" in lines and "pin 2001:db8::3 80" in lines
 
 

@@ -68,7 +68,9 @@ def test_stop_gives_a_grace_period_unless_told_not_to():
 
 def test_a_covered_directory_is_an_empty_read_only_tmpfs_after_the_project():
     # Empty: without notmpcopyup podman copies the project's directory into the tmpfs.
-    argv = _podman.sandbox_run("podman", "n", "img", "/home/dev/app", "", "/s/policy", "pasta", {}, {}, [], False, 0,
-                               ["opencode"], hidden_dirs=["/project/.opencode"])
+    argv = _podman.sandbox_run("podman", _podman.SandboxOptions(
+        "n", "img", "/home/dev/app", "", "/s/policy", "pasta", {}, {}, [], False, 0, ["opencode"],
+        hidden_dirs=["/project/.opencode"]))
+    assert "--pidfile" not in argv
     covered = argv.index("/project/.opencode:ro,nosuid,nodev,noexec,mode=0555,notmpcopyup")
     assert argv[covered - 1] == "--tmpfs" and argv.index("/home/dev/app:/project") < covered

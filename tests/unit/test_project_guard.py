@@ -230,8 +230,9 @@ def test_mounts_are_podman_volumes_over_the_same_paths_parents_first():
         "--volume", ROOT + "/.git:/project/.git:O,upperdir=/s/git/0/upper,workdir=/s/git/0/work",
         "--volume", ROOT + "/sub:/project/sub:rw,z",
         "--volume", ROOT + "/sub/.git:/project/sub/.git:ro,z"]
-    argv = _podman.sandbox_run("podman", "s", "img", ROOT, "", "/p", "pasta", {}, {}, [], False, 0, ["true"],
-                               project_mounts=["--volume", "a:/project/a:ro"])
+    argv = _podman.sandbox_run("podman", _podman.SandboxOptions(
+        "s", "img", ROOT, "", "/p", "pasta", {}, {}, [], False, 0, ["true"],
+        project_mounts=["--volume", "a:/project/a:ro"]))
     assert argv[argv.index(ROOT + ":/project") + 1:][:2] == ["--volume", "a:/project/a:ro"]
 
 
@@ -320,6 +321,8 @@ def test_the_session_gets_overlays_before_and_a_finding_naming_the_full_path_aft
     session = tmp_path / "session"
     assert _project_git.mounts(protection, str(session), "z") == [
         "--volume", "%s/.git:/project/.git:O,upperdir=%s/git/0/upper,workdir=%s/git/0/work" % (root, session, session)]
+    assert not session.exists()  # the plan's mounts come first, the directories after
+    _project_git.make_overlays(protection, str(session))
     assert (session / "git" / "0" / "upper").is_dir()
     (root / "vendor" / "lib" / ".git").mkdir(parents=True)
     record = {"project": str(root), "project_git": _project_git.report(protection, {})}

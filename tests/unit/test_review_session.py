@@ -20,8 +20,9 @@ SESSION = "20261130T230455-1a2b3c4d"
 
 
 def test_review_mode_mounts_the_project_as_an_overlay():
-    argv = _podman.sandbox_run("podman", "n", "img", "/home/dev/app", "z", "/s/policy", "pasta", {}, {}, [],
-                               False, 0, ["true"], project_overlay=("/s/review/upper", "/s/review/work"))
+    argv = _podman.sandbox_run("podman", _podman.SandboxOptions(
+        "n", "img", "/home/dev/app", "z", "/s/policy", "pasta", {}, {}, [], False, 0, ["true"],
+        project_overlay=("/s/review/upper", "/s/review/work")))
     assert argv[argv.index("--volume") + 1] == (
         "/home/dev/app:/project:O,upperdir=/s/review/upper,workdir=/s/review/work")
 
@@ -178,7 +179,7 @@ def kept(tmp_path):
     session_dir.mkdir(parents=True)
     review = _review_session.Review(str(project), str(session_dir), {"HOME": "/nonexistent"}, kept_plan["mounts"])
     (tmp_path / review.overlay[0] / "main.py").write_text("print(2)\n")
-    upper = review.state_overlays[0][2]
+    upper = review.state["pi-sessions"]["upper"]
     with open(os.path.join(upper, "keep.jsonl"), "w") as handle:
         handle.write("old\nnew\n")
     os.mknod(os.path.join(upper, "gone.jsonl"), stat.S_IFCHR | 0o600, os.makedev(0, 0))
@@ -211,11 +212,28 @@ def review_apply(kept, **options):
 
 
 def test_review_mode_mounts_the_kept_state_as_an_overlay_never_read_write():
-    argv = _podman.sandbox_run("podman", "n", "img", "/home/dev/app", "z", "/s/policy", "pasta", {}, {}, [],
-                               False, 0, ["true"], project_overlay=("/s/review/upper", "/s/review/work"),
-                               state_overlays=[("/k/pi-sessions", "/home/agent/.pi/agent/sessions", "/s/u", "/s/w")])
+    argv = _podman.sandbox_run("podman", _podman.SandboxOptions(
+        "n", "img", "/home/dev/app", "z", "/s/policy", "pasta", {}, {}, [], False, 0, ["true"],
+        project_overlay=("/s/review/upper", "/s/review/work"),
+        state_overlays=[("/k/pi-sessions", "/home/agent/.pi/agent/sessions", "/s/u", "/s/w")]))
     assert "/k/pi-sessions:/home/agent/.pi/agent/sessions:O,upperdir=/s/u,workdir=/s/w" in argv
     assert not any(word.endswith(":rw") or ":rw," in word for word in argv)
+
+
+def test_the_plan_mounts_the_overlays_a_review_makes(tmp_path):
+    project, session_dir = tmp_path / "app", tmp_path / "session"
+    kept = [(str(tmp_path / "kept" / name), "/home/agent/" + name) for name in ("b", "a")]
+    for directory in [project, session_dir] + [tmp_path / "kept" / name for name in ("a", "b")]:
+        directory.mkdir(parents=True)
+    overlay, state_overlays = _review_session.overlays(str(session_dir), kept)
+    assert not os.path.exists(overlay[0])  # known before the Review makes them
+    review = _review_session.Review(str(project), str(session_dir), {"HOME": "/nonexistent"}, kept)
+    assert review.overlay == overlay
+    assert [outside for outside, _inside, _upper, _work in state_overlays] == [kept[1][0], kept[0][0]]
+    assert state_overlays == [(state["dir"], state["inside"], state["upper"], state["work"])
+                              for _name, state in sorted(review.state.items())]
+    assert all(os.path.isdir(path) for path in list(overlay) + [o[layer] for o in state_overlays for layer in (2, 3)])
+    review.end()
 
 
 def test_the_record_lists_the_kept_state_apart_every_change_flagged(kept):
