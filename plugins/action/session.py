@@ -36,11 +36,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_credentials, check_session_use, implicit_entries, resolve_credentials, sources)
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
-    InputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values,
-    harness_command, harness_credential_urls, harness_names, harness_values)
+    InputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
-from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
+from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import NO_RECIPE, recipe_for, session_command
 from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
@@ -75,12 +74,12 @@ def resolve_controller_options(args, controller_env, writable=()):
     checked here. Interactive unless told, when no command or prompt says what to run.
     WRITABLE: the directories sessions let the agent write (agent_trees), where no file
     read here may be."""
-    harness = recipe_for(args["harness"], args.get("recipes")) if args.get("harness") is not None else {}
+    recipe = recipe_for(args["harness"], args.get("recipes")) if args.get("harness") is not None else NO_RECIPE
     for option in ("prompt_file", "harness_config"):
         if isinstance(args.get(option), str):
             check_operator_path(option, args[option], writable)
     prompt = read_prompt_file(args["prompt_file"]) if args["prompt_file"] is not None else args["prompt"]
-    command = harness_command(harness, args["command"], prompt)
+    command = session_command(recipe, args["command"], prompt)
     names = args["pass_environment"]
     given = environment_values(args["environment"])
     network = args.get("network", "allow")
@@ -93,25 +92,25 @@ def resolve_controller_options(args, controller_env, writable=()):
             raise InputError("pass_environment name %s is the source of an aisb_credentials entry's key: the "
                              "injector holds it, the harness gets a placeholder; leave it out of "
                              "pass_environment" % name)
-    url_variables = harness_credential_urls(harness)
-    implicit = implicit_entries(harness_names(harness), controller_env, written, names, given, url_variables) \
+    url_variables = recipe.credential_urls
+    implicit = implicit_entries(recipe.env, controller_env, written, names, given, url_variables) \
         if network == "allow" else []
     credentials = resolve_credentials(written + implicit, controller_env)
     check_token_budget(args.get("token_budget"))
     directory = args.get("harness_config")
     if directory is not None and not isinstance(directory, str):
         raise InputError("aisb_harness_config must be a directory on the controller, got %r" % (directory,))
-    harness_config = read_config(directory, harness)
+    harness_config = read_config(directory, recipe)
     # Filled by the session: the placeholders, and the base URLs leading to their injector.
     filled = set(entry["variable"] for entry in credentials)
     filled |= set(url_variables[v] for v in filled if v in url_variables)
     unnamed = KEY_VARIABLES | sources(credentials) | filled
-    optional = [n for n in harness_names(harness) if n in controller_env and n not in names
+    optional = [n for n in recipe.env if n in controller_env and n not in names
                 and n not in given and n not in unnamed]
     # Values named in variables, plus names passed through from this controller's
     # environment, over the recipe's fixed values: nothing else reaches the sandbox.
     environment = build_environment(given, names + optional, controller_env)
-    environment = dict(dict((n, v) for n, v in harness_values(harness).items() if n not in filled),
+    environment = dict(dict((n, v) for n, v in recipe.env_values.items() if n not in filled),
                        **environment)
     # Here too, not only at admission: a refused key never leaves the controller.
     check_session_use(credentials, environment, network, url_variables)

@@ -51,6 +51,7 @@ class LookupModule(LookupBase):
         if len(terms) != 1:
             raise AnsibleLookupError("aisb.sandbox.recipe takes one harness name, got %d" % len(terms))
         try:
-            return [recipe_for(terms[0], self.get_option("recipes"))]
+            # The recipe as written: what Jinja and the roles read (packages, install, command, allow).
+            return [recipe_for(terms[0], self.get_option("recipes")).given]
         except RecipeError as error:
             raise AnsibleLookupError(str(error))

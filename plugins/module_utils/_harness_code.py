@@ -28,7 +28,7 @@ HIDDEN_NAME = re.compile(r"\A\.?[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 def recipe_switches(harness):
     """The recipe HARNESS's project_code, checked: {"off": {"args", "env", "hide"}, "on": ...}
     (empty where it names none); InputError naming what is wrong."""
-    given = (harness or {}).get("project_code") or {}
+    given = harness.get("project_code") or {}
     if not isinstance(given, dict) or set(given) - set(STATES):
         raise InputError("harness project_code must be a dict with off and/or on, got %r" % (given,))
     found = {}
@@ -52,16 +52,16 @@ def recipe_switches(harness):
     return found
 
 
-def apply_switches(harness, command, environment, allowed):
-    """(command, environment, record) with the HARNESS recipe's project_code switches
+def apply_switches(recipe, command, environment, allowed):
+    """(command, environment, record) with the RECIPE's (a _recipes.Recipe) project_code switches
     for ALLOWED (aisb_project_harness_code) applied to COMMAND and ENVIRONMENT. The
     record says what was given: {"args": the args put in the command, "env", "hide"}, or
     None for a recipe without project_code (the harness has no switch: codex, shell).
     InputError when ENVIRONMENT gives a switch's variable another value."""
-    if "project_code" not in (harness or {}):
+    if recipe.project_code is None:
         return list(command), dict(environment), None
-    switches = recipe_switches(harness)["on" if allowed else "off"]
-    prefix = list((harness or {}).get("command") or [])
+    switches = recipe.project_code["on" if allowed else "off"]
+    prefix = list(recipe.command)
     clashes = sorted(name for name, value in switches["env"].items()
                      if name in environment and environment[name] != value)
     if clashes:

@@ -15,6 +15,7 @@ import os
 import posixpath
 import re
 import stat
+from typing import Dict, List, NamedTuple
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import ENV_NAME, InputError
 
@@ -35,10 +36,19 @@ CODEX_TOKEN = re.compile(r"experimental_bearer_token", re.I)
 OPENCODE_ENV_KEY = re.compile(r"\A\{env:[A-Za-z_][A-Za-z0-9_]*\}\Z")
 
 
+class HarnessConfig(NamedTuple):
+    """A recipe's `config`, checked: the directory inside, {name: is a directory}, and
+    the file names in which the provider URLs move behind the credential injector."""
+
+    dir: str
+    names: Dict[str, bool]
+    endpoints: List[str]
+
+
 def recipe_config(harness):
-    """(directory inside, {name: is a directory}) from the recipe's `config`, or None
-    when the harness reads no operator configuration."""
-    config = (harness or {}).get("config")
+    """The recipe's `config` as a HarnessConfig, or None when the harness reads no
+    operator configuration."""
+    config = harness.get("config")
     if config is None:
         return None
     if not isinstance(config, dict) or not {"dir", "names"} <= set(config) <= {"dir", "names", "endpoints"}:
@@ -55,13 +65,13 @@ def recipe_config(harness):
                                                   for n in endpoints):
         raise InputError("harness config endpoints must be file names among its names, got %r"
                          % (endpoints,))
-    return inside, dict((n.rstrip("/"), n.endswith("/")) for n in names)
+    return HarnessConfig(inside, dict((n.rstrip("/"), n.endswith("/")) for n in names), list(endpoints))
 
 
-def endpoint_paths(files, harness):
+def endpoint_paths(files, recipe):
     """The paths of checked FILES in which a session with credentials moves the provider
-    URLs behind the injector: the recipe's config.endpoints (codex's config.toml, ...)."""
-    endpoints = set((harness or {}).get("config", {}).get("endpoints", []))
+    URLs behind the injector: the RECIPE's config endpoints (codex's config.toml, ...)."""
+    endpoints = set(recipe.config.endpoints if recipe.config else [])
     return [f["path"] for f in files if f["path"] in endpoints]
 
 
@@ -69,14 +79,13 @@ def _allowed(names):
     return ", ".join(n + ("/" if is_dir else "") for n, is_dir in sorted(names.items()))
 
 
-def read_config(directory, harness):
-    """The files of DIRECTORY (on this controller) as [{path, text}], checked
-    (check_config); [] when no directory is given. Nothing in it may be a link: what
-    is read is what the operator put there."""
+def read_config(directory, recipe):
+    """The files of DIRECTORY (on this controller) as [{path, text}], checked against
+    the RECIPE (a _recipes.Recipe; check_config); [] when no directory is given. Nothing
+    in it may be a link: what is read is what the operator put there."""
     if not directory:
         return []
-    config = recipe_config(harness)
-    if config is None:
+    if recipe.config is None:
         raise InputError("%s is given but the harness recipe has no config: this harness reads no "
                          "operator configuration" % OPTION)
     root = os.path.realpath(os.path.expanduser(directory))
@@ -85,7 +94,7 @@ def read_config(directory, harness):
     files = []
     for top in sorted(os.listdir(root)):
         _read_entry(root, top, files)
-    return check_config(files, harness)
+    return check_config(files, recipe)
 
 
 def _read_entry(root, relative, files):
@@ -106,9 +115,9 @@ def _read_entry(root, relative, files):
                             "not a regular file"))
 
 
-def check_config(files, harness):
+def check_config(files, recipe):
     """FILES ([{path, text}], or its JSON text: what the action plugin sends) checked
-    against the recipe's names; InputError names the file and what is allowed."""
+    against the RECIPE's config names; InputError names the file and what is allowed."""
     if isinstance(files, str):
         try:
             files = json.loads(files)
@@ -120,7 +129,7 @@ def check_config(files, harness):
                          "plugin reads %s into it)" % OPTION)
     if not files:
         return []
-    _inside, names = recipe_config(harness) or (None, {})
+    names = recipe.config.names if recipe.config else {}
     total = 0
     for entry in files:
         path, text = entry["path"], entry["text"]
@@ -193,9 +202,8 @@ def api_keys(models):
                 yield "providers.%s.models[%d].apiKey" % (name, index), model["apiKey"]
 
 
-def mounts(files, harness):
+def mounts(files, recipe):
     """(name in the session's SESSION_SUBDIR, path inside) for each top-level entry of
-    checked FILES: a file, or a whole directory."""
-    inside, _names = recipe_config(harness)
+    checked FILES: a file, or a whole directory, in the RECIPE's config directory."""
     tops = sorted(set(f["path"].split("/")[0] for f in files))
-    return [(posixpath.join(SESSION_SUBDIR, top), posixpath.join(inside, top)) for top in tops]
+    return [(posixpath.join(SESSION_SUBDIR, top), posixpath.join(recipe.config.dir, top)) for top in tops]

@@ -40,7 +40,7 @@ NOTHING_KEPT = "or run this one with aisb_harness_state=none (nothing kept)"
 
 def recipe_state(harness):
     """The recipe's `state`, {name: path inside}, checked; {} when it has none."""
-    state = (harness or {}).get("state") or {}
+    state = harness.get("state") or {}
     if not isinstance(state, dict):
         raise InputError("harness state must be a dict of name and path inside, got %r" % (state,))
     for name, inside in state.items():
@@ -57,9 +57,9 @@ def project_state_dir(state, project):
     return os.path.join(_state_layout.harness_state_dir(state), digest)
 
 
-def plan(state, project, harness, mode, review=False):
+def plan(state, project, recipe, mode, review=False):
     """What a session keeps: {dir, mode, mounts: [(host directory, path inside)]}, or
-    None when the recipe keeps nothing. REVIEW: a review-mode session, which never
+    None when the RECIPE (a _recipes.Recipe) keeps nothing. REVIEW: a review-mode session, which never
     writes the kept state, so cannot wipe it."""
     if mode not in MODES:
         raise InputError("aisb_harness_state must be one of %s, got %r" % (", ".join(MODES), mode))
@@ -67,7 +67,7 @@ def plan(state, project, harness, mode, review=False):
         raise InputError("aisb_harness_state=fresh wipes the project's kept harness state, which a review-mode "
                          "session never writes (aisb_project_mode=review): run it with aisb_harness_state=none "
                          "for a session without the kept state, or keep")
-    names = recipe_state(harness)
+    names = recipe.state
     if not names or mode == "none":
         return None
     directory = project_state_dir(state, project)

@@ -225,26 +225,26 @@ def check_command(argv):
     return argv
 
 
-def harness_command(harness, command=None, prompt=None):
-    """The sandbox's argv: COMMAND as given, else the HARNESS recipe's command followed,
-    when there is a PROMPT (text, passed as one argument, never templated or split), by
-    the recipe's prompt arguments and the prompt."""
-    if command is not None:
-        return check_command(command)
-    if not isinstance(harness, dict) or not harness.get("command"):
-        raise InputError("harness must be a recipe with a command (the image role's recipe) when "
-                         "no command is given, got %r" % (harness,))
+# The refusal of a session with neither a command nor a recipe's (_recipes.session_command).
+NO_COMMAND = "harness must be a recipe with a command (the image role's recipe) when no command is given, got %r"
+
+
+def harness_command(harness):
+    """The HARNESS recipe's command (its argv), checked, with its prompt arguments (the
+    arguments put before a prompt) a list."""
+    if not harness.get("command"):
+        raise InputError(NO_COMMAND % (harness,))
     argv, before_prompt = harness["command"], harness.get("prompt") or []
     if not isinstance(argv, list) or not isinstance(before_prompt, list):
         raise InputError("harness command and prompt must be lists of strings, got %r and %r"
                          % (argv, before_prompt))
-    return check_command(argv + before_prompt + [prompt] if prompt is not None else argv)
+    return check_command(argv)
 
 
 def harness_values(harness):
     """The recipe's env_values ({name: value}: what the harness always gets, such as its
     switches for update checks and telemetry), checked like any value; {} without them."""
-    values = (harness or {}).get("env_values") or {}
+    values = harness.get("env_values") or {}
     if not isinstance(values, dict):
         raise InputError("harness env_values must be a dict of variable names and values, got %r" % (values,))
     for name, value in values.items():
@@ -256,7 +256,7 @@ def harness_values(harness):
 def harness_credential_urls(harness):
     """The recipe's credential_urls ({key variable: URL variable}: where the harness reads
     the base URL of the provider a credential's variable is for), checked; {} without."""
-    urls = (harness or {}).get("credential_urls") or {}
+    urls = harness.get("credential_urls") or {}
     if not isinstance(urls, dict):
         raise InputError("harness credential_urls must be a dict of a key variable and the variable of its "
                          "provider's base URL, got %r" % (urls,))
@@ -268,7 +268,7 @@ def harness_credential_urls(harness):
 
 def harness_names(harness):
     """The recipe's env names (those passed through when set), checked like any name."""
-    names = (harness or {}).get("env") or []
+    names = harness.get("env") or []
     if not isinstance(names, list):
         raise InputError("harness env must be a list of variable names, got %r" % (names,))
     for name in names:

@@ -33,18 +33,20 @@ and optionally
   project_code: the harness's switches for what it loads and runs from the project at
             start, {"off": {"args": [...], "env": {...}, "hide": [...]}, "on": ...}: off unless
             aisb_project_harness_code (_harness_code; docs/harnesses.md)
-Pure.
+A recipe is checked once, into a Recipe (parse_recipe): the session, the action plugin,
+_harness_code, _harness_config and _harness_state read its fields. Pure.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Dict, List, NamedTuple, Optional
 
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import recipe_switches
-from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import recipe_config
+from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import HarnessConfig, recipe_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_state import recipe_state
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
-    InputError, harness_command, harness_credential_urls, harness_names, harness_values)
+    NO_COMMAND, InputError, check_command, harness_command, harness_credential_urls, harness_names, harness_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
 
 KEYS = ("packages", "install", "command", "prompt", "allow", "env")
@@ -225,15 +227,36 @@ class RecipeError(InputError):
     """A harness name or recipe a session must not start with; the message names it."""
 
 
-def check_recipe(name, recipe, where="recipes"):
-    """RECIPE (an operator's, named NAME) checked as a session uses it: a copy, or
-    RecipeError naming WHERE and NAME."""
+class Recipe(NamedTuple):
+    """A harness recipe, each field checked once (parse_recipe): the command and its
+    prompt arguments, env (names) and env_values, credential_urls, project_code (the
+    checked switches, _harness_code.recipe_switches; None when the recipe names none),
+    config (_harness_config.HarnessConfig, or None), state ({name: path inside}). GIVEN:
+    the recipe as written, what the aisb.sandbox.recipe lookup hands Jinja and the roles."""
+
+    name: Optional[str]
+    packages: List[str]
+    install: List[str]
+    command: List[str]
+    prompt: List[str]
+    allow: List[str]
+    env: List[str]
+    env_values: Dict[str, str]
+    credential_urls: Dict[str, str]
+    project_code: Optional[dict]
+    config: Optional[HarnessConfig]
+    state: Dict[str, str]
+    given: dict
+
+
+# A session started without a harness (a command of its own): nothing of a recipe's.
+NO_RECIPE = Recipe(name=None, packages=[], install=[], command=[], prompt=[], allow=[], env=[], env_values={},
+                   credential_urls={}, project_code=None, config=None, state={}, given={})
+
+
+def parse_recipe(name, recipe, where="recipes"):
+    """RECIPE (a dict, named NAME) checked once into a Recipe, or RecipeError naming WHERE and NAME."""
     what = "%s %s" % (where, name)
-    if not isinstance(name, str) or not NAME.match(name):
-        raise RecipeError("%s: a recipe's name is lower-case letters, digits and '-', got %r" % (where, name))
-    if name in BUILT_IN:
-        raise RecipeError("%s: %s is a built-in recipe, which an operator's recipe cannot replace; give yours a "
-                          "name of its own" % (where, name))
     if not isinstance(recipe, dict):
         raise RecipeError("%s must be a recipe (a dict), got %r" % (what, recipe))
     missing = [key for key in KEYS if key not in recipe]
@@ -246,24 +269,43 @@ def check_recipe(name, recipe, where="recipes"):
         if not isinstance(recipe[key], list) or not all(isinstance(item, str) for item in recipe[key]):
             raise RecipeError("%s %s must be a list of strings, got %r" % (what, key, recipe[key]))
     try:
-        harness_command(recipe)
-        harness_names(recipe)
-        harness_values(recipe)
-        harness_credential_urls(recipe)
-        recipe_switches(recipe)
-        recipe_config(recipe)
-        recipe_state(recipe)
+        command = harness_command(recipe)
+        env = harness_names(recipe)
+        env_values = harness_values(recipe)
+        credential_urls = harness_credential_urls(recipe)
+        switches = recipe_switches(recipe)
+        config = recipe_config(recipe)
+        state = recipe_state(recipe)
         policy = parse_policy(recipe["allow"], [443])
     except (InputError, PolicyError) as error:
         raise RecipeError("%s: %s" % (what, error))
     if policy.pins or policy.private:
         raise RecipeError("%s allow names an address or a private endpoint: a recipe's allow entries are host "
                           "names; addresses are the operator's, in aisb_allow" % what)
-    return dict(recipe)
+    return Recipe(name=name, packages=list(recipe["packages"]), install=list(recipe["install"]), command=command,
+                  prompt=list(recipe.get("prompt") or []), allow=list(recipe["allow"]), env=list(env),
+                  env_values=env_values, credential_urls=credential_urls,
+                  project_code=switches if "project_code" in recipe else None, config=config, state=state,
+                  given=dict(recipe))
+
+
+def check_recipe(name, recipe, where="recipes"):
+    """RECIPE (an operator's, named NAME) checked as a session uses it: a Recipe, or
+    RecipeError naming WHERE and NAME."""
+    if not isinstance(name, str) or not NAME.match(name):
+        raise RecipeError("%s: a recipe's name is lower-case letters, digits and '-', got %r" % (where, name))
+    if name in BUILT_IN:
+        raise RecipeError("%s: %s is a built-in recipe, which an operator's recipe cannot replace; give yours a "
+                          "name of its own" % (where, name))
+    return parse_recipe(name, recipe, where)
+
+
+# The collection's own, checked once, here.
+BUILT_IN_RECIPES = dict((name, parse_recipe(name, recipe, "BUILT_IN")) for name, recipe in BUILT_IN.items())
 
 
 def check_recipes(recipes, where="recipes"):
-    """{name: recipe} checked (check_recipe); {} for None."""
+    """{name: Recipe} checked (check_recipe); {} for None."""
     if recipes is None:
         return {}
     if not isinstance(recipes, dict):
@@ -272,13 +314,13 @@ def check_recipes(recipes, where="recipes"):
 
 
 def recipe_for(harness, recipes=None):
-    """The recipe HARNESS names: a built-in one, or one of RECIPES (the operator's, checked
+    """The Recipe HARNESS names: a built-in one, or one of RECIPES (the operator's, checked
     here); RecipeError for anything else, a recipe given as a dict included."""
     own = check_recipes(recipes)
     if not isinstance(harness, str):
         raise RecipeError("aisb_harness names a recipe (%s), got %r: an operator's own recipe goes in aisb_recipes "
                           "under a name of its own" % (", ".join(names(own)), harness))
-    found = BUILT_IN.get(harness) or own.get(harness)
+    found = BUILT_IN_RECIPES.get(harness) or own.get(harness)
     if found is None:
         raise RecipeError("aisb_harness %r is not a recipe; the recipes are %s" % (harness, ", ".join(names(own))))
     return found
@@ -287,3 +329,14 @@ def recipe_for(harness, recipes=None):
 def names(recipes=None):
     """The built-in recipes' names, then RECIPES'."""
     return list(BUILT_IN) + sorted(set(recipes or {}) - set(BUILT_IN))
+
+
+def session_command(recipe, command=None, prompt=None):
+    """The sandbox's argv: COMMAND as given, else RECIPE's command followed, when there is
+    a PROMPT (text, passed as one argument, never templated or split), by the recipe's
+    prompt arguments and the prompt."""
+    if command is not None:
+        return check_command(command)
+    if not recipe.command:
+        raise InputError(NO_COMMAND % (recipe.given,))
+    return check_command(recipe.command + recipe.prompt + [prompt] if prompt is not None else recipe.command)

@@ -26,12 +26,12 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import (
 from ansible_collections.aisb.sandbox.plugins.module_utils._host_tools import resolve_all
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
     InputError, agent_trees, build_environment, check_command, check_operator_path, check_token_budget,
-    harness_credential_urls, harness_names, harness_values, resolve_project)
+    resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_git import protect as protect_project_git
-from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import recipe_for
+from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import NO_RECIPE, recipe_for
 from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
@@ -132,28 +132,26 @@ def project_dirs(project, names):
     return found
 
 
-def allow_origins(entries, origins, harness):
+def allow_origins(entries, origins, recipe):
     """The policy's allow ENTRIES for the record, each with where it came from: ORIGINS'
-    word (team or user: run_agent.yml's team_settings), else the HARNESS recipe's
-    ("harness"), else "unspecified" (a session started without origins)."""
-    recipe = (harness or {}).get("allow") or []
-    return [{"entry": entry, "origin": origins.get(entry) or ("harness" if entry in recipe else "unspecified")}
+    word (team or user: run_agent.yml's team_settings), else the RECIPE's ("harness"),
+    else "unspecified" (a session started without origins)."""
+    return [{"entry": entry, "origin": origins.get(entry) or ("harness" if entry in recipe.allow else "unspecified")}
             for entry in entries]
 
 
-def operator_environment(environment, harness, passed, team_names):
+def operator_environment(environment, recipe, passed, team_names):
     """The names of ENVIRONMENT (what the harness gets) that the operator's own values
-    set: not those the HARNESS recipe passes through or fixes, nor PASSED
-    (pass_environment), unless TEAM_NAMES (the team's environment) has them."""
-    recipe_values = harness_values(harness)
-    own = set(passed) | set(harness_names(harness))
+    set: not those the RECIPE passes through or fixes, nor PASSED (pass_environment),
+    unless TEAM_NAMES (the team's environment) has them."""
+    own = set(passed) | set(recipe.env)
     return dict((name, value) for name, value in environment.items() if name in team_names or (
-        name not in own and recipe_values.get(name) != value))
+        name not in own and recipe.env_values.get(name) != value))
 
 
-def check_team_file(params, entries, policy, harness, environment, team_file=TEAM_FILE):
+def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM_FILE):
     """TeamError unless this host's team file (none: nothing to check) allows what the
-    session was given: its policy's entries beyond the HARNESS recipe's (host names: a
+    session was given: its policy's entries beyond the RECIPE's (host names: a
     recipe has no other), CONNECT ports, network, limits, the switches, the harness and
     the operator's recipes, the harness configuration and the ENVIRONMENT's operator
     values (_team.check_session). run_agent.yml's own variables can be overridden with -e:
@@ -162,16 +160,16 @@ def check_team_file(params, entries, policy, harness, environment, team_file=TEA
     if team is None:
         return
     # Only a recipe's host names are its own (_recipes refuses any other entry in one).
-    recipe = [entry for entry in (harness or {}).get("allow") or [] if parse_policy([entry]).domains]
+    own = [entry for entry in recipe.allow if parse_policy([entry]).domains]
     limits = dict((name, value) for name, value in (params.get("limits") or {}).items() if value is not None)
-    given = {"allow": [entry for entry in entries if entry not in recipe], "connect_ports": list(policy.connect_ports),
+    given = {"allow": [entry for entry in entries if entry not in own], "connect_ports": list(policy.connect_ports),
              "network": params["network"], "limits": limits, "require_limits": params.get("require_limits", False),
              "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct",
              "project_harness_code": params.get("project_harness_code", False),
              "token_budget": params.get("token_budget"), "harness": params.get("harness") or DEFAULTS["harness"],
              "recipes": params.get("recipes") or {}, "harness_config": params.get("harness_config_dir"),
              "pass_environment": params.get("pass_environment") or [],
-             "environment": operator_environment(environment, harness, params.get("pass_environment") or [],
+             "environment": operator_environment(environment, recipe, params.get("pass_environment") or [],
                                                  team["settings"].get("environment", {}))}
     try:
         check_session(team, given, team_file)
@@ -197,21 +195,21 @@ def admit(params, environ, run, interactive=False, now=None):
         credentials = check_resolved(params.get("credentials") or [])
         token_budget = check_token_budget(params.get("token_budget"))
         # The recipe the harness's name stands for, resolved here: never one a play variable gave.
-        harness = recipe_for(params["harness"], params.get("recipes")) if params.get("harness") is not None else None
-        credential_urls = harness_credential_urls(harness)
-        check_session_use(credentials, environment, network, credential_urls)
+        recipe = recipe_for(params["harness"], params.get("recipes")) if params.get("harness") is not None \
+            else NO_RECIPE
+        check_session_use(credentials, environment, network, recipe.credential_urls)
         check_private_hosts(credentials, policy.private)
         names = no_gate_names(policy) if network == "no-gate" else ()
-        allow = allow_origins(entries, params.get("allow_origins") or {}, harness)
-        check_team_file(params, entries, policy, harness, environment)
+        allow = allow_origins(entries, params.get("allow_origins") or {}, recipe)
+        check_team_file(params, entries, policy, recipe, environment)
         # After the team's check: the switches are the recipe's, not the operator's values.
         harness_code = params.get("project_harness_code", False)
-        command, environment, switches = apply_switches(harness, command, environment, harness_code)
+        command, environment, switches = apply_switches(recipe, command, environment, harness_code)
         hidden_dirs = project_dirs(project, (switches or {}).get("hide", []))
-        harness_files = _harness_config.check_config(params.get("harness_config"), harness)
-        harness_mounts = _harness_config.mounts(harness_files, harness) if harness_files else []
-        harness_endpoints = _harness_config.endpoint_paths(harness_files, harness)
-        harness_state = _harness_state.plan(state_dir(environ), project, harness, params.get("harness_state") or "keep",
+        harness_files = _harness_config.check_config(params.get("harness_config"), recipe)
+        harness_mounts = _harness_config.mounts(harness_files, recipe) if harness_files else []
+        harness_endpoints = _harness_config.endpoint_paths(harness_files, recipe)
+        harness_state = _harness_state.plan(state_dir(environ), project, recipe, params.get("harness_state") or "keep",
                                             review=params.get("project_mode") == "review")
     except RefusedError as error:
         return None, None, [str(error)], warnings
@@ -265,6 +263,6 @@ def admit(params, environ, run, interactive=False, now=None):
         host_tools=host_tools, executable=host_tools["podman"],
         ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
-        credential_urls=credential_urls, token_budget=token_budget, harness=params.get("harness"),
+        credential_urls=recipe.credential_urls, token_budget=token_budget, harness=params.get("harness"),
         project_harness_code={"allowed": harness_code, "switches": switches}, hidden_dirs=hidden_dirs)
     return inputs, facts, problems, warnings

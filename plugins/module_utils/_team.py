@@ -100,7 +100,8 @@ def _check_value(key, value, where):
                 raise TeamError("%s must name a recipe (a built-in one, or one of recipes: an operator's own recipe "
                                 "goes there under a name of its own), got %r" % (where, value))
         elif key == "recipes":
-            value = check_recipes(_dict(value, where), where)
+            # As written: the settings travel as the operator's dicts, parsed where a session reads them.
+            value = dict((name, recipe.given) for name, recipe in check_recipes(_dict(value, where), where).items())
         elif key == "allowed_harnesses":
             names = _list(value, where)
             if not names or not all(isinstance(name, str) and name for name in names) or len(set(names)) != len(names):

@@ -9,12 +9,13 @@ from ansible_collections.aisb.sandbox.plugins.module_utils import _recipes
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import apply_switches, recipe_switches
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
-RECIPES = _recipes.BUILT_IN
+RECIPES = _recipes.BUILT_IN_RECIPES
 
 
 @pytest.mark.parametrize("name", ["pi", "claude-code", "opencode"])
 def test_every_harness_that_loads_project_code_has_a_switch_to_turn_it_off(name):
-    off = recipe_switches(RECIPES[name])["off"]
+    off = recipe_switches(_recipes.BUILT_IN[name])["off"]
+    assert RECIPES[name].project_code["off"] == off
     assert off["args"] or off["env"]
 
 
@@ -51,7 +52,7 @@ def test_a_harness_without_a_switch_gets_nothing_and_the_record_says_it_has_none
     # codex: its own default (an untrusted project's configuration is not loaded).
     assert apply_switches(RECIPES["codex"], ["codex", "exec"], {"A": "1"}, False) == (["codex", "exec"], {"A": "1"},
                                                                                       None)
-    assert apply_switches(None, ["true"], {}, False) == (["true"], {}, None)
+    assert apply_switches(_recipes.NO_RECIPE, ["true"], {}, False) == (["true"], {}, None)
 
 
 @pytest.mark.parametrize("project_code, needle", [
@@ -69,5 +70,5 @@ def test_a_harness_without_a_switch_gets_nothing_and_the_record_says_it_has_none
 ])
 def test_an_operator_recipes_switches_are_checked(project_code, needle):
     with pytest.raises(_recipes.RecipeError) as error:
-        _recipes.recipe_for("mine", {"mine": dict(RECIPES["shell"], project_code=project_code)})
+        _recipes.recipe_for("mine", {"mine": dict(_recipes.BUILT_IN["shell"], project_code=project_code)})
     assert needle in str(error.value) and "recipes mine" in str(error.value)

@@ -8,13 +8,21 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _harness_config, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _harness_config, _recipes, _session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 from builders import FACTS, inputs
 
-RECIPE = {"command": ["pi"], "config": {"dir": "/home/agent/.pi/agent",
-                                        "names": ["settings.json", "models.json", "AGENTS.md", "prompts/", "skills/"]}}
+
+
+def recipe(command, config):
+    """A recipe with COMMAND and CONFIG, parsed as a session has it."""
+    return _recipes.parse_recipe("unit", dict(_recipes.BUILT_IN["shell"], command=command, config=config))
+
+
+RECIPE = recipe(["pi"], {"dir": "/home/agent/.pi/agent",
+                         "names": ["settings.json", "models.json", "AGENTS.md", "prompts/", "skills/"]})
+SHELL = _recipes.recipe_for("shell")
 KEY = "sk-unit-secret"
 ENTRY = {"host": "models.test", "port": 9443, "header": "x-api-key", "prefix": "", "variable": "FAKE_KEY", "key": KEY}
 
@@ -77,9 +85,9 @@ def test_too_much_is_refused(tmp_path):
 
 
 def test_a_recipe_without_config_reads_none(tmp_path):
-    assert _harness_config.read_config(None, {"command": ["bash"]}) == []
+    assert _harness_config.read_config(None, SHELL) == []
     with pytest.raises(InputError, match="the harness recipe has no config"):
-        _harness_config.read_config(str(tmp_path), {"command": ["bash"]})
+        _harness_config.read_config(str(tmp_path), SHELL)
     with pytest.raises(InputError, match="not a directory"):
         _harness_config.read_config(str(tmp_path / "missing"), RECIPE)
 
@@ -132,8 +140,8 @@ def test_a_built_in_provider_goes_where_its_credential_says():
     assert merged["providers"]["anthropic"]["baseUrl"] == "http://100.64.0.1:40002/models.test:9443"
 
 
-CODEX = {"command": ["codex"], "config": {"dir": "/home/agent/.codex", "names": ["config.toml", "AGENTS.md"],
-                                          "endpoints": ["config.toml"]}}
+CODEX = recipe(["codex"], {"dir": "/home/agent/.codex", "names": ["config.toml", "AGENTS.md"],
+                           "endpoints": ["config.toml"]})
 CONFIG_TOML = """model_provider = "fake"
 [model_providers.fake]
 base_url = "https://models.test:9443/v1"
@@ -178,18 +186,18 @@ def test_only_https_on_the_entrys_own_host_and_port_moves(url, moved):
 
 def test_endpoints_must_be_files_the_recipe_names():
     for endpoints in (["auth.json"], ["prompts/"], "config.toml"):
-        recipe = {"config": {"dir": "/home/agent/.codex", "names": ["config.toml", "prompts/"],
+        config = {"config": {"dir": "/home/agent/.codex", "names": ["config.toml", "prompts/"],
                              "endpoints": endpoints}}
         with pytest.raises(InputError, match="endpoints must be file names among its names"):
-            _harness_config.recipe_config(recipe)
+            _harness_config.recipe_config(config)
     with pytest.raises(InputError, match="optionally endpoints"):
         _harness_config.recipe_config({"config": {"dir": "/home/agent/.codex", "names": [], "extra": 1}})
 
 
-OPENCODE = {"command": ["opencode"], "config": {"dir": "/home/agent/.config/opencode", "names": ["opencode.json"]}}
+OPENCODE = recipe(["opencode"], {"dir": "/home/agent/.config/opencode", "names": ["opencode.json"]})
 
 
-@pytest.mark.parametrize("recipe, files, message", [
+@pytest.mark.parametrize("harness, files, message", [
     (CODEX, {"config.toml": '[model_providers.p]\nexperimental_bearer_token = "sk-live"\n'},
      "config.toml sets experimental_bearer_token"),
     (OPENCODE, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "sk-live-123"}}}})},
@@ -197,10 +205,10 @@ OPENCODE = {"command": ["opencode"], "config": {"dir": "/home/agent/.config/open
     (OPENCODE, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "{env:A} sk-live"}}}})},
      r"provider.p.options.apiKey must be"),
 ])
-def test_a_key_in_codex_or_opencode_configuration_is_refused_by_name(tmp_path, recipe, files, message):
+def test_a_key_in_codex_or_opencode_configuration_is_refused_by_name(tmp_path, harness, files, message):
     write(tmp_path, files)
     with pytest.raises(InputError, match="aisb_harness_config.*" + message):
-        _harness_config.read_config(str(tmp_path), recipe)
+        _harness_config.read_config(str(tmp_path), harness)
     write(tmp_path, {"opencode.json": json.dumps({"provider": {"p": {"options": {"apiKey": "{env:P_KEY}"}}}}),
                      "config.toml": 'env_key = "P_KEY"\n'})
-    assert _harness_config.check_config([{"path": p, "text": (tmp_path / p).read_text()} for p in files], recipe)
+    assert _harness_config.check_config([{"path": p, "text": (tmp_path / p).read_text()} for p in files], harness)

@@ -7,12 +7,13 @@ import subprocess
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _recipes, _session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 from builders import FACTS, in_a_session, inputs
 
-RECIPE = {"command": ["pi"], "state": {"pi-sessions": "/home/agent/.pi/agent/sessions"}}
+RECIPE = _recipes.parse_recipe("unit", dict(_recipes.BUILT_IN["shell"],
+                                            state={"pi-sessions": "/home/agent/.pi/agent/sessions"}))
 
 
 def run_unshared(argv):
@@ -28,7 +29,7 @@ def test_each_project_has_its_own_directory():
     assert one["dir"].startswith("/state/harness-state/") and one["dir"] != other["dir"]
     assert one == _harness_state.plan("/state", "/home/dev/src/a", RECIPE, "keep")
     assert one["mounts"] == [(one["dir"] + "/pi-sessions", "/home/agent/.pi/agent/sessions")]
-    assert _harness_state.plan("/state", "/home/dev/src/a", {"command": ["bash"]}, "keep") is None
+    assert _harness_state.plan("/state", "/home/dev/src/a", _recipes.recipe_for("shell"), "keep") is None
 
 
 def test_a_review_session_never_wipes_the_kept_state():

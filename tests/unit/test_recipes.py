@@ -5,33 +5,30 @@ neither replace a built-in one nor claim an address."""
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_config, _harness_state, _recipes
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
-    harness_command, harness_credential_urls, harness_names, harness_values)
+from ansible_collections.aisb.sandbox.plugins.module_utils import _recipes
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
 
 RECIPES = _recipes.BUILT_IN
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_a_builtin_recipe_passes_a_sessions_checks(name):
-    recipe = RECIPES[name]
-    assert set(_recipes.KEYS) <= set(recipe) <= set(_recipes.KEYS + _recipes.OPTIONAL_KEYS)
-    assert harness_command(recipe, prompt="hi")[-1] == "hi"
-    harness_names(recipe)
-    values, urls = harness_values(recipe), harness_credential_urls(recipe)
+    assert set(_recipes.KEYS) <= set(RECIPES[name]) <= set(_recipes.KEYS + _recipes.OPTIONAL_KEYS)
+    recipe = _recipes.parse_recipe(name, RECIPES[name], "BUILT_IN")
+    assert recipe == _recipes.BUILT_IN_RECIPES[name]
+    assert _recipes.session_command(recipe, prompt="hi")[-1] == "hi"
     # A fixed value never stands where a credential's base URL goes.
-    assert not set(values) & set(urls.values())
-    _harness_config.recipe_config(recipe)
-    _harness_state.recipe_state(recipe)
+    assert not set(recipe.env_values) & set(recipe.credential_urls.values())
 
 
 def test_claude_code_runs_headless_without_prompts_and_reaches_the_injector_by_its_base_url():
-    recipe = RECIPES["claude-code"]
-    assert harness_command(recipe, prompt="hi") == ["claude", "--permission-mode", "bypassPermissions", "-p", "hi"]
-    assert harness_credential_urls(recipe) == {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL",
-                                               "ANTHROPIC_AUTH_TOKEN": "ANTHROPIC_BASE_URL"}
-    assert harness_values(recipe) == {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-    assert ".credentials.json" not in recipe["config"]["names"]
+    recipe = _recipes.recipe_for("claude-code")
+    assert _recipes.session_command(recipe, prompt="hi") == [
+        "claude", "--permission-mode", "bypassPermissions", "-p", "hi"]
+    assert recipe.credential_urls == {"ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL",
+                                      "ANTHROPIC_AUTH_TOKEN": "ANTHROPIC_BASE_URL"}
+    assert recipe.env_values == {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    assert ".credentials.json" not in recipe.config.names
 
 
 @pytest.mark.parametrize("name, recipe, needle", [
@@ -51,10 +48,25 @@ def test_an_operator_recipe_is_checked(name, recipe, needle):
 
 
 def test_a_harness_is_a_name():
-    assert _recipes.recipe_for("pi") is RECIPES["pi"]
+    # The built-in ones are parsed once, when the module loads.
+    assert _recipes.recipe_for("pi") is _recipes.BUILT_IN_RECIPES["pi"]
+    assert _recipes.recipe_for("pi").given == RECIPES["pi"]
     mine = dict(RECIPES["shell"], allow=["tools.example.com"])
-    assert _recipes.recipe_for("mine", {"mine": mine}) == mine
+    assert _recipes.recipe_for("mine", {"mine": mine}) == _recipes.parse_recipe("mine", mine)
+    assert _recipes.recipe_for("mine", {"mine": mine}).given == mine
     for harness, needle in [(dict(RECIPES["pi"], allow=["other.test"]), "aisb_harness names a recipe"),
                             ("nope", "aisb_harness 'nope' is not a recipe; the recipes are pi, claude-code")]:
         with pytest.raises(_recipes.RecipeError, match=needle):
             _recipes.recipe_for(harness, {})
+
+
+def test_a_session_command_is_its_own_or_the_recipes_with_the_prompt():
+    shell = _recipes.recipe_for("shell")
+    assert _recipes.session_command(shell) == ["bash"]
+    assert _recipes.session_command(shell, prompt="echo hi") == ["bash", "-c", "echo hi"]
+    assert _recipes.session_command(shell, ["true"], prompt="ignored") == ["true"]
+    # A session without a harness runs its own command or nothing.
+    with pytest.raises(InputError, match=r"harness must be a recipe with a command .* got \{\}"):
+        _recipes.session_command(_recipes.NO_RECIPE, prompt="hi")
+    with pytest.raises(InputError, match="command's first word"):
+        _recipes.session_command(_recipes.NO_RECIPE, ["-x"])

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _recipes, _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.project_review import execute
@@ -170,7 +170,7 @@ def kept(tmp_path):
     project.mkdir()
     (project / "main.py").write_text("print(1)\n")
     kept_plan = _harness_state.plan(str(state / "aisb"), str(project),
-                                    {"state": {"pi-sessions": "/home/agent/.pi/agent/sessions"}}, "keep", review=True)
+                                    _recipes.recipe_for("pi"), "keep", review=True)
     outside = kept_plan["mounts"][0][0]
     os.makedirs(outside)
     for name, text in [("keep.jsonl", "old\n"), ("gone.jsonl", "gone\n")]:

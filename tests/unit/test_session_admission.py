@@ -9,7 +9,7 @@ import re
 import pytest
 from fake_podman import fake_podman
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _session_admission, _session_spec, _team
+from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _recipes, _session_admission, _session_spec, _team
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy, render, write_files
 from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
@@ -227,7 +227,7 @@ def team_file(tmp_path, monkeypatch):
 def check_team_file(host, team_file, **overrides):
     given = params(host, **overrides)
     policy, entries = read_policy(host["policy_dir"])
-    _session_admission.check_team_file(given, entries, policy, None, {}, team_file)
+    _session_admission.check_team_file(given, entries, policy, _recipes.NO_RECIPE, {}, team_file)
 
 
 def test_the_session_checks_the_team_file_again(host, team_file):
@@ -259,7 +259,7 @@ def test_the_session_refuses_a_policy_entry_the_team_file_does_not_allow(host, t
     policy, entries = read_policy(host["policy_dir"])
     with pytest.raises(_team.TeamError, match="aisb_allow is refused: the team file"):
         _session_admission.check_team_file(params(host, limits={"memory": "4g"}), entries, policy,
-                                           {"allow": recipe_allow}, {}, team_file)
+                                           _recipes.NO_RECIPE._replace(allow=recipe_allow), {}, team_file)
 
 
 def test_a_key_for_a_private_entrys_name_on_another_port_is_refused_before_anything_runs(host):
