@@ -141,8 +141,8 @@ VERBATIM = ["$(touch /project/pwned)", "`touch /project/pwned`", "; touch /proje
             "'single' \"double\"", "line1\nline2", "tab\there", "back\\slash\\", "*", "~", "$HOME", "%s%n%x",
             "-rf", "--privileged", "\u00fcn\u00efc\u00f6d\u00e9 \u2713", "\x1b]0;title\x07", " leading and trailing ",
             "", "-e", "--", "> /project/pwned"]
-TEMPLATES = ["{{ 7 * 7 }}", "{% raw %}x{% endraw %}", "{{ lookup('ansible.builtin.pipe', 'touch /home/dev/pwned-hostile') }}",
-             "{# comment #}"]
+TEMPLATES = ["{{ 7 * 7 }}", "{% raw %}x{% endraw %}",
+             "{{ lookup('ansible.builtin.pipe', 'touch /home/dev/pwned-hostile') }}", "{# comment #}"]
 
 
 def test_harness_arguments_arrive_verbatim(workstation):
@@ -169,4 +169,5 @@ def test_prompt_file_arrives_verbatim(workstation):
     assert record["command"] == command
     sandbox_argv = [argv for argv in record["commands"] if "run" in argv and "--init" in argv][0]
     assert sandbox_argv[-len(command):] == command
-    assert not workstation.path("/home/dev/pwned-hostile").exists() and not workstation.path(f"{PROJECT}/pwned").exists()
+    assert not workstation.path("/home/dev/pwned-hostile").exists()
+    assert not workstation.path(f"{PROJECT}/pwned").exists()
