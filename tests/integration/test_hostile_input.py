@@ -161,7 +161,7 @@ def test_prompt_file_arrives_verbatim(workstation):
     # template; no network, so the harness cannot send it anywhere.
     prompt = "\n".join(VERBATIM + TEMPLATES) + "\n"
     workstation.path(f"{TRANSFER_DIR}/prompt.md").write_text(prompt)
-    workstation.run(["rm", "-f", "/home/dev/pwned-hostile", f"{PROJECT}/pwned"])
+    workstation.sh(f"mkdir -p {PROJECT} && rm -f /home/dev/pwned-hostile {PROJECT}/pwned")
     result = run_agent(workstation, "-e", json.dumps({"prompt_file": f"{TRANSFER_DIR}/prompt.md",
                                                       "aisb_network": "none"}))
     record = record_of(workstation, result.stdout)
