@@ -14,7 +14,6 @@ from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import 
 from builders import FACTS, inputs
 
 
-
 def recipe(command, config):
     """A recipe with COMMAND and CONFIG, parsed as a session has it."""
     return _recipes.parse_recipe("unit", dict(_recipes.BUILT_IN["shell"], command=command, config=config))
