@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-EXIT_STATUS = {77: "enforcement could not be installed or verified",
+# The exit code of a session stopped because its enforcement was lost or never reported
+# (the entrypoint's own code for enforcement it could not install or verify).
+ENFORCEMENT_RC = 77
+EXIT_STATUS = {ENFORCEMENT_RC: "enforcement could not be installed or verified",
                78: "the sandbox's policy was missing or unreadable",
                79: "the gate never answered the sandbox",
                # podman's own exit codes: it, not the harness, failed.
                125: "podman could not run the sandbox",
                126: "podman could not execute the harness command",
                127: "podman did not find the harness command"}
-# The exit code of a session stopped because its enforcement was lost or never reported
-# (the entrypoint's own code for enforcement it could not install or verify).
-ENFORCEMENT_RC = 77
 
 
 class Outcome(NamedTuple):
