@@ -34,13 +34,13 @@ from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
 from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
     check_credentials, check_session_use, implicit_entries, resolve_credentials, sources)
+from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
     InputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import NO_RECIPE, recipe_for, session_command
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
