@@ -17,12 +17,10 @@ import re
 import uuid
 from urllib.parse import urlsplit
 
+from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import PROXY_VARIABLE
 from ansible_collections.aisb.sandbox.plugins.module_utils._providers import key_for, provider_at
 from ansible_collections.aisb.sandbox.plugins.module_utils._squid import log_entry
 
-# The harness reaches a provider at $AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH, PORT only
-# when it is not the provider's default (HTTPS).
-PROXY_VARIABLE = "AISB_CREDENTIAL_PROXY"
 DEFAULT_PORT = 443
 PLACEHOLDER_PREFIX = "aisb-placeholder-"
 # Headers the gate searches for a placeholder in plain HTTP, besides each entry's own

@@ -13,11 +13,14 @@ import json
 import os
 import re
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_plan import PROXY_VARIABLE
 from ansible_collections.aisb.sandbox.plugins.module_utils._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# The harness reaches a provider at $AISB_CREDENTIAL_PROXY/HOST[:PORT]/PATH, PORT only
+# when it is not the provider's default (HTTPS); the credential plan sets it.
+PROXY_VARIABLE = "AISB_CREDENTIAL_PROXY"
 
 # Set by the session itself: letting them be overridden would point tools at another
 # proxy or none.

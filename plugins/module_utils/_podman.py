@@ -8,7 +8,7 @@ Pure functions returning argv lists; callers run them and report them.
 
 from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import SQUID_POLICY_CONF
 
 # Inside the sandbox: the policy file the entrypoint reads (read-only mount).
 SANDBOX_POLICY = "/etc/aisb/policy"

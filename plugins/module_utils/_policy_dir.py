@@ -15,7 +15,8 @@ import os
 
 from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import SQUID_POLICY_CONF, render_policy_conf
+from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_policy_conf
+from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import SQUID_POLICY_CONF
 
 POLICY_RECORD = "policy.json"
 # In the directory's hash: a change to what is rendered makes a new directory.

@@ -34,8 +34,6 @@ FIRST_BYTE_TIMEOUT = 10
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
-# The policy part's file name in a rendered policy directory.
-SQUID_POLICY_CONF = "squid-policy.conf"
 # One access log line as the session part's logformat aisb writes it.
 # hier: squid's hierarchy code (HIER_NONE where no server was contacted); tls: squid's
 # SslBump decision, "-" where none applies (plain HTTP), "splice" for a tunnel relayed,

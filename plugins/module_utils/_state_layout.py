@@ -25,8 +25,9 @@ RECORD = "record.json"
 # the builds' logs.
 IMAGES = "images"
 IMAGE_LOGS = "logs"
-# policies/<policy hash>/: rendered policies (gate_policy).
+# policies/<policy hash>/: rendered policies (gate_policy), squid's part in SQUID_POLICY_CONF.
 POLICIES = "policies"
+SQUID_POLICY_CONF = "squid-policy.conf"
 # harness-state/<project hash>/: the harness's state kept per project.
 HARNESS_STATE = "harness-state"
 # gates/<policy hash>/: a long-lived gate's configuration (gate_service).
