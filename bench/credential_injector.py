@@ -46,9 +46,9 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 import certificates  # noqa: E402  pylint: disable=wrong-import-position
 import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import (  # noqa: E402
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import (  # noqa: E402
     CredentialInjector)
-from ansible_collections.aisb.sandbox.plugins.module_utils._providers import ANTHROPIC  # noqa: E402
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import ANTHROPIC  # noqa: E402
 from hostile_requests import (  # noqa: E402  pylint: disable=wrong-import-position
     exchange, malformed_requests, status_of)
 

@@ -35,7 +35,7 @@ CONTROLLER_ONLY = ("assert", "debug", "set_fact", "include_role", "include_tasks
 PROFILED = r"""
 import cProfile, io, json, os, pstats, sys
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session
 params = json.loads(sys.argv[1])
 _session.run_session(params, dict(os.environ), False)
 profile = cProfile.Profile()

@@ -50,7 +50,8 @@ AGENT = ("export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=a@s GIT_COMMITTER_NAME=a
 IN_PROCESS = r"""
 import json, os, sys, time
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _project_commits, _session
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_commits
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session
 params, runs, repo, plain, agent = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 brought = []
 untimed = _project_commits.bring_back

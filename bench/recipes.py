@@ -4,7 +4,7 @@
 usage: python3 bench/recipes.py [RUNS]   (as root on the build machine; default 3 runs;
 bench/run runs it with the rest)
 
-For each built-in recipe (plugins/module_utils/_recipes.py), in a provisioned
+For each built-in recipe (plugins/module_utils/harness/_recipes.py), in a provisioned
 workstation:
   - its image's build, cold from the cached base image (once: minutes; a refresh
     build, without podman's layer cache), as the image role's content_image reports

@@ -46,8 +46,8 @@ for i in range(files):
 IN_PROCESS = r"""
 import json, os, sys, time
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.project_review import execute
 params, runs, changed = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 """ + IN_PROCESS_SESSION + r"""

@@ -34,7 +34,8 @@ WATCH_SECONDS = 60
 IN_PROCESS = r"""
 import json, os, subprocess, sys, time
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_loopback, _session, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.gate import _gate_loopback
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session, _session_plan
 params = json.loads(sys.argv[1])
 runs = int(sys.argv[2])
 found = dict((path, {"floor": [], "session": []}) for path in _session_plan.GATE_PATHS)

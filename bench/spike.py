@@ -26,7 +26,7 @@ IN_PROCESS = """
 import json, os, sys, time
 from types import SimpleNamespace
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import execute
 params = dict(base_image=sys.argv[1], probe_image=None, cached=sys.argv[2] == "cached", max_age=86400,
               path=None, probe_timeout=60, executable="podman")

@@ -32,7 +32,8 @@ _collections = Path(tempfile.mkdtemp(prefix="aisb-bench-"))
 (_collections / "ansible_collections" / "aisb" / "sandbox").symlink_to(REPO)
 sys.path.insert(0, str(_collections))
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _fleet_report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.aisb.sandbox.plugins.module_utils.fleet import (  # noqa: E402  pylint: disable=wrong-import-position
+    _fleet_report)
 from fleet import controller_env, inventory, prepare, run_verify, ssh_key  # noqa: E402  pylint: disable=wrong-import-position
 from workstation import Workstation  # noqa: E402  pylint: disable=wrong-import-position
 

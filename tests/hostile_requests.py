@@ -5,7 +5,7 @@ exchange with it: the unit tests' fuzz and the benchmark's memory figure send th
 import random
 import socket
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import MAX_BODY, MAX_HEADERS, MAX_LINE
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import MAX_BODY, MAX_HEADERS, MAX_LINE
 
 
 def exchange(port, data, half_close=True, timeout=5):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller side of aisb.sandbox.fleet_report: build the report (pure functions in
-module_utils/_fleet_report.py) and write its two files on the controller."""
+module_utils/fleet/_fleet_report.py) and write its two files on the controller."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _fleet_report
+from ansible_collections.aisb.sandbox.plugins.module_utils.fleet import _fleet_report
 
 
 def write_atomically(path, text):

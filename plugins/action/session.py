@@ -16,7 +16,7 @@ environment into values, the harness configuration's directory into its files), 
 Either way the session ends with ansible-playbook: this worker waits for the module with
 nobody watching ansible-playbook, so when that process goes (SIGKILL included) the worker
 goes too, and the module sees its output lose its reader; an interactive session here
-is stopped (see module_utils/_controller).
+is stopped (see module_utils/session/_controller).
 """
 
 from __future__ import annotations
@@ -31,20 +31,20 @@ from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import get_all_plugin_loaders
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _controller
-from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _controller
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
     check_credentials, check_session_use, implicit_entries, resolve_credentials, sources)
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
-from ansible_collections.aisb.sandbox.plugins.module_utils._harness_config import read_config
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness._harness_config import read_config
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import (
     InputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values)
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_ansible import origin
-from ansible_collections.aisb.sandbox.plugins.module_utils._providers import KEY_VARIABLES
-from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import NO_RECIPE, recipe_for, session_command
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.project._project_ansible import origin
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import KEY_VARIABLES
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness._recipes import NO_RECIPE, recipe_for, session_command
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import run_session
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
-from ansible_collections.aisb.sandbox.plugins.module_utils._terminal import playbook_terminal
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import playbook_terminal
 
 FACTS = "aisb_host"
 LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
-from ansible_collections.aisb.sandbox.plugins.module_utils._team import TeamError, apply_team, user_spec
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TeamError, apply_team, user_spec
 
 
 class ActionModule(ActionBase):

@@ -41,7 +41,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import RecipeError, recipe_for
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness._recipes import RecipeError, recipe_for
 
 
 class LookupModule(LookupBase):

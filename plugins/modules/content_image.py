@@ -171,8 +171,9 @@ commands:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _images, _state_layout
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
 
 
 def argspec():

@@ -93,7 +93,7 @@ hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils._fleet_report import argument_spec
+from ansible_collections.aisb.sandbox.plugins.module_utils.fleet._fleet_report import argument_spec
 
 
 def main():

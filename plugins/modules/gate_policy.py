@@ -114,9 +114,10 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _content_hash, _host_tools, _podman, _policy, _policy_dir, _squid, _state_layout)
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import (
+    _content_hash, _host_tools, _podman, _state_layout)
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _policy, _policy_dir, _squid
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
 
 # Only for the nft -c check: the real address and port come with each session.
 SAMPLE_GATE = ("100.64.0.1", 3128)

@@ -111,11 +111,12 @@ import pwd
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _gate_unit, _host_tools, _podman, _policy_dir, _state_layout)
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
-from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import free_loopback_port, gate_answers
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import render_session_conf
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.gate import _gate_unit
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _policy_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_loopback import free_loopback_port, gate_answers
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import render_session_conf
 
 STATES = {"up": "started", "down": "absent"}
 LINGER_DIR = "/var/lib/systemd/linger"

@@ -174,10 +174,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _enforcement_watch, _host_env, _host_facts, _host_probes, _host_tools, _host_verdict, _images, _podman,
-    _state_layout)
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_env, _host_tools, _podman, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts, _host_probes, _host_verdict
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _enforcement_watch
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
 
 
 def argspec():

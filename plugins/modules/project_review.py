@@ -180,12 +180,13 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _errors, _harness_state, _host_tools, _podman, _project_commits, _project_review, _review_apply,
-    _review_session)
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_facts import format_time
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute
-from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import state_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _errors, _host_tools, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_commits
+from ansible_collections.aisb.sandbox.plugins.module_utils.review import _project_review, _review_apply, _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, module_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import state_dir
 
 DIFF_LIMIT = 1 << 20
 

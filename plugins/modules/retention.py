@@ -94,11 +94,14 @@ import shutil
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _gate_unit, _host_tools, _images, _podman, _retention, _session_record, _state_layout)
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import policy_hash
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import module_runner
-from ansible_collections.aisb.sandbox.plugins.module_utils._state_layout import SESSION_ID
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import (
+    _host_tools, _podman, _session_record, _state_layout)
+from ansible_collections.aisb.sandbox.plugins.module_utils.gate import _gate_unit
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.retention import _retention
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import policy_hash
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import SESSION_ID
 
 
 def argspec():

@@ -229,9 +229,9 @@ commands:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import run_session
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import run_session
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
 
 

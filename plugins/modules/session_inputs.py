@@ -65,10 +65,10 @@ project:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import session_project
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import input_constraints, input_spec
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admission import session_project
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import input_constraints, input_spec
 
 
 def main():

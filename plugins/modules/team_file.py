@@ -89,7 +89,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import (
     TEAM_FILE, TeamError, read_team_file, render_team, root_only)
 
 DIRECTORY_MODE = 0o755

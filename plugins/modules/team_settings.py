@@ -127,8 +127,8 @@ team_file:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import refused_result
-from ansible_collections.aisb.sandbox.plugins.module_utils._team import TEAM_FILE, TeamError, read_team_file, user_spec
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TEAM_FILE, TeamError, read_team_file, user_spec
 
 
 def main():

@@ -10,9 +10,9 @@ from scenario import provision, task_status
 from spike_host import FACTS
 from workstation import BASE_IMAGE, Workstation, install_checkout
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
-from ansible_collections.aisb.sandbox.plugins.module_utils._podman import SANDBOX_SECURITY, pasta_network
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._podman import SANDBOX_SECURITY, pasta_network
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import MAPPED_LOOPBACK
 
 PROBE_IMAGE = f"""FROM {BASE_IMAGE}
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nftables curl \\

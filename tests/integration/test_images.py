@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman as podman_argv
-from ansible_collections.aisb.sandbox.plugins.module_utils import _policy as policy_lib
-from ansible_collections.aisb.sandbox.plugins.module_utils import _squid as squid_lib
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman as podman_argv
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _policy as policy_lib
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _squid as squid_lib
 from scenario import closed_port, free_port, provision, task_status
 from sessions import built_images, newest, provisioned_sandbox_image
 from workstation import BASE_IMAGE, REPO

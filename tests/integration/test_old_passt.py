@@ -24,8 +24,8 @@ from test_battery import (  # noqa: F401  pylint: disable=unused-import
     test_the_session_left_nothing_running, test_unlisted_name_is_never_resolved, tripwires)
 from workstation import BASE_IMAGE
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import SANDBOX_PROBES
-from ansible_collections.aisb.sandbox.plugins.module_utils._podman import GATEWAY_NETWORK
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_probe_sandbox import SANDBOX_PROBES
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._podman import GATEWAY_NETWORK
 
 SCRIPT = ("echo proxy=$HTTP_PROXY; curl -s -o /dev/null -w 'allowed=%{http_code}\\n' http://allowed.test/c-old-allowed; "
           "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/c-old-other; "

@@ -7,11 +7,11 @@ as a test."""
 import multiprocessing
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import SessionError
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils.review._project_review import ReviewError
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_inputs import SessionInputs
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError
 
 # Host facts: a host where the model holds, and the time the tests call now.
 FACTS = {"verdict": {"model_holds": True, "gate_path": "map-host-loopback", "limits_enforceable": False,

@@ -10,7 +10,8 @@ import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position
 
 import pytest  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools  # noqa: E402  pylint: disable=C0413
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import (  # noqa: E402  pylint: disable=C0413
+    _host_tools)
 
 
 @pytest.fixture

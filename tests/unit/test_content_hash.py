@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._content_hash import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._content_hash import (
     build_inputs, content_hash, image_tag)
 
 FILES = {

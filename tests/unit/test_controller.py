@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._controller import HEARTBEAT, OUTPUT_GONE, Watch
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._controller import HEARTBEAT, OUTPUT_GONE, Watch
 
 BOUND = 10  # seconds: a correctness bound for a loaded machine
 
@@ -96,7 +96,7 @@ def test_a_reparented_process_notices_its_parent_died():
     # A parent forks a child that watches it; the parent dies by SIGKILL; the child reports.
     code = (
         "import os, sys, time\n"
-        "from ansible_collections.aisb.sandbox.plugins.module_utils._controller import Watch\n"
+        "from ansible_collections.aisb.sandbox.plugins.module_utils.session._controller import Watch\n"
         "if os.fork() == 0:\n"
         "    Watch(lambda reason: (print(reason, flush=True), os._exit(0)), parent=os.getppid(), interval=0.05).start()\n"
         "    print(os.getpid(), flush=True)\n"

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import certificates
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import CredentialInjector
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import CredentialInjector
 from hostile_requests import exchange, malformed_requests, status_of
 
 KEY = "sk-unit-real-key"

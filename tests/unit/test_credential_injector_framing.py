@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._credential_injector import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import (
     MAX_BODY, MAX_HEADERS, MAX_LINE, Incomplete, InjectorError, read_body, read_head, relayed_headers)
 
 

@@ -5,10 +5,12 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _podman, _session_plan
-from ansible_collections.aisb.sandbox.plugins.module_utils._ruleset import expected
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import credentials_report
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import parse_gate_log
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials import _credential_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._ruleset import expected
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import credentials_report
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log
 
 from builders import FACTS, inputs
 

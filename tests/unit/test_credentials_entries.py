@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._credentials import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
     check_credentials, check_private_hosts, check_resolved, check_session_use, resolve_credentials)
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._providers import ANTHROPIC
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import ANTHROPIC
 
 KEY = "sk-unit-secret-value"
 

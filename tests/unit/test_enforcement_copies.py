@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _images, _podman, _session_plan, _squid
-from ansible_collections.aisb.sandbox.plugins.module_utils._gate_loopback import GATE_READY_TIMEOUT
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _squid
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_loopback import GATE_READY_TIMEOUT
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_probe_sandbox import DROP_ALL_PRIVILEGES, RULESET
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import MAPPED_LOOPBACK
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINT = REPO / "roles" / "image" / "files" / "entrypoint.sh"

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools, _podman
-from ansible_collections.aisb.sandbox.plugins.module_utils._enforcement_watch import EnforcementWatch, find_tools
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import EnforcementWatch, find_tools
 
 from builders import RULES, reading
 

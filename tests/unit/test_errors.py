@@ -3,12 +3,12 @@
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._errors import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import (
     RefusedError, SessionError, TaskError, refused_result)
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError
-from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import RecipeError
-from ansible_collections.aisb.sandbox.plugins.module_utils._team import TeamError
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness._recipes import RecipeError
+from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TeamError
 
 
 @pytest.mark.parametrize("error", [InputError, PolicyError, RecipeError, TeamError])

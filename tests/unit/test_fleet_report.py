@@ -3,7 +3,7 @@
 
 import json
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _fleet_report
+from ansible_collections.aisb.sandbox.plugins.module_utils.fleet import _fleet_report
 
 FINGERPRINT = {"distro": "debian 13", "podman": "5.4.2", "passt": "passt_0.0~git20250503", "hash": "abc"}
 

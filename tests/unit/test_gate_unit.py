@@ -4,7 +4,8 @@ misread, started at boot only when started."""
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _gate_unit, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.gate import _gate_unit
 
 POLICY = "/home/dev/.local/state/aisb/policies/0123abcd"
 CONF = "/home/dev/.local/state/aisb/gates/0123abcd/gate-session.conf"

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _git_config, _project_guard, _project_layout, _project_review)
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import _git_config, _project_guard, _project_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.review import _project_review
 
 from builders import write
 

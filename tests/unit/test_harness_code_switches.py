@@ -5,9 +5,9 @@ and environment; the operator's environment cannot undo a switch."""
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _recipes
-from ansible_collections.aisb.sandbox.plugins.module_utils._harness_code import apply_switches, recipe_switches
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _recipes
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness._harness_code import apply_switches, recipe_switches
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 
 RECIPES = _recipes.BUILT_IN_RECIPES
 

@@ -8,8 +8,10 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _credential_plan, _harness_config, _recipes, _session_plan
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials import _credential_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_config, _recipes
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 
 from builders import FACTS, inputs
 

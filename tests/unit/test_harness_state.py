@@ -7,8 +7,10 @@ import subprocess
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _recipes, _session_plan
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state, _recipes
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 
 from builders import FACTS, in_a_session, inputs
 

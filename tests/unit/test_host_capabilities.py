@@ -7,9 +7,11 @@ from types import SimpleNamespace
 
 from fake_podman import fake_podman
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _enforcement_watch, _host_facts, _host_probes, _host_tools, _images, _state_layout)
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts, _host_probes
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _enforcement_watch
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
 
 from builders import NOW

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The environment of the processes a session starts on the host."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_env import SYSTEM_PATH, host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import SYSTEM_PATH, host_environment
 
 
 def test_path_is_the_system_path_whatever_the_caller_had():

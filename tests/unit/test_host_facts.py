@@ -5,7 +5,7 @@ the facts are kept."""
 import json
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
 
 from builders import NOW
 

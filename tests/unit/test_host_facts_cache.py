@@ -4,7 +4,8 @@
 import json
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
 
 from fake_podman import INFO
 

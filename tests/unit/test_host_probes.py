@@ -3,8 +3,9 @@
 
 import json
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes, _podman
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import MAPPED_LOOPBACK
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_probes
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import MAPPED_LOOPBACK
 
 
 def recording(answer=(0, "started\n", "")):

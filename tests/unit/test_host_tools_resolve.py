@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_tools
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The verdict on the host probes: when the model holds, and the reasons with their fixes."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes, _host_verdict
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_results import unmeasured
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_probes, _host_verdict
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_probe_results import unmeasured
 
 FIXES = _host_verdict.FIXES
 

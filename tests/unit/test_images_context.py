@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._images import context_files, read_context, write_context
+from ansible_collections.aisb.sandbox.plugins.module_utils.images._images import context_files, read_context, write_context
 
 
 def entry(path, content="x\n", mode="0644"):

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _content_hash, _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _content_hash
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 
 
 def image_run(present, build_rc=0, pullable=()):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import (
     InputError, build_environment, check_command, check_project, check_token_budget, resolve_project)
 
 HOME = "/home/dev"

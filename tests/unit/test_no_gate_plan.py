@@ -8,13 +8,15 @@ import socket
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _host_facts, _host_probe_sandbox, _host_probes, _host_verdict, _podman, _session_plan)
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import (
+    _host_facts, _host_probe_sandbox, _host_probes, _host_verdict)
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved, render_sandbox_policy)
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import no_gate_refusal, resolve_names
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_inputs import SessionInputs
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admission import no_gate_refusal, resolve_names
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_inputs import SessionInputs
 
 
 def test_names_are_pinned_and_a_wildcard_is_refused_by_name():

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """podman command lines for images, the gate, the checks and the host probes: the security flags are there."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
 
 
 def test_build_uses_exactly_the_hashed_base_and_never_pulls():

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import (
     PRIVATE_RANGES, REFUSED_DESTINATIONS, Policy, PolicyError, no_gate_names, parse_policy, pin_resolved,
     refused_destination, render_sandbox_policy)
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import PolicyError
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import render
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import render
 
 
 def test_files_and_record():

@@ -4,7 +4,8 @@ what review flags, and what a session says about its own ansible-playbook."""
 
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _project_ansible, _review_flags
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_ansible
+from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_flags
 
 
 def test_an_existing_configuration_file_and_directory_are_read_only_a_link_is_not(tmp_path):

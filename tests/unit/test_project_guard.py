@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _git_config, _podman, _project_commits, _project_git, _project_guard, _project_layout)
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import (
+    _git_config, _project_commits, _project_git, _project_guard, _project_layout)
 
 ROOT = "/home/dev/src/app"
 HOME = "/home/dev"

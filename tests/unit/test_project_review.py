@@ -10,9 +10,9 @@ import stat
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _project_manifest
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError, changes, text_diff
-from ansible_collections.aisb.sandbox.plugins.module_utils._review_apply import apply, is_named
+from ansible_collections.aisb.sandbox.plugins.module_utils.review import _project_manifest
+from ansible_collections.aisb.sandbox.plugins.module_utils.review._project_review import ReviewError, changes, text_diff
+from ansible_collections.aisb.sandbox.plugins.module_utils.review._review_apply import apply, is_named
 
 from builders import write
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._provider_usage import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._provider_usage import (
     KEPT, MAX_REWRITTEN, UsageMeter, counted_request, free_request)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._providers import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import (
     ANTHROPIC, DEFAULTS, GOOGLE, OPENAI, PathRuleError, allowed_request, check_paths, held_sentence, key_parameters,
     keys_held, outbound_request, provider_at, request_path)
 

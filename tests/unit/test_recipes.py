@@ -5,8 +5,8 @@ neither replace a built-in one nor claim an address."""
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _recipes
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _recipes
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 
 RECIPES = _recipes.BUILT_IN
 

@@ -5,7 +5,7 @@ import json
 import os
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _retention
+from ansible_collections.aisb.sandbox.plugins.module_utils.retention import _retention
 
 NOW = 1_800_000_000
 DAY = _retention.DAY

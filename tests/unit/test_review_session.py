@@ -9,9 +9,11 @@ import stat
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _harness_state, _podman, _recipes, _review_session
-from ansible_collections.aisb.sandbox.plugins.module_utils._project_review import ReviewError
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state, _recipes
+from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils.review._project_review import ReviewError
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.modules.project_review import execute
 
 from builders import in_a_session

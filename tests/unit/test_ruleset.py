@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _ruleset
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
 
 from builders import META, OIF_LO, RULES, reading, tcp
 

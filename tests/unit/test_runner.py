@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, module_execute, module_runner, subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, module_execute, module_runner, subprocess_execute
 
 SLEEP = [sys.executable, "-c", "import sys, time; print('started', flush=True); time.sleep(30)"]
 

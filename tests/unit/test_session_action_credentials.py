@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.action.session import resolve_controller_options
-from ansible_collections.aisb.sandbox.plugins.module_utils import _input_checks
-from ansible_collections.aisb.sandbox.plugins.module_utils._input_checks import InputError
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _input_checks
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 
 KEY = "sk-controller-secret"
 RECIPE = {"command": ["pi"], "prompt": ["-p"], "env": ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]}

@@ -9,11 +9,14 @@ import re
 import pytest
 from fake_podman import fake_podman
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_facts, _recipes, _session_admission, _session_spec, _team
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy_dir import read_policy, render, write_files
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_spec import argument_spec
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _recipes
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session_admission, _session_spec
+from ansible_collections.aisb.sandbox.plugins.module_utils.team import _team
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import read_policy, render, write_files
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import argument_spec
 
 from builders import NOW, TOOLS
 

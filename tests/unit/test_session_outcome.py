@@ -4,11 +4,11 @@ codes that are not the harness's own, and a record that could not be written."""
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._session import gate_report, task_result
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_outcome import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import gate_report, task_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outcome import (
     Outcome, Seen, decide, enforcement_lost_reason, exit_reason)
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_admission import podman_directories
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admission import podman_directories
 
 
 def record(**overrides):

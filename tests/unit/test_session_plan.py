@@ -3,8 +3,10 @@
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import (
-    _podman, _project_git, _review_session, _session, _session_plan)
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_git
+from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session, _session_plan
 
 from builders import FACTS, TOOLS, inputs
 

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _session_record
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record
 
 
 def test_a_written_record_reads_back_whole_and_private(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import HELLO_CHECKED
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import HELLO_CHECKED
 
 SNI_HELPER = Path(__file__).resolve().parents[2] / "roles" / "gate" / "files" / "sni-is-connect-host"
 HOST = "b-tls.test"

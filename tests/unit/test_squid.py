@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._policy import REFUSED_DESTINATIONS, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils._squid import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import REFUSED_DESTINATIONS, parse_policy
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import (
     parse_gate_log, render_policy_conf, render_session_conf)
 
 from builders import PASSING, REFUSED

@@ -3,7 +3,8 @@
 
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _retention, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.retention import _retention
 
 
 def test_facts_path_follows_xdg():

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _team
-from ansible_collections.aisb.sandbox.plugins.module_utils._team import (
+from ansible_collections.aisb.sandbox.plugins.module_utils.team import _team
+from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import (
     DEFAULTS, TeamError, apply_team, check_team, read_team_file, render_team)
 
 TEAM = {"format": 1, "settings": {"allow": ["github.com", ".npmjs.org"], "network": "allow",

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from ansible.parsing.vault import VaultLib, VaultSecret
 
-from ansible_collections.aisb.sandbox.plugins.module_utils._team import apply_team, check_team, render_team
+from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import apply_team, check_team, render_team
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team"
 PASSWORD = EXAMPLE / "vault-password-EXAMPLE-ONLY"

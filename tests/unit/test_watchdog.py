@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils import _watchdog
-from ansible_collections.aisb.sandbox.plugins.module_utils._session_runner import die_with_session
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _watchdog
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_runner import die_with_session
 
 PREPARED = {"session_id": "20261130T090000-abcdef01", "started_at": "2026-11-30T09:00:00Z",
             "command": ["pi", "-p", "fix it"], "record": "/s/20261130T090000-abcdef01/record.json"}

@@ -83,7 +83,7 @@ def recipe_command(ws, image):
 
 def image_recipes():
     """The collection's built-in harness recipes, by name."""
-    from ansible_collections.aisb.sandbox.plugins.module_utils._recipes import BUILT_IN  # pylint: disable=import-outside-toplevel
+    from ansible_collections.aisb.sandbox.plugins.module_utils.harness._recipes import BUILT_IN  # pylint: disable=import-outside-toplevel
     return BUILT_IN
 
 

@@ -17,9 +17,9 @@ FACTS = f"{AISB_STATE}/host_capabilities.json"
 LEAK_CONTROL = """
 import json, os, sys
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
-from ansible_collections.aisb.sandbox.plugins.module_utils import _host_probes
-from ansible_collections.aisb.sandbox.plugins.module_utils._host_probe_sandbox import probe_sandbox
-from ansible_collections.aisb.sandbox.plugins.module_utils._runner import Runner, subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_probes
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_probe_sandbox import probe_sandbox
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
 prober = _host_probes.Prober(Runner(subprocess_execute()), "podman", sys.argv[1], 60)
 found = {}
 for probe in (_host_probes.probe_internal_network, _host_probes.probe_nft_needs_net_admin, probe_sandbox):

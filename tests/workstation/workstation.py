@@ -38,7 +38,7 @@ CONTAINER_STORAGE = f"{USER_HOME}/.local/share/containers"
 # What the collection builds its images from. A seeded storage whose images miss one of
 # these only costs a build: images are tagged by content hash, never reused stale.
 IMAGE_INPUTS = ["roles/image", "roles/gate", "plugins/modules/content_image.py",
-                "plugins/module_utils/_content_hash.py", "plugins/module_utils/_recipes.py"]
+                "plugins/module_utils/common/_content_hash.py", "plugins/module_utils/harness/_recipes.py"]
 # Saved container storages kept per suite (2.6 GB each): runs of checkouts whose image
 # inputs differ (two branches side by side) each keep theirs.
 STORAGES_KEPT = 3

@@ -38,7 +38,7 @@ readonly POLICY=/etc/aisb/policy
 readonly RULESET=/usr/local/lib/aisb/ruleset.nft
 readonly HARNESS_EXEC=/usr/local/lib/aisb/harness-exec
 readonly EX_ENFORCEMENT=77 EX_POLICY=78 EX_GATE=79
-# The session's bound on a gate's start (GATE_READY_TIMEOUT in module_utils/_gate_loopback.py).
+# The session's bound on a gate's start (GATE_READY_TIMEOUT in module_utils/gate/_gate_loopback.py).
 readonly GATE_WAIT=15
 readonly IPV4='[0-9]{1,3}(\.[0-9]{1,3}){3}' IPV6='[0-9a-f]*:[0-9a-f:]*' PORT='[1-9][0-9]{0,4}'
 

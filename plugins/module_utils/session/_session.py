@@ -1,0 +1,324 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A session from admitted inputs to its record: plan, run, record, report.
+
+Shared by the session module (headless, inside a task) and the action plugin's
+interactive path (the ansible-playbook process, which holds the terminal). Admission
+comes first (_session_admission.admit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import NamedTuple, Optional
+
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _session_record
+from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import (
+    _project_ansible, _project_commits, _project_git)
+from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_session
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _controller
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import CredentialInjector
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_plan import (
+    ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError, refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_loopback import free_loopback_port
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import connect_hint
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import held_sentence, keys_held
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admission import admit
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outcome import Outcome
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan import (
+    SessionPlan, kept_state_mounts, plan_session)
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_runner import SessionRunner
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import (
+    images_dir, new_session_id, session_directory, state_dir)
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import Interrupted, signals_raise
+
+SESSION_DIR_MODE = 0o700
+TRANSCRIPT = "transcript.log"
+# The module's stdout, whose reader is the controller's side (see _controller).
+STDOUT = 1
+
+
+def image_labels(run, podman, image):
+    """IMAGE's labels (its content hash and inputs) for the record; {} when unreadable."""
+    rc, out, _err = run(_podman.image_labels(podman, image))
+    try:
+        return json.loads(out) if rc == 0 else {}
+    except ValueError:
+        return {}
+
+
+class Started(NamedTuple):
+    """A planned session whose directory exists: its PLAN (a _session_plan.SessionPlan), its
+    RUNNER (a SessionRunner), REVIEW (a _review_session.Review in review mode, else None), INJECTOR
+    (the credential injector, bound but not serving, when there are provider credentials,
+    else None) and KEPT (the record's harness_state section, or None)."""
+    plan: SessionPlan
+    runner: SessionRunner
+    review: Optional[_review_session.Review]
+    injector: Optional[CredentialInjector]
+    kept: Optional[dict]
+
+
+def start(inputs, facts, environ, run):
+    """Plan the session, make its directory and the project's kept harness state (wiped
+    first when asked: RUN, a _runner.Runner, runs podman unshare): a Started."""
+    session_id = new_session_id()
+    port = free_loopback_port() if inputs.network == "allow" else None
+    injector = None
+    if inputs.credentials:
+        placeholders = dict((entry["variable"], new_placeholder()) for entry in inputs.credentials)
+        injector = CredentialInjector(inputs.credentials, placeholders, private=inputs.policy.private,
+                                      budget=inputs.token_budget)
+    try:
+        session_dir = session_directory(state_dir(environ), session_id)
+        # What the plan mounts from the session's directory, made after it: a refused
+        # plan leaves nothing behind.
+        project_mounts = (_project_git.mounts(inputs.project_git, session_dir, inputs.project_label)
+                          if inputs.project_git is not None else [])
+        review_overlays = (_review_session.overlays(session_dir, kept_state_mounts(inputs))
+                           if inputs.project_mode == "review" else None)
+        plan = plan_session(session_id, session_dir, inputs, facts, port,
+                            (placeholders, injector.port) if injector else None,
+                            project_mounts=project_mounts, review=review_overlays)
+        os.makedirs(session_dir, mode=SESSION_DIR_MODE)
+        # Retention keeps what sessions use: the images' last use is now.
+        for tag in filter(None, (inputs.image, inputs.gate_image)):
+            _images.mark_used(images_dir(state_dir(environ)), tag)
+        kept = None
+        if inputs.harness_state is not None:
+            kept = _harness_state.prepare(inputs.harness_state, inputs.project, run, inputs.executable, session_id)
+        review = None
+        if inputs.project_git is not None:
+            # The git directories' overlays keep their upper layers in the session's directory.
+            _project_git.make_overlays(inputs.project_git, session_dir)
+        if inputs.project_mode == "review":
+            # The agent writes to upper directories in the session's, never to the project
+            # nor to its kept harness state (claimed above all the same: the overlays' lower
+            # layers must not change while they are mounted).
+            review = _review_session.Review(inputs.project, session_dir, environ, kept_state_mounts(inputs))
+    except BaseException:
+        if injector is not None:
+            injector.close()
+        raise
+    return Started(plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept)
+
+
+def credentials_report(inputs, injector, gate_log):
+    """What the record keeps about the provider credentials: the entries without their
+    keys, each request the injector relayed or refused, and each request the gate
+    refused for carrying a placeholder elsewhere or going to a provider past its injector."""
+    if not inputs.credentials:
+        return None
+    entries = [dict((k, v) for k, v in entry.items() if k != "key") for entry in inputs.credentials]
+    decisions = injector.decisions if injector is not None else {"injected": [], "refused": [], "refused_unlisted": 0}
+    return dict(decisions, entries=entries, elsewhere=parse_refusals(gate_log, ELSEWHERE),
+                provider_direct=parse_refusals(gate_log, PROVIDER_DIRECT))
+
+
+def gate_report(policy, gate_log):
+    """The gate's decisions, and a hint for each refused CONNECT whose name is allowed on
+    other ports (the allow entry that would relay it; see _policy.connect_hint)."""
+    report = parse_gate_log(gate_log)
+    hints = (connect_hint(policy, entry["url"]) for entry in report["denied"] if entry["method"] == "CONNECT")
+    report["hints"] = sorted(set(hint for hint in hints if hint))
+    return report
+
+
+def execute(inputs, facts, environ, run, terminal=None, parent=None):
+    """Run an admitted session to its end; return the record (also written to disk).
+
+    RUN: a _runner.Runner for the short commands around the session (image labels).
+    TERMINAL: a terminal's file descriptor for an interactive session; None runs
+    headless, the output going to the session's transcript.
+    The session ends with status controller-lost when this process's stdout loses its
+    reader (the module's: ansible-playbook's worker or the SSH connection went away) or,
+    given PARENT, when this process's parent is no longer PARENT (see _controller)."""
+    plan, runner, review, injector, kept = start(inputs, facts, environ, run)
+    transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
+    # Everything known before anything runs: the watchdog completes it if this process dies.
+    record = {
+        "schema_version": _session_record.SCHEMA_VERSION,
+        "session_id": plan.session_id,
+        "started_at": format_time(time.time()),
+        "project": inputs.project,
+        "command": inputs.command,
+        "network": inputs.network,
+        # network no-gate: each allowed name and the addresses pinned for it.
+        "pinned_names": inputs.hosts,
+        "project_mode": inputs.project_mode,
+        # review mode: where the agent's writes go, and the project's manifest.
+        "review": review.section() if review else None,
+        "harness": inputs.harness,
+        "image": {"tag": inputs.image},
+        # Where this ansible-playbook's configuration and plugins came from (the action plugin).
+        "ansible_origin": inputs.ansible_origin,
+        # The programs it runs on the host, each in the system's directories (_host_tools).
+        "host_tools": inputs.host_tools,
+        "gate_image": inputs.gate_image,
+        "policy_dir": inputs.policy_dir,
+        # The policy's allow entries, each with its origin: team, user or harness.
+        "allow": inputs.allow,
+        "policy": plan.policy_text,
+        "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
+        "limits": plan.limits,
+        "environment_names": sorted(inputs.environment),
+        # Provider keys the agent was handed as they are (the operator named them).
+        "provider_keys_held": keys_held(inputs.environment),
+        # The operator's harness configuration (paths inside), and the project's kept state.
+        "harness_config": [inside for _name, inside in inputs.harness_mounts],
+        "harness_state": kept,
+        # Whether the harness may load and run the project's own code (extensions, hooks,
+        # MCP servers, plugins), and the recipe's switches that said so (None: it has none).
+        "project_harness_code": inputs.project_harness_code.get("allowed", False),
+        "project_harness_code_switches": inputs.project_harness_code.get("switches"),
+        # Without decisions until the end: the watchdog's record says which keys were in use.
+        "credentials": credentials_report(inputs, None, ""),
+        "tokens": injector.usage_report() if injector else None,
+        "transcript": transcript,
+        "record": _session_record.path(runner.session_dir),
+    }
+    watch = _controller.Watch(runner.controller_lost, output=STDOUT, parent=parent)
+    ended = Outcome("exited", None, "")
+    try:
+        with signals_raise():
+            runner.start_watchdog(record)
+            watch.start()
+            if injector is not None:
+                injector.start()
+            if plan.gate is not None:
+                runner.start_gate(inputs.gate_image, inputs.policy_dir)
+            if terminal is None:
+                with open(transcript, "w") as output:
+                    ended = Outcome("exited", runner.run_sandbox(output), "")
+            else:
+                ended = Outcome("exited", runner.run_sandbox(terminal, terminal), "")
+    except Interrupted as signal_name:
+        ended = Outcome("interrupted", None, "ansible-playbook received %s" % signal_name)
+    except SessionError as error:
+        ended = Outcome(error.status, None, str(error))
+    finally:
+        # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
+        watch.stop()
+        runner.cleanup()
+        if injector is not None:
+            injector.close()
+    outcome = runner.outcome(ended)
+    record["image"]["labels"] = image_labels(run, inputs.executable, inputs.image)
+    record.update({
+        "ended_at": format_time(time.time()),
+        "exit_code": outcome.rc,
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "ruleset": runner.ruleset,
+        "enforcement_watch": runner.enforcement_report(),
+        "gate": gate_report(inputs.policy, runner.gate_log),
+        "credentials": credentials_report(inputs, injector, runner.gate_log),
+        # Each provider's input and output tokens, requests, and the budget's state.
+        "tokens": injector.usage_report() if injector else None,
+        "commands": runner.commands,
+    })
+    if review is not None:
+        # Every change the agent made, with its flags.
+        record["review"] = review.end()
+    if inputs.project_git is not None:
+        # The repositories the agent made, which the host's git would take commands from.
+        record["project_git"] = _project_git.report(inputs.project_git, environ)
+    # The agent's branches and HEAD as data, under refs/aisb/<session id>/ of each repository.
+    record["commits"] = bring_back(inputs, plan, runner, run, review)
+    try:
+        _session_record.write(runner.session_dir, record)
+    except OSError as error:
+        # Everything has stopped already; say so instead of failing without a status.
+        record["record_error"] = "the record could not be written to %s: %s" % (record["record"], error.strerror)
+        record["record"] = None
+    return record
+
+
+def bring_back(inputs, plan, runner, run, review):
+    """_project_commits.bring_back for this session's repositories: direct mode's, from
+    the sandbox's mounts; review mode's top repository, from its overlay."""
+    if inputs.project_git is not None:
+        repositories, mounts, overlay = (inputs.project_git["repositories"],
+                                         plan.sandbox_options.project_mounts, None)
+    elif review is not None:
+        repositories, mounts, overlay = _project_git.top_repository(inputs.project), [], review.overlay
+    else:
+        return []
+    # The host's own git, from the system's directories (_host_tools), never the project's.
+    git, missing = _host_tools.resolve("git")
+    commits = [{"repository": path, "refs": {}, "error": missing} for path in repositories] if missing else \
+        _project_commits.bring_back(run, inputs.executable, git, inputs.image, inputs.project, repositories,
+                                    runner.session_dir, plan.session_id, mounts, overlay, inputs.project_label)
+    if inputs.project_git is not None:
+        # The overlays' work directories belong to the user namespace's root: removed
+        # inside it, with the upper layers (their commits are in the bundles now).
+        run(_podman.remove_tree(inputs.executable, os.path.join(runner.session_dir, _project_git.GIT_DIR)))
+    return commits
+
+
+def run_session(params, environ, check_mode, terminal=None, parent=None):
+    """A session from the options PARAMS to the task's result (failed=True on any
+    refusal), with the admission's warnings in its "warnings"."""
+    run = Runner(subprocess_execute(host_environment(environ)))
+    inputs, facts, problems, warnings = admit(params, environ, run, interactive=terminal is not None)
+    if problems:
+        result = refused_result(" ".join(problems), problems=problems)
+    elif check_mode:
+        result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
+    else:
+        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent))
+    result["commands"] = run.commands + result.get("commands", [])
+    held = held_sentence(keys_held(inputs.environment)) if inputs is not None else None
+    # The play prints warnings whether the task failed or not.
+    origin = _project_ansible.origin_warning(params.get("ansible_origin"))
+    result["warnings"] = (warnings + ([held] if held else []) + ([origin] if origin else [])
+                          + result.get("gate", {}).get("hints", []) + result.get("warnings", []))
+    return result
+
+
+def budget_note(tokens):
+    """One line for the play when the session's token budget was spent, else ""."""
+    if not any(figures["exceeded"] for figures in (tokens or {}).values()):
+        return ""
+    budget = next(iter(tokens.values()))["budget"]
+    used = ", ".join("%s %d" % (name, figures["input"] + figures["output"]) for name, figures in sorted(tokens.items()))
+    return "token budget %d spent (%s); requests after it were refused (429)" % (budget, used)
+
+
+def task_result(record):
+    """The task result for a finished session: failed unless the harness exited 0."""
+    gate = record["gate"]
+    result = {
+        "changed": True, "rc": record["exit_code"], "status": record["status"], "reason": record["reason"],
+        "session_id": record["session_id"], "record": record["record"],
+        "transcript": record["transcript"], "commands": record["commands"],
+        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
+        "token_budget": budget_note(record.get("tokens")),
+        # Which of the agent's refs arrived under refs/aisb/<session id>/ (the play's last line).
+        "commits": _project_commits.summary(record.get("commits")),
+    }
+    ansible_findings = (record.get("project_git") or {}).get("ansible_findings")
+    warnings = [_project_git.warning(record),
+                _project_ansible.warning(record["project"], ansible_findings) if ansible_findings else None]
+    if any(warnings):
+        result["warnings"] = [warning for warning in warnings if warning]
+    problems = []
+    if record["status"] != "exited" or record["exit_code"] != 0:
+        problems.append("session %s %s%s" % (
+            record["session_id"], record["status"] if record["status"] != "exited" else
+            "exited %s" % record["exit_code"], (": " + record["reason"]) if record["reason"] else ""))
+    if record.get("record_error"):
+        problems.append(record["record_error"])
+    if problems:
+        result["failed"] = True
+        result["msg"] = "; ".join(problems + gate["hints"])
+    return result
