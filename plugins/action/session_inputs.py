@@ -10,11 +10,12 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aisb.sandbox.plugins.action.session import local_agent_trees, resolve_controller_options
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import input_constraints, input_spec
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options import (
+    local_agent_trees, resolve_controller_options)
 
 
 class ActionModule(ActionBase):

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """docs/architecture.md's tree of the code names every module_utils package and file, and
-only those; each package's __init__.py is empty and imports only the packages above it."""
+only those; each package's __init__.py is empty and imports only the packages above it;
+no action plugin imports another."""
 
 import ast
 import re
@@ -38,7 +39,7 @@ def imported_packages(path):
 def test_the_architecture_tree_is_the_folder():
     named = set(package + "/" + name for package, names in drawn_tree() for name in names)
     files = set(str(path.relative_to(MODULE_UTILS)) for path in MODULE_UTILS.glob("*/_*.py")
-                 if path.name != "__init__.py")
+                if path.name != "__init__.py")
     assert named == files, {"not in the tree": sorted(files - named), "no such file": sorted(named - files)}
 
 
@@ -57,6 +58,14 @@ def test_a_package_imports_only_the_packages_above_it():
                 if other not in order[:index]:
                     upward.append("%s/%s imports %s" % (package, path.name, other))
     assert upward == []
+
+
+def test_no_action_plugin_imports_another():
+    action = "ansible_collections.aisb.sandbox.plugins.action"
+    importing = [path.name for path in (REPO / "plugins" / "action").glob("*.py")
+                 if any(node.module and node.module.startswith(action)
+                        for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom))]
+    assert importing == []
 
 
 def test_the_import_check_sees_an_import():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.action.session import resolve_controller_options
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options import resolve_controller_options
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _input_checks
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 
