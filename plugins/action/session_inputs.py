@@ -14,6 +14,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks 
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import input_constraints, input_spec
+from ansible_collections.aisb.sandbox.plugins.modules.session_inputs import execute
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import module_result
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options import (
     local_agent_trees, resolve_controller_options)
 
@@ -34,6 +36,6 @@ class ActionModule(ActionBase):
         # The options as given (credential entries, never their keys: the host checks only
         # the project); unset ones left out, or mutually_exclusive would count them.
         module_args = dict((name, value) for name, value in args.items() if value is not None)
-        result.update(self._execute_module(module_name="aisb.sandbox.session_inputs", module_args=module_args,
-                                           task_vars=task_vars))
+        result.update(module_result(self, task_vars, input_spec(), execute, module_args=module_args,
+                                    **input_constraints()))
         return result

@@ -10,6 +10,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TeamError, apply_team, user_spec
+from ansible_collections.aisb.sandbox.plugins.modules.team_settings import execute
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import module_result
 
 
 class ActionModule(ActionBase):
@@ -19,7 +21,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=user_spec())
-        read = self._execute_module(module_name="aisb.sandbox.team_settings", module_args={}, task_vars=task_vars)
+        read = module_result(self, task_vars, user_spec(), execute, module_args={})
         if read.get("failed"):
             return dict(result, **read)
         user = dict((key, value) for key, value in args.items() if value is not None)

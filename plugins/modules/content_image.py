@@ -194,44 +194,42 @@ def argspec():
     )
 
 
-def execute_module(module):
-    params = module.params
-    # In check mode on a bare host podman is not installed yet: report a build.
+def execute(params, check_mode, run, environ):
+    """The task's result (failed=True with msg on an error). RUN: a _runner.Runner."""
     podman, problem = _host_tools.resolve(params["executable"])
-    if problem and not module.check_mode:
-        module.fail_json(msg=problem)
-    run = module_runner(module)
+    if problem and not check_mode:
+        return dict(failed=True, msg=problem)
     try:
         if params["files"] is None:
             files = _images.read_context(params["context"])
         else:
             given = _images.context_files(params["files"])
-            if not module.check_mode:
+            if not check_mode:
                 _images.write_context(params["context"], given)
             files = dict((path, data) for path, (data, _mode) in given.items())
     except (OSError, ValueError) as error:
-        module.fail_json(msg="cannot read build context %s: %s" % (params["context"], error))
+        return dict(failed=True, msg="cannot read build context %s: %s" % (params["context"], error))
     rendered = "Containerfile" in files
-    if not rendered and not module.check_mode:
-        module.fail_json(msg="build context %s has no Containerfile" % params["context"])
+    if not rendered and not check_mode:
+        return dict(failed=True, msg="build context %s has no Containerfile" % params["context"])
     image = _images.Image()
     if podman and rendered:
         build_args = dict((name, str(value)) for name, value in params["build_args"].items())
         try:
-            state = _state_layout.state_dir(os.environ)
-            image = _images.ensure(run, podman, params["name"], files, params["base_image"], module.check_mode,
+            state = _state_layout.state_dir(environ)
+            image = _images.ensure(run, podman, params["name"], files, params["base_image"], check_mode,
                                    context=params["context"], build_args=build_args, extra=params["extra_inputs"],
                                    log_dir=params["log_dir"] or _state_layout.image_logs_dir(state),
                                    records_dir=params["records_dir"] or _state_layout.images_dir(state),
                                    refresh_stamp=params["refresh_stamp"])
         except _images.ImageError as error:
-            module.fail_json(msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,
-                             commands=run.commands)
+            return dict(failed=True, msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,
+                        commands=run.commands)
         except ValueError as error:
-            module.fail_json(msg=str(error), commands=run.commands)
-    if image.tag is None and not module.check_mode:
-        module.fail_json(msg="base image %s does not exist: a localhost/ image is never pulled" % params["base_image"],
-                         commands=run.commands)
+            return dict(failed=True, msg=str(error), commands=run.commands)
+    if image.tag is None and not check_mode:
+        return dict(failed=True, msg="base image %s does not exist: a localhost/ image is never pulled"
+                    % params["base_image"], commands=run.commands)
     fact = params["fact_name"]
     result = dict(changed=image.built or image.tag is None, built=image.built or image.tag is None, image=image.tag,
                   hash=image.digest, inputs=image.inputs, commands=run.commands, log=image.log, seconds=image.seconds,
@@ -243,12 +241,15 @@ def execute_module(module):
         # Only in check mode: an earlier task would install podman, import or pull the
         # base image, or render the context, so the tag cannot be known yet.
         result["msg"] = "podman, the base image or the build context is not there yet (check mode)"
-    module.exit_json(**result)
+    return result
 
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    execute_module(module)
+    result = execute(module.params, module.check_mode, module_runner(module), os.environ)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -134,9 +134,9 @@ def argspec():
     )
 
 
-def check(module, run, podman, staging, policy):
-    """Run the real parsers over the staged policy (RUN: a _runner.Runner)."""
-    params = module.params
+def check(params, run, podman, staging, policy):
+    """None when the real parsers accept the staged policy, else why not (RUN: a
+    _runner.Runner)."""
     scratch = tempfile.mkdtemp(prefix=".check-", dir=os.path.dirname(staging))
     try:
         _policy_dir.write_files(scratch, {
@@ -151,47 +151,53 @@ def check(module, run, podman, staging, policy):
         for name, argv in checks:
             rc, out, err = run(argv)
             if rc != 0:
-                module.fail_json(msg="the rendered policy does not pass %s (rc=%s): %s"
-                                 % (name, rc, (err or out).strip()[-2000:]), commands=run.commands)
+                return "the rendered policy does not pass %s (rc=%s): %s" % (name, rc, (err or out).strip()[-2000:])
+        return None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def execute_module(module):
-    params = module.params
+def execute(params, check_mode, run):
+    """The task's result (failed=True with msg on an error). RUN: a _runner.Runner."""
     try:
         policy, record, files, digest = _policy_dir.render(params["allow"], params["connect_ports"])
     except _policy.PolicyError as error:
-        module.fail_json(msg=str(error))
+        return dict(failed=True, msg=str(error))
     policies = _state_layout.policies_dir(params["state_dir"])
     final = os.path.join(policies, digest[:_content_hash.TAG_LENGTH])
     result = dict(policy_hash=digest, policy_dir=final, policy=record, commands=[],
                   ansible_facts=dict(aisb_policy_hash=digest, aisb_policy_dir=final, aisb_policy=record))
-    if os.path.isdir(final) and not module.check_mode:
+    if os.path.isdir(final) and not check_mode:
         os.utime(final)
-    if os.path.isdir(final) or module.check_mode:
-        module.exit_json(changed=not os.path.isdir(final), **result)
+    if os.path.isdir(final) or check_mode:
+        return dict(result, changed=not os.path.isdir(final))
     if not (params["gate_image"] and params["sandbox_image"]):
-        module.fail_json(msg="gate_image and sandbox_image are needed to check a new policy", **result)
-    podman = _host_tools.module_program(module, params["executable"])
+        return dict(result, failed=True, msg="gate_image and sandbox_image are needed to check a new policy")
+    podman, problem = _host_tools.resolve(params["executable"])
+    if problem:
+        return dict(failed=True, msg=problem)
     if not os.path.isdir(policies):
         os.makedirs(policies, 0o755)
     staging = tempfile.mkdtemp(prefix=".staging-", dir=policies)
     try:
         _policy_dir.write_files(staging, files)
-        run = module_runner(module)
-        check(module, run, podman, staging, policy)
+        problem = check(params, run, podman, staging, policy)
+        if problem:
+            return dict(failed=True, msg=problem, commands=run.commands)
         result["commands"] = run.commands
         # Appears under its final name only once both parsers accepted it.
         os.rename(staging, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    module.exit_json(changed=True, **result)
+    return dict(result, changed=True)
 
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    execute_module(module)
+    result = execute(module.params, module.check_mode, module_runner(module))
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

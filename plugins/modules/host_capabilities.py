@@ -181,6 +181,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session import _enfor
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
 
 
+def constraints():
+    return dict(mutually_exclusive=[("base_image", "probe_image")])
+
+
 def argspec():
     return dict(
         base_image=dict(type="str"),
@@ -194,10 +198,9 @@ def argspec():
     )
 
 
-def execute(module, run, environ, now):
+def measure(params, check_mode, run, environ, now):
     """The stored facts while they still stand for this host, else a new measurement
     (probe image, probes, verdict), stored outside check mode. RUN: a _runner.Runner."""
-    params, check_mode = module.params, module.check_mode
     problem = _enforcement_watch.unprovisioned(params["executable"]) if params["require_provisioned"] else None
     podman, refused = _host_tools.resolve(params["executable"])
     if refused and shutil.which(params["executable"]):
@@ -248,14 +251,17 @@ def execute(module, run, environ, now):
             "ansible_facts": {"aisb_host": facts}}
 
 
+def execute(params, check_mode, run, environ):
+    """The task's result (failed=True with msg on an error), its commands in it."""
+    return dict(measure(params, check_mode, run, environ, time.time()), commands=run.commands)
+
+
 def main():
-    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True,
-                           mutually_exclusive=[("base_image", "probe_image")])
-    run = module_runner(module)
-    result = execute(module, run, os.environ, time.time())
+    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True, **constraints())
+    result = execute(module.params, module.check_mode, module_runner(module), os.environ)
     if result.pop("failed", False):
-        module.fail_json(commands=run.commands, **result)
-    module.exit_json(commands=run.commands, **result)
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

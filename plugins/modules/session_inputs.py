@@ -71,13 +71,20 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admi
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import input_constraints, input_spec
 
 
+def execute(params, _check_mode, _run, environ):
+    """The project resolved, or the refusal a session would give."""
+    try:
+        return dict(changed=False, project=session_project(params["project"], environ))
+    except InputError as error:
+        return refused_result(error)
+
+
 def main():
     module = AnsibleModule(argument_spec=input_spec(), supports_check_mode=True, **input_constraints())
-    try:
-        project = session_project(module.params["project"], os.environ)
-    except InputError as error:
-        module.fail_json(**refused_result(error))
-    module.exit_json(changed=False, project=project)
+    result = execute(module.params, module.check_mode, None, os.environ)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -126,18 +126,27 @@ team_file:
   sample: /etc/aisb/team.json
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TEAM_FILE, TeamError, read_team_file, user_spec
 
 
+def execute(_params, _check_mode, _run, _environ):
+    """The team file as read (refused_result when it cannot be trusted)."""
+    try:
+        return dict(changed=False, team=read_team_file(), path=TEAM_FILE)
+    except TeamError as error:
+        return refused_result(error, path=TEAM_FILE)
+
+
 def main():
     module = AnsibleModule(argument_spec=user_spec(), supports_check_mode=True)
-    try:
-        team = read_team_file()
-    except TeamError as error:
-        module.fail_json(**refused_result(error, path=TEAM_FILE))
-    module.exit_json(changed=False, team=team, path=TEAM_FILE)
+    result = execute(module.params, module.check_mode, None, os.environ)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._provider
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness._recipes import NO_RECIPE, recipe_for, session_command
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import CONTROLLER_OPTIONS
-
-LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import LOCAL_CONNECTIONS
 
 
 def read_prompt_file(path):

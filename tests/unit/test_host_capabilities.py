@@ -3,7 +3,6 @@
 stand, else the probe image, every probe, the verdict, stored outside check mode."""
 
 import json
-from types import SimpleNamespace
 
 from fake_podman import fake_podman
 
@@ -12,14 +11,15 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _ho
 from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _enforcement_watch
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner
-from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
+from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, measure
 
 from builders import NOW
 
 
-def module(check_mode=False, **params):
+def given(check_mode=False, **params):
+    """(params, check_mode) as the module's spec fills them."""
     defaults = dict((name, spec.get("default")) for name, spec in argspec().items())
-    return SimpleNamespace(params=dict(defaults, **params), check_mode=check_mode)
+    return dict(defaults, **params), check_mode
 
 
 def stored_facts(probe_source):
@@ -33,7 +33,7 @@ def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
     stored = stored_facts("localhost/base:1")
     _host_facts.save(str(path), stored)
     run = Runner(fake_podman({_host_facts.PROBE_IMAGE_ALIAS}))
-    answer = execute(module(path=str(path), base_image="localhost/base:1", cached=True), run,
+    answer = measure(*given(path=str(path), base_image="localhost/base:1", cached=True), run,
                      {"HOME": str(tmp_path)}, NOW)
     assert answer == {"changed": False, "cached": True, "path": str(path),
                       "state_dir": str(tmp_path / ".local/state/aisb"), "ansible_facts": {"aisb_host": stored}}
@@ -43,7 +43,7 @@ def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
 def test_a_measurement_is_stored_and_names_its_probe_image(tmp_path, programs_as_named):
     environ = {"HOME": str(tmp_path)}
     run = Runner(fake_podman())
-    answer = execute(module(base_image="localhost/base:1"), run, environ, NOW)
+    answer = measure(*given(base_image="localhost/base:1"), run, environ, NOW)
     facts = answer["ansible_facts"]["aisb_host"]
     assert answer["changed"] is True and answer["cached"] is False
     assert answer["path"] == _state_layout.facts_path(environ)
@@ -61,14 +61,14 @@ def test_a_measurement_is_stored_and_names_its_probe_image(tmp_path, programs_as
     assert all(entry["evidence"]["command"] in run.commands for name, entry in facts["probes"].items()
                if entry["evidence"] and name not in ("tun",))
     # Measured again with nothing changed on the host: not a change.
-    again = execute(module(base_image="localhost/base:1"), Runner(fake_podman(
+    again = measure(*given(base_image="localhost/base:1"), Runner(fake_podman(
         {"localhost/base:1", facts["probe_image"]})), environ, NOW + 60)
     assert again["changed"] is False and again["ansible_facts"]["aisb_host"]["measured_at"] != facts["measured_at"]
 
 
 def test_check_mode_measures_and_writes_nothing(tmp_path):
     run = Runner(fake_podman({"localhost/base:1", "localhost/aisb-probe:given"}))
-    answer = execute(module(check_mode=True, probe_image="localhost/aisb-probe:given"), run,
+    answer = measure(*given(check_mode=True, probe_image="localhost/aisb-probe:given"), run,
                      {"HOME": str(tmp_path)}, NOW)
     assert answer["ansible_facts"]["aisb_host"]["probe_source"] == "localhost/aisb-probe:given"
     assert not list(tmp_path.iterdir())
@@ -77,7 +77,7 @@ def test_check_mode_measures_and_writes_nothing(tmp_path):
 
 def test_without_an_image_option_the_default_base_image_is_the_source(tmp_path):
     run = Runner(fake_podman())
-    facts = execute(module(check_mode=True), run, {"HOME": str(tmp_path)}, NOW)["ansible_facts"]["aisb_host"]
+    facts = measure(*given(check_mode=True), run, {"HOME": str(tmp_path)}, NOW)["ansible_facts"]["aisb_host"]
     assert facts["probe_source"] == _images.DEFAULT_BASE_IMAGE and facts["probe_image"] == ""
     assert facts["probes"]["pasta"]["detail"] == ("not measured: the base image %s is not present (check mode "
                                                   "pulls nothing)" % _images.DEFAULT_BASE_IMAGE)
@@ -85,7 +85,7 @@ def test_without_an_image_option_the_default_base_image_is_the_source(tmp_path):
 
 def test_an_unprovisioned_host_gets_one_sentence_naming_provision_and_no_probe(tmp_path):
     run = Runner(fake_podman())
-    answer = execute(module(require_provisioned=True, executable=str(tmp_path / "podman")), run,
+    answer = measure(*given(require_provisioned=True, executable=str(tmp_path / "podman")), run,
                      {"HOME": str(tmp_path)}, NOW)
     assert answer["failed"] is True and answer["changed"] is False
     assert "podman" in answer["msg"] and "`ansible-playbook aisb.sandbox.provision`" in answer["msg"]

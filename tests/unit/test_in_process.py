@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A module's work runs in the task's process only when the host is this process's own:
+a local connection, no become, no task environment; its arguments checked as the module
+checks them."""
+
+from types import SimpleNamespace
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import module_result, runs_here
+
+SPEC = dict(name=dict(type="str", required=True), count=dict(type="int", default=3))
+
+
+def action(transport="local", become=False, environment=None, args=None, check_mode=False):
+    sent = []
+    fake = SimpleNamespace(
+        _connection=SimpleNamespace(transport=transport), _play_context=SimpleNamespace(become=become),
+        _task=SimpleNamespace(environment=environment, args=args or {}, check_mode=check_mode,
+                              resolved_action="aisb.sandbox.example"),
+        _execute_module=lambda **kwargs: sent.append(kwargs) or {"ran": "on the host"})
+    return fake, sent
+
+
+@pytest.mark.parametrize("transport, become, environment, here", [
+    ("local", False, None, True),
+    ("ansible.builtin.local", False, [], True),
+    ("ssh", False, None, False),
+    ("local", True, None, False),
+    ("local", False, [{"TMPDIR": "/scratch"}], False),
+])
+def test_only_a_local_connection_as_this_user_without_a_task_environment_runs_here(transport, become,
+                                                                                   environment, here):
+    assert runs_here(action(transport, become, environment)[0]) is here
+
+
+def test_here_the_arguments_are_checked_and_defaulted_as_the_module_would():
+    seen = []
+    fake, sent = action(args={"name": "x", "count": "5"}, check_mode=True)
+    result = module_result(fake, {}, SPEC, lambda params, check_mode, run, environ: seen.append(
+        (params, check_mode)) or {"changed": False})
+    assert result == {"changed": False} and sent == []
+    assert seen == [({"name": "x", "count": 5}, True)]
+    fake, _sent = action(args={"count": 1})
+    with pytest.raises(AnsibleActionFail, match="name"):
+        module_result(fake, {}, SPEC, lambda *args: {})
+
+
+def test_elsewhere_the_module_runs_on_the_host_with_the_given_arguments():
+    fake, sent = action(transport="ssh", args={"name": "x"})
+    assert module_result(fake, {"v": 1}, SPEC, lambda *args: pytest.fail("ran here"),
+                         module_args={"name": "y"}) == {"ran": "on the host"}
+    assert sent == [{"module_name": "aisb.sandbox.example", "module_args": {"name": "y"}, "task_vars": {"v": 1}}]
