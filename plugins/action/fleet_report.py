@@ -14,6 +14,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common import _files
 from ansible_collections.aisb.sandbox.plugins.module_utils.fleet import _fleet_report
 
 
+# The report's files: readable by all, whatever the controller's umask.
+REPORT_MODE = 0o644
+
+
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
@@ -29,8 +33,8 @@ class ActionModule(ActionBase):
         if not self._task.check_mode:
             if not os.path.isdir(dest):
                 os.makedirs(dest)
-            _files.write_whole(paths["json_path"], _fleet_report.render_json(report))
-            _files.write_whole(paths["markdown_path"], _fleet_report.render_markdown(report))
+            _files.write_whole(paths["json_path"], _fleet_report.render_json(report), REPORT_MODE)
+            _files.write_whole(paths["markdown_path"], _fleet_report.render_markdown(report), REPORT_MODE)
         line = _fleet_report.summary_line(report["summary"])
         result.update(paths, changed=not self._task.check_mode, summary=report["summary"], summary_line=line,
                       hosts=dict((entry["host"], entry["status"]) for entry in report["hosts"]))
