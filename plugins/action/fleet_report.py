@@ -6,21 +6,16 @@ module_utils/fleet/_fleet_report.py) and write its two files on the controller."
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _files
 from ansible_collections.aisb.sandbox.plugins.module_utils.fleet import _fleet_report
 
 
-def write_atomically(path, text):
-    """A reader never sees half a report: write beside PATH, then rename."""
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".fleet-report.")
-    with os.fdopen(handle, "w") as out:
-        out.write(text)
-    os.chmod(temporary, 0o644)
-    os.rename(temporary, path)
+# The report's files: readable by all, whatever the controller's umask.
+REPORT_MODE = 0o644
 
 
 class ActionModule(ActionBase):
@@ -38,8 +33,8 @@ class ActionModule(ActionBase):
         if not self._task.check_mode:
             if not os.path.isdir(dest):
                 os.makedirs(dest)
-            write_atomically(paths["json_path"], _fleet_report.render_json(report))
-            write_atomically(paths["markdown_path"], _fleet_report.render_markdown(report))
+            _files.write_whole(paths["json_path"], _fleet_report.render_json(report), REPORT_MODE)
+            _files.write_whole(paths["markdown_path"], _fleet_report.render_markdown(report), REPORT_MODE)
         line = _fleet_report.summary_line(report["summary"])
         result.update(paths, changed=not self._task.check_mode, summary=report["summary"], summary_line=line,
                       hosts=dict((entry["host"], entry["status"]) for entry in report["hosts"]))

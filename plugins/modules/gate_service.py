@@ -114,6 +114,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.gate import _gate_unit
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _policy_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._files import write_whole
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
 from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_loopback import free_loopback_port, gate_answers
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import render_session_conf
@@ -145,9 +146,7 @@ def read(path):
 def write(path, text):
     """Write TEXT to PATH whole (the generator or the gate reads the old or the new file)."""
     os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
-    with open(path + ".new", "w") as handle:
-        handle.write(text)
-    os.replace(path + ".new", path)
+    write_whole(path, text)
 
 
 class Service(object):

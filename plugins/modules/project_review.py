@@ -186,7 +186,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.project import _proje
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import _project_review, _review_apply, _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, module_execute
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import state_dir
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import review_directory, state_dir
 
 DIFF_LIMIT = 1 << 20
 
@@ -309,7 +309,7 @@ def execute(params, environ, run, check_mode):
             podman, problem = _host_tools.resolve(params["executable"])
             if problem:
                 raise _project_review.ReviewError(problem)
-            rc, _out, err = run(_podman.remove_tree(podman, _review_session.review_dir(session_dir)))
+            rc, _out, err = run(_podman.remove_tree(podman, review_directory(session_dir)))
             if rc != 0:
                 raise _project_review.ReviewError("could not remove the upper directory: %s" % _podman.error_line(err))
             _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})

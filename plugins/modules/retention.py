@@ -101,7 +101,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils.retention import _retention
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import SESSION_ID
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import SESSION_ID, review_directory
 
 
 def argspec():
@@ -132,7 +132,7 @@ def sessions(sessions_dir):
         if SESSION_ID.match(name) and os.path.isdir(path) and not os.path.islink(path):
             record = _session_record.path(path)
             found.append((name, os.stat(record).st_mtime if os.path.isfile(record) else None,
-                          os.path.isdir(os.path.join(path, "review"))))
+                          os.path.isdir(review_directory(path))))
     return found
 
 

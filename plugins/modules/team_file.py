@@ -86,9 +86,9 @@ team:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._files import write_whole
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import (
     TEAM_FILE, TeamError, read_team_file, render_team, root_only)
 
@@ -125,16 +125,7 @@ def write(path, text):
         os.makedirs(directory, DIRECTORY_MODE)
     os.chown(directory, 0, 0)
     os.chmod(directory, DIRECTORY_MODE)
-    fd, staging = tempfile.mkstemp(prefix=".team-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chown(staging, 0, 0)
-        os.chmod(staging, FILE_MODE)
-        os.rename(staging, path)
-    except BaseException:
-        os.unlink(staging)
-        raise
+    write_whole(path, text, FILE_MODE, owner=(0, 0))
 
 
 def execute_module(module):

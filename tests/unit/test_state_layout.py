@@ -18,6 +18,8 @@ def test_the_paths_under_the_state_directory():
     assert _state_layout.fingerprint_cache_path({"HOME": "/home/u"}) == state + "/fingerprint-cache.json"
     assert _state_layout.session_directory(state, "20261201T000000-00000000") == \
         state + "/sessions/20261201T000000-00000000"
+    assert _state_layout.review_directory(state + "/sessions/20261201T000000-00000000") == \
+        state + "/sessions/20261201T000000-00000000/review"
     assert _state_layout.sessions_dir(state) == state + "/sessions"
     assert _state_layout.images_dir(state) == state + "/images"
     assert _state_layout.image_logs_dir(state) == state + "/images/logs"

@@ -11,6 +11,7 @@ each apply or discard, retention and review read it through read().
 import json
 import os
 
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._files import write_whole
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import RECORD
 
 # The record's layout: raised when a field changes meaning or goes away, not when one is
@@ -32,9 +33,7 @@ def write(session_dir, record):
     """Write RECORD into SESSION_DIR whole (a reader sees the old file or the new one, never
     part of one), readable by its user only; its path."""
     final = path(session_dir)
-    with os.fdopen(os.open(final + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, RECORD_MODE), "w") as handle:
-        handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.rename(final + ".new", final)
+    write_whole(final, json.dumps(record, indent=2, sort_keys=True) + "\n", RECORD_MODE)
     return final
 
 

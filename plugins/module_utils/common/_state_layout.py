@@ -21,6 +21,9 @@ SESSION_TIME_FORMAT = "%Y%m%dT%H%M%S"
 SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
 # The record every session directory ends with.
 RECORD = "record.json"
+# sessions/<id>/review/: a review-mode session's overlays and manifest (_review_session),
+# what keeps the session directory from retention until review.yml decides.
+REVIEW = "review"
 # images/: the roles' build contexts, refresh stamps and last-use marks (_images); images/logs/:
 # the builds' logs.
 IMAGES = "images"
@@ -61,6 +64,11 @@ def sessions_dir(state):
 def session_directory(state, session_id):
     """STATE/sessions/SESSION_ID: the session's record and working files."""
     return os.path.join(sessions_dir(state), session_id)
+
+
+def review_directory(session_dir):
+    """SESSION_DIR/review: a review-mode session's overlays and manifest."""
+    return os.path.join(session_dir, REVIEW)
 
 
 def images_dir(state):

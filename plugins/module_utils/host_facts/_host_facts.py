@@ -12,11 +12,10 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _files, _host_tools, _podman, _state_layout
 
 # 2: verdict.no_gate_holds, and the sandbox probes record the network they ran on.
 # 3: probes.tcp_forward_sandbox (the sandbox probes on the -T gate path).
@@ -51,11 +50,7 @@ def save(path, facts):
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o700)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".host_capabilities.")
-    with os.fdopen(handle, "w") as out:
-        json.dump(facts, out, indent=2, sort_keys=True)
-        out.write("\n")
-    os.rename(temporary, path)
+    _files.write_whole(path, json.dumps(facts, indent=2, sort_keys=True) + "\n", 0o600)
 
 
 def change_key(facts):
@@ -183,10 +178,7 @@ def _save_fingerprint_cache(environ, podman, executables, fingerprint):
              "fingerprint": dict((k, fingerprint[k]) for k in FINGERPRINT_KEYS if k != "probe_image")}
     try:
         os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
-        partial = path + ".%d" % os.getpid()
-        with open(partial, "w") as handle:
-            json.dump(cache, handle)
-        os.replace(partial, path)
+        _files.write_whole(path, json.dumps(cache))
     except OSError:
         pass  # Only a cache: the next session measures again.
 

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _content_hash, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _content_hash, _files, _podman
 
 # The base of every image the collection builds unless the operator names another
 # (aisb_base_image). The roles' defaults and the modules' documentation repeat it:
@@ -170,10 +170,7 @@ def write_record(records_dir, kind, name, text):
     """Write TEXT to RECORDS_DIR/KIND/NAME whole (a reader sees the old or the new file)."""
     directory = os.path.join(records_dir, kind)
     os.makedirs(directory, 0o700, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % name)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(temporary, os.path.join(directory, name))
+    _files.write_whole(os.path.join(directory, name), text, 0o600)
 
 
 def used_mark(tag):

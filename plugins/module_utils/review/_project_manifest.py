@@ -16,6 +16,8 @@ import json
 import os
 import stat
 
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._files import write_whole
+
 TYPES = ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink"))
 
 
@@ -55,9 +57,7 @@ def save(path, entries):
     # ensure_ascii: a name that is not UTF-8 is written as escapes and read back as it was.
     text = json.dumps(entries, sort_keys=True, separators=(",", ":"))
     # Whole or not at all: a reader never sees part of a manifest.
-    with open(path + ".new", "w") as handle:
-        handle.write(text)
-    os.rename(path + ".new", path)
+    write_whole(path, text)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 

@@ -23,16 +23,11 @@ import time
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import (
     _project_manifest, _project_review, _review_flags)
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import SESSION_ID, session_directory
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import SESSION_ID, review_directory, session_directory
 
-REVIEW_DIR = "review"
 REVIEW_DIR_MODE = 0o700
 # Under the review directory: one directory per kept state, by its name.
 STATE_DIR = "state"
-
-
-def review_dir(session_dir):
-    return os.path.join(session_dir, REVIEW_DIR)
 
 
 def _state_base(base, outside):
@@ -45,7 +40,7 @@ def overlays(session_dir, state_mounts=()):
     plan): (the project's overlay (upper, work), the kept states' overlays (host
     directory, path inside, upper, work), by name).
     STATE_MOUNTS: the kept state's (host directory, path inside) pairs."""
-    base = review_dir(session_dir)
+    base = review_directory(session_dir)
     paths = _overlay_paths(base)
     state = [(outside, inside) + tuple(_overlay_paths(_state_base(base, outside))[layer] for layer in ("upper", "work"))
              for outside, inside in sorted(state_mounts, key=lambda mount: os.path.basename(mount[0]))]
@@ -59,7 +54,7 @@ class Review(object):
     files take 0.05 to 0.37 s, by load, which the session's start no longer waits for)."""
 
     def __init__(self, project, session_dir, environ, state_mounts=()):
-        base = review_dir(session_dir)
+        base = review_directory(session_dir)
         self.project = project
         # The developer's environment: which git configuration the host reads (flags).
         self.environ = environ
