@@ -25,10 +25,11 @@ LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")
 
 def runs_here(action):
     """True when ACTION's host is this process's: a local connection, no become, no
-    task environment (which only a module's process would get)."""
+    task environment (which only a module's process would get; a task without one has
+    [{}])."""
     return (action._connection.transport in LOCAL_CONNECTIONS  # pylint: disable=protected-access
             and not action._play_context.become  # pylint: disable=protected-access
-            and not action._task.environment)  # pylint: disable=protected-access
+            and not any(action._task.environment or ()))  # pylint: disable=protected-access
 
 
 def module_result(action, task_vars, spec, execute, module_args=None, **constraints):

@@ -26,6 +26,7 @@ def action(transport="local", become=False, environment=None, args=None, check_m
 @pytest.mark.parametrize("transport, become, environment, here", [
     ("local", False, None, True),
     ("ansible.builtin.local", False, [], True),
+    ("local", False, [{}], True),
     ("ssh", False, None, False),
     ("local", True, None, False),
     ("local", False, [{"TMPDIR": "/scratch"}], False),
