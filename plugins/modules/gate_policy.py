@@ -157,7 +157,7 @@ def check(params, run, podman, staging, policy):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def execute(params, check_mode, run):
+def execute(params, check_mode, run, _environ):
     """The task's result (failed=True with msg on an error). RUN: a _runner.Runner."""
     try:
         policy, record, files, digest = _policy_dir.render(params["allow"], params["connect_ports"])
@@ -194,7 +194,7 @@ def execute(params, check_mode, run):
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    result = execute(module.params, module.check_mode, module_runner(module))
+    result = execute(module.params, module.check_mode, module_runner(module), os.environ)
     if result.pop("failed", False):
         module.fail_json(**result)
     module.exit_json(**result)

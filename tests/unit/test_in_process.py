@@ -3,6 +3,9 @@
 a local connection, no become, no task environment; its arguments checked as the module
 checks them."""
 
+import importlib
+import inspect
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -53,3 +56,12 @@ def test_elsewhere_the_module_runs_on_the_host_with_the_given_arguments():
     assert module_result(fake, {"v": 1}, SPEC, lambda *args: pytest.fail("ran here"),
                          module_args={"name": "y"}) == {"ran": "on the host"}
     assert sent == [{"module_name": "aisb.sandbox.example", "module_args": {"name": "y"}, "task_vars": {"v": 1}}]
+
+
+def test_every_module_run_here_takes_what_module_result_passes():
+    actions = Path(__file__).resolve().parents[2] / "plugins" / "action"
+    here = [path.stem for path in actions.glob("*.py") if "module_result(" in path.read_text()]
+    assert {"team_settings", "session_inputs", "host_capabilities", "content_image", "gate_policy"} <= set(here)
+    for name in here:
+        execute = importlib.import_module("ansible_collections.aisb.sandbox.plugins.modules." + name).execute
+        assert len(inspect.signature(execute).parameters) == 4, name
