@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: aisb developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The quiet stdout callback the aisb command selects: one line per step of the play,
 a refusal as its sentence, what a play says (debug) as it is."""

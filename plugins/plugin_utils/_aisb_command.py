@@ -250,8 +250,8 @@ def readable_record(record):
              "harness  %s, command %s" % (record.get("harness") or "-", json.dumps(record.get("command"))),
              "network  %s" % record.get("network"),
              "time     %s, %s" % (record.get("started_at"), duration(record)),
-             "status   %s, exit %s%s" % (record.get("status"), record.get("exit_code"),
-                                        (": " + record["reason"]) if record.get("reason") else ""),
+             "status   %s, exit %s%s" % (
+                 record.get("status"), record.get("exit_code"), (": " + record["reason"]) if record.get("reason") else ""),
              "gate     allowed %d, denied %d" % (len(gate.get("allowed", [])), len(gate.get("denied", [])))]
     lines += ["  denied %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("denied", [])]
     lines += ["  hint: %s" % hint for hint in gate.get("hints", [])]
