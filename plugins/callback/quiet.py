@@ -16,11 +16,11 @@ description:
   - The output the C(aisb) command selects for the collection's playbooks. No banners and no
     recap; each task of the play itself (not a role's inner tasks, checks or messages) is one
     line on stderr as it starts; a failed task is one line on stderr, its message; a debug
-    task's message is printed as it is on stdout (a list one item a line), so that the
-    headless answer C(run_agent.yml) shows ends up on stdout alone.
+    message of the play is printed as it is on stdout (a list one item a line), a role's
+    (an image build's progress) on stderr.
   - Warnings are shown as Ansible shows them.
   - With C(AISB_RESULT_FILE) in its environment, the session task's result (rc, status,
-    session_id, record) is written there as JSON, from which C(aisb run) takes its exit code.
+    session_id, record, transcript) is written there as JSON, from which C(aisb run) takes its exit code.
 """
 
 import json
@@ -34,7 +34,7 @@ from ansible_collections.aisb.sandbox.plugins.plugin_utils._aisb_command import 
 NOT_STEPS = ("ansible.builtin.assert", "assert", "ansible.builtin.debug", "debug", "ansible.builtin.set_fact",
              "set_fact", "ansible.builtin.meta", "meta", "ansible.builtin.slurp", "slurp")
 SESSION_ACTIONS = ("aisb.sandbox.session",)
-RESULT_KEYS = ("rc", "status", "session_id", "record")
+RESULT_KEYS = ("rc", "status", "session_id", "record", "transcript")
 
 
 def shown(message):
@@ -64,7 +64,8 @@ class CallbackModule(CallbackBase):
         self._handle_warnings(result.result)
         self._keep_session_result(result)
         if result.task.action in ("ansible.builtin.debug", "debug") and "msg" in result.result:
-            self._display.display(shown(result.result["msg"]))
+            # A role's messages are progress (an image building); the play's are its answer.
+            self._display.display(shown(result.result["msg"]), stderr=result.task._role is not None)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         # The message is the sentence; Ansible's error display (the task's origin, its

@@ -7,8 +7,8 @@ aisb starts in the project's directory, which the agent writes, so nothing there
 the host's side: ansible-playbook gets a configuration aisb chose (the user's own file,
 never ./ansible.cfg: Ansible imports the plugins it names before any task), the
 system's PATH, no inventory or plugin path of the directory, and starts in /; the
-project and the prompt travel as !unsafe values of an extra-vars file of its own, never
-templated. The launcher provision.yml installs (playbooks/templates/aisb.j2) finds the
+project and the prompt travel in an extra-vars file of its own, never templated
+(!unsafe). The launcher provision.yml installs (playbooks/templates/aisb.j2) finds the
 collection and calls main().
 
 Pure: the parser, each playbook run's argv and variables, its environment, the list of
@@ -21,9 +21,11 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_tools import SYSTEM_PATH, resolve
@@ -123,6 +125,8 @@ def run_variables(args, cwd, terminal):
     if args.command:
         variables["command"] = list(args.command)
         variables["interactive"] = terminal
+    # aisb prints a headless session's output itself, as it comes (TranscriptFollower).
+    variables["run_agent_show_answer"] = False
     return variables
 
 
@@ -131,12 +135,14 @@ def review_variables(args, session_id):
 
 
 def unsafe_yaml(variables):
-    """VARIABLES as an extra-vars file whose every string is !unsafe: Ansible passes the
-    text on as it is, never as a template ('{{ ... }}' in a prompt or a path stays text).
-    A JSON string is a YAML double-quoted scalar."""
+    """VARIABLES as an extra-vars file in which every string that holds a template's mark
+    ('{{', '{%', '{#') is !unsafe: Ansible passes it on as text ('{{ ... }}' in a prompt or
+    a path stays text). Only those: ansible-core 2.19 resolves an !unsafe scalar's type
+    despite its quotes (!unsafe "true" loads as a boolean), which no string with a '{'
+    can take. A JSON string is a YAML double-quoted scalar."""
     def value(item, indent):
         if isinstance(item, str):
-            return " !unsafe " + json.dumps(item)
+            return (" !unsafe " if "{" in item else " ") + json.dumps(item)
         if isinstance(item, bool) or item is None:
             return " " + json.dumps(item)
         if isinstance(item, list):
@@ -288,6 +294,60 @@ def doctor_lines(facts):
 
 # The side effects.
 
+class TranscriptFollower(threading.Thread):
+    """Copies to OUT, as it is written, the transcript of the one session that starts
+    under STATE after the ids BEFORE; when two start (another session beside this one),
+    it follows neither, and finish() prints the run's own transcript whole."""
+
+    def __init__(self, state, before, out, interval=0.05):
+        super().__init__(daemon=True)
+        self.state, self.before, self.out, self.interval = state, set(before), out, interval
+        self.path, self.handle = None, None
+        self.stopped = threading.Event()
+
+    def _find(self):
+        new = [session_id for session_id in session_ids(self.state) if session_id not in self.before]
+        if len(new) > 1:
+            self.stopped.set()
+        elif new:
+            path = os.path.join(_state_layout.session_directory(self.state, new[0]), _state_layout.TRANSCRIPT)
+            try:
+                self.handle = open(path, "rb")
+                self.path = path
+            except OSError:
+                pass
+
+    def _copy(self):
+        data = self.handle.read()
+        if data:
+            self.out.write(data)
+            self.out.flush()
+
+    def run(self):
+        while not self.stopped.is_set():
+            if self.handle is None:
+                self._find()
+            else:
+                self._copy()
+            self.stopped.wait(self.interval)
+
+    def finish(self, transcript):
+        """Stop, then print what is left of TRANSCRIPT (the run's own, from the callback's
+        result; None: no headless session ran)."""
+        self.stopped.set()
+        self.join()
+        try:
+            if transcript and self.path == transcript:
+                self._copy()
+            elif transcript:
+                with open(transcript, "rb") as whole:
+                    self.out.write(whole.read())
+                    self.out.flush()
+        finally:
+            if self.handle is not None:
+                self.handle.close()
+
+
 def read_record(state, session_id):
     try:
         return _session_record.read(_state_layout.session_directory(state, session_id))
@@ -310,8 +370,15 @@ def playbook_run(python, environ, playbook, variables, extra=(), inventory=None)
             open(config, "w").close()
         with open(vars_file, "w") as handle:
             handle.write(unsafe_yaml(variables))
-        rc = subprocess.call(playbook_argv(program, playbook, vars_file, extra, inventory), cwd="/",
-                             env=playbook_environment(environ, config, result_file))
+        playbook_process = subprocess.Popen(playbook_argv(program, playbook, vars_file, extra, inventory), cwd="/",
+                                            env=playbook_environment(environ, config, result_file))
+        # Ctrl-C reaches ansible-playbook from the terminal, and the session ends it cleanly:
+        # aisb waits for that instead of ending (or killing) its child first.
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            rc = playbook_process.wait()
+        finally:
+            signal.signal(signal.SIGINT, interrupt)
         try:
             with open(result_file) as handle:
                 result = json.load(handle)
@@ -329,8 +396,14 @@ def main(argv, cwd, python=sys.executable, environ=None):
     state = _state_layout.state_dir(environ)
     if args.subcommand == "run":
         terminal = sys.stdin.isatty() and sys.stdout.isatty()
-        rc, result = playbook_run(python, environ, "aisb.sandbox.run_agent", run_variables(args, cwd, terminal),
-                                  [extra_vars_argument(value, cwd) for value in args.extra_vars])
+        follower = TranscriptFollower(state, session_ids(state), sys.stdout.buffer)
+        follower.start()
+        result = None
+        try:
+            rc, result = playbook_run(python, environ, "aisb.sandbox.run_agent", run_variables(args, cwd, terminal),
+                                      [extra_vars_argument(value, cwd) for value in args.extra_vars])
+        finally:
+            follower.finish((result or {}).get("transcript"))
         return exit_code(rc, result)
     if args.subcommand == "verify":
         inventory = absolute(args.inventory, cwd) if args.inventory else None

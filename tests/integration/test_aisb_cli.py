@@ -6,6 +6,7 @@ library/, an ansible-playbook early on PATH) takes part in the run; ls, show and
 read the sessions back."""
 
 import re
+import subprocess
 
 from scenario import ANSIBLE_ENV, operator_vars
 from sessions import record_of, run_agent, session_dirs
@@ -83,14 +84,39 @@ def test_the_exit_code_is_the_harnesses_and_the_output_is_quiet(workstation):
 def test_a_prompt_prints_the_answer_on_the_terminal_untemplated(workstation):
     ws = workstation
     fresh_project(ws)
-    done = aisb(ws, "run", "-H", "shell", "-p", "echo the-answer-is-{{ 6 * 7 }}")
+    done = aisb(ws, "run", "-H", "shell", "-p", "echo 'the-answer-is-{{ 6 * 7 }}'")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "the-answer-is-{{ 6 * 7 }}" in done.stdout.splitlines(), done.stdout[-3000:]
-    assert "42" not in done.stdout
+    assert "the-answer-is-42" not in done.stdout
+    # An image build's progress goes to stderr: stdout is the play's record line and the answer.
+    assert [line for line in done.stdout.splitlines() if not line.startswith("session ")] == [
+        "the-answer-is-{{ 6 * 7 }}"], done.stdout
     # The playbook form ends with the same answer.
     played = run_agent(ws, command=["sh", "-c", "echo from-the-transcript"], project=PROJECT)
     assert played.returncode == 0, played.stdout[-3000:]
     assert "from-the-transcript" in played.stdout.split("Show the harness's answer", 1)[1], played.stdout[-3000:]
+
+
+def test_a_headless_sessions_output_reaches_the_terminal_while_it_runs(workstation):
+    ws = workstation
+    fresh_project(ws)
+    argv = ["aisb", "run", "-e", operator_vars(ws), "--", "sh", "-c", "echo early; sleep 8; echo late"]
+    running = subprocess.Popen(ws.command(argv, cwd=PROJECT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True)
+    try:
+        seen = []
+        for line in running.stdout:
+            seen.append(line)
+            if line == "early\n":
+                # The harness still sleeps: the line came as it was written, not at the end.
+                assert running.poll() is None
+                break
+        rest = running.stdout.read()
+    finally:
+        running.wait(timeout=300)
+    assert "early\n" in seen and "late\n" in rest, (seen, rest[-2000:])
+    assert rest.count("early") == 0 and rest.count("late\n") == 1, rest[-2000:]
+    assert running.returncode == 0
 
 
 def test_nothing_the_project_holds_takes_part_in_aisb_run(workstation):

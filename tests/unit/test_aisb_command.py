@@ -2,8 +2,10 @@
 """The aisb command's pure parts: what each subcommand hands ansible-playbook, and what it
 reads back from the state directory."""
 
+import io
 import json
 import os
+import time
 
 import pytest
 from ansible.parsing.yaml.loader import AnsibleLoader
@@ -15,7 +17,10 @@ CWD = "/home/dev/src/my app"
 
 
 def variables(*argv, terminal=False):
-    return cli.run_variables(cli.parse(["run"] + list(argv)), CWD, terminal)
+    found = cli.run_variables(cli.parse(["run"] + list(argv)), CWD, terminal)
+    # aisb prints the headless answer itself, as it comes: never the play's copy too.
+    assert found.pop("run_agent_show_answer") is False
+    return found
 
 
 def test_run_takes_the_current_directory_and_the_options_as_run_agent_variables():
@@ -57,11 +62,14 @@ def test_every_subcommand_has_help(capsys):
 
 def test_the_variables_file_is_never_a_template():
     given = {"project": "/a b/{{ lookup('pipe', 'id') }}", "prompt": "line\n\"quoted\" {% raw %} é",
-             "command": ["sh", "-c", "{{ x }}"], "interactive": True, "apply_flagged": []}
+             "command": ["sh", "-c", "{{ x }}", "true", "1", "yes", "~", "", "2026-12-03", "{#"],
+             "interactive": True, "apply_flagged": []}
     text = cli.unsafe_yaml(given)
-    assert AnsibleLoader(text).get_single_data() == given
-    # Every string is marked: Ansible passes it on as text, never templated.
-    assert text.count("!unsafe") == 5, text
+    loaded = AnsibleLoader(text).get_single_data()
+    # A string stays a string ("true" is no boolean), with its type.
+    assert loaded == given and all(isinstance(item, str) for item in loaded["command"])
+    # Every string with a template's mark is marked: Ansible passes it on as text, never templated.
+    assert text.count("!unsafe") == 4, text
     with pytest.raises(TypeError, match="no extra variable is a dict"):
         cli.unsafe_yaml({"x": {}})
 
@@ -162,3 +170,50 @@ def test_review_variables():
     assert cli.review_variables(args, "ID") == {"session": "ID", "action": "apply", "apply_flagged": [".envrc", "bin"]}
     assert cli.parse(["review"]).session == "last" and cli.parse(["review"]).action == "show"
     assert json.loads(json.dumps(cli.review_variables(cli.parse(["review"]), "ID")))["action"] == "show"
+
+
+class Out(io.BytesIO):
+    def when(self, text, timeout=5):
+        deadline = time.monotonic() + timeout
+        while text not in self.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.getvalue()
+
+
+def new_transcript(state, session_id):
+    directory = _state_layout.session_directory(state, session_id)
+    os.makedirs(directory)
+    return open(os.path.join(directory, _state_layout.TRANSCRIPT), "wb", buffering=0)
+
+
+def test_the_new_sessions_transcript_is_followed_as_it_is_written(tmp_path):
+    state, out = str(tmp_path), Out()
+    os.makedirs(_state_layout.session_directory(state, "20261203T100000-0000000a"))
+    follower = cli.TranscriptFollower(state, cli.session_ids(state), out, interval=0.01)
+    follower.start()
+    with new_transcript(state, "20261203T110000-0000000b") as transcript:
+        transcript.write(b"first line\n")
+        assert out.when(b"first line\n") == b"first line\n"
+        transcript.write(b"second\n")
+        assert out.when(b"second\n") == b"first line\nsecond\n"
+        transcript.write(b"last")
+    follower.finish(transcript.name)
+    assert out.getvalue() == b"first line\nsecond\nlast"
+
+
+def test_with_two_new_sessions_none_is_followed_and_the_runs_own_is_printed_at_its_end(tmp_path):
+    state, out = str(tmp_path), Out()
+    follower = cli.TranscriptFollower(state, [], out, interval=0.01)
+    with new_transcript(state, "20261203T110000-0000000b") as other, \
+            new_transcript(state, "20261203T110000-0000000c") as own:
+        other.write(b"not mine\n")
+        own.write(b"mine\n")
+        follower.start()
+        follower.join(5)
+        assert not follower.is_alive() and out.getvalue() == b""
+    follower.finish(own.name)
+    assert out.getvalue() == b"mine\n"
+    quiet = cli.TranscriptFollower(state, cli.session_ids(state), Out(), interval=0.01)
+    quiet.start()
+    quiet.finish(None)
+    assert quiet.out.getvalue() == b""
