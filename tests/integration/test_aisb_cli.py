@@ -8,23 +8,13 @@ read the sessions back."""
 import re
 import subprocess
 
-from scenario import ANSIBLE_ENV, operator_vars
+from scenario import ANSIBLE_ENV, marking_callback, operator_vars
 from sessions import record_of, run_agent, session_dirs
 from workstation import PATH
 
 PROJECT = "/home/dev/src/aisb app"  # a space in the path: no JSON needed
 PWNED = "/home/dev/pwned-aisb"
-CALLBACK = f"""
-open("{PWNED}/callback-imported", "w").close()
-from ansible.plugins.callback import CallbackBase
-
-
-class CallbackModule(CallbackBase):
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "agent"
-    CALLBACK_NEEDS_ENABLED = False
-"""
+CALLBACK = marking_callback(f"{PWNED}/callback-imported")
 # What an agent leaves in the project for the developer's next command there.
 PLANT = f"""
 set -e
