@@ -7,9 +7,11 @@ read the sessions back."""
 
 import re
 import subprocess
+import time
 
 from scenario import ANSIBLE_ENV, marking_callback, operator_vars
-from sessions import record_of, run_agent, session_dirs
+from sessions import record_of, run_agent, session_containers, session_dirs
+from terminal import open_terminal, wait_for_screen
 from workstation import PATH
 
 PROJECT = "/home/dev/src/aisb app"  # a space in the path: no JSON needed
@@ -107,6 +109,28 @@ def test_a_headless_sessions_output_reaches_the_terminal_while_it_runs(workstati
     assert "early\n" in seen and "late\n" in rest, (seen, rest[-2000:])
     assert rest.count("early") == 0 and rest.count("late\n") == 1, rest[-2000:]
     assert running.returncode == 0
+
+
+def test_aisb_run_in_a_real_terminal_is_interactive_and_exits_with_the_harness(workstation):
+    ws = workstation
+    fresh_project(ws)
+    open_terminal(ws, "aisb", f"cd '{PROJECT}' && aisb run -e {operator_vars(ws)} -- bash --norc -i;"
+                  " echo aisb-exited-$?; sleep 600")
+    try:
+        wait_for_screen(ws, "aisb", "· Run the session", timeout=120)
+        ws.run(["tmux", "send-keys", "-t", "aisb", "echo typed-$((6*7)) in $PWD", "Enter"])
+        wait_for_screen(ws, "aisb", "typed-42 in /project")
+        # Ctrl-C reaches the harness's foreground command; aisb and the session go on.
+        ws.run(["tmux", "send-keys", "-t", "aisb", "sleep 100", "Enter"])
+        time.sleep(1)
+        ws.run(["tmux", "send-keys", "-t", "aisb", "C-c"])
+        ws.run(["tmux", "send-keys", "-t", "aisb", "echo still-$((1+1))-here", "Enter"])
+        wait_for_screen(ws, "aisb", "still-2-here")
+        ws.run(["tmux", "send-keys", "-t", "aisb", "exit 5", "Enter"])
+        wait_for_screen(ws, "aisb", "aisb-exited-5", timeout=120)
+        assert session_containers(ws) == []
+    finally:
+        ws.run(["tmux", "kill-server"], check=False)
 
 
 def test_nothing_the_project_holds_takes_part_in_aisb_run(workstation):
