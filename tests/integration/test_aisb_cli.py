@@ -5,6 +5,7 @@ terminal; nothing the project holds (ansible.cfg and the plugins it names, colle
 library/, an ansible-playbook early on PATH) takes part in the run; ls, show and review
 read the sessions back."""
 
+import json
 import re
 import subprocess
 import time
@@ -84,7 +85,7 @@ def test_a_prompt_prints_the_answer_on_the_terminal_untemplated(workstation):
     assert [line for line in done.stdout.splitlines() if not line.startswith("session ")] == [
         "the-answer-is-{{ 6 * 7 }}"], done.stdout
     # The playbook form ends with the same answer.
-    played = run_agent(ws, command=["sh", "-c", "echo from-the-transcript"], project=PROJECT)
+    played = run_agent(ws, "-e", json.dumps({"project": PROJECT}), command=["sh", "-c", "echo from-the-transcript"])
     assert played.returncode == 0, played.stdout[-3000:]
     assert "from-the-transcript" in played.stdout.split("Show the harness's answer", 1)[1], played.stdout[-3000:]
 
