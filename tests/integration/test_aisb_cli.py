@@ -173,3 +173,5 @@ def test_ls_show_logs_and_review_read_the_sessions_back(workstation):
     assert ws.path(f"{PROJECT}/new.txt").read_text() == "by-the-agent\n"
     assert not aisb(ws, "ls").stdout.splitlines()[-1].endswith("review pending")
     assert "no session 'nope'" in aisb(ws, "show", "nope").stderr
+    doctor = aisb(ws, "doctor")
+    assert doctor.returncode == 0 and doctor.stdout.startswith("sessions can run here"), doctor.stdout
