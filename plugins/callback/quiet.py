@@ -20,7 +20,7 @@ description:
     (an image build's progress) on stderr.
   - Warnings are shown as Ansible shows them.
   - With C(AISB_RESULT_FILE) in its environment, the session task's result (rc, status,
-    session_id, record, transcript) is written there as JSON: C(aisb run) takes its exit code
+    session_id, record, transcript) is written there as JSON; C(aisb run) takes its exit code
     from it, and the transcript to finish printing.
 """
 

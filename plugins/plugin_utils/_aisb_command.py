@@ -130,6 +130,18 @@ def run_variables(args, cwd, terminal):
     return variables
 
 
+def verify_inventory(inventory, cwd, python):
+    """(inventory, variables) of verify.yml for `aisb verify [-i INVENTORY]` started in CWD:
+    the report beside the user, as the playbook form writes it; without an inventory, this
+    workstation, on a local connection with PYTHON (verify.yml refuses an implicit localhost:
+    it is in no inventory)."""
+    variables = {"verify_report_dir": absolute("aisb-fleet-report", cwd)}
+    if inventory:
+        return absolute(inventory, cwd), variables
+    variables.update(aisb_hosts="localhost", ansible_connection="local", ansible_python_interpreter=python)
+    return "localhost,", variables
+
+
 def review_variables(args, session_id):
     return {"session": session_id, "action": args.action, "apply_flagged": list(args.include)}
 
@@ -406,10 +418,7 @@ def main(argv, cwd, python=sys.executable, environ=None):
             follower.finish((result or {}).get("transcript"))
         return exit_code(rc, result)
     if args.subcommand == "verify":
-        inventory = absolute(args.inventory, cwd) if args.inventory else None
-        variables = {"verify_report_dir": absolute("aisb-fleet-report", cwd)}
-        if inventory is None:
-            variables["aisb_hosts"] = "localhost"
+        inventory, variables = verify_inventory(args.inventory, cwd, python)
         return playbook_run(python, environ, "aisb.sandbox.verify", variables, inventory=inventory)[0]
     if args.subcommand == "doctor":
         healthy, lines = doctor_lines(_host_facts.load(_state_layout.facts_path(environ)))

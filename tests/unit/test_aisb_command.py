@@ -217,3 +217,11 @@ def test_with_two_new_sessions_none_is_followed_and_the_runs_own_is_printed_at_i
     quiet.start()
     quiet.finish(None)
     assert quiet.out.getvalue() == b""
+
+
+def test_verify_takes_the_users_inventory_or_this_workstation():
+    assert cli.verify_inventory("fleet.ini", CWD, "/opt/a/python3") == (
+        CWD + "/fleet.ini", {"verify_report_dir": CWD + "/aisb-fleet-report"})
+    assert cli.verify_inventory(None, CWD, "/opt/a/python3") == ("localhost,", {
+        "verify_report_dir": CWD + "/aisb-fleet-report", "aisb_hosts": "localhost", "ansible_connection": "local",
+        "ansible_python_interpreter": "/opt/a/python3"})
