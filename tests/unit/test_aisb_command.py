@@ -33,8 +33,8 @@ def test_run_takes_the_current_directory_and_the_options_as_run_agent_variables(
 
 
 def test_a_command_after_the_double_dash_is_kept_whole_and_interactive_only_on_a_terminal():
-    assert variables("--", "ls", "-la", "--", "x") == {"project": CWD, "command": ["ls", "-la", "--", "x"],
-                                                      "interactive": False}
+    assert variables("--", "ls", "-la", "--", "x") == {
+        "project": CWD, "command": ["ls", "-la", "--", "x"], "interactive": False}
     assert variables("/p", "--", "bash", terminal=True) == {"project": "/p", "command": ["bash"], "interactive": True}
 
 
