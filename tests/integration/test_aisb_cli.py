@@ -8,11 +8,10 @@ read the sessions back."""
 import json
 import re
 import subprocess
-import time
 
 from scenario import ANSIBLE_ENV, marking_callback, operator_vars
 from sessions import record_of, run_agent, session_containers, session_dirs
-from terminal import open_terminal, wait_for_screen
+from terminal import interrupt_a_foreground_command, open_terminal, type_keys, wait_for_screen
 from workstation import PATH
 
 PROJECT = "/home/dev/src/aisb app"  # a space in the path: no JSON needed
@@ -119,15 +118,11 @@ def test_aisb_run_in_a_real_terminal_is_interactive_and_exits_with_the_harness(w
                   " echo aisb-exited-$?; sleep 600")
     try:
         wait_for_screen(ws, "aisb", "· Run the session", timeout=120)
-        ws.run(["tmux", "send-keys", "-t", "aisb", "echo typed-$((6*7)) in $PWD", "Enter"])
+        type_keys(ws, "aisb", "echo typed-$((6*7)) in $PWD", "Enter")
         wait_for_screen(ws, "aisb", "typed-42 in /project")
         # Ctrl-C reaches the harness's foreground command; aisb and the session go on.
-        ws.run(["tmux", "send-keys", "-t", "aisb", "sleep 100", "Enter"])
-        time.sleep(1)
-        ws.run(["tmux", "send-keys", "-t", "aisb", "C-c"])
-        ws.run(["tmux", "send-keys", "-t", "aisb", "echo still-$((1+1))-here", "Enter"])
-        wait_for_screen(ws, "aisb", "still-2-here")
-        ws.run(["tmux", "send-keys", "-t", "aisb", "exit 5", "Enter"])
+        interrupt_a_foreground_command(ws, "aisb")
+        type_keys(ws, "aisb", "exit 5", "Enter")
         wait_for_screen(ws, "aisb", "aisb-exited-5", timeout=120)
         assert session_containers(ws) == []
     finally:
