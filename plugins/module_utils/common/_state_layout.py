@@ -19,10 +19,10 @@ FINGERPRINT_CACHE = "fingerprint-cache.json"
 SESSIONS = "sessions"
 SESSION_TIME_FORMAT = "%Y%m%dT%H%M%S"
 SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
-# The record every session directory ends with, and a headless session's output, written
-# as it comes (aisb run follows it).
-RECORD = "record.json"
+# A headless session's output, written as it comes (aisb run follows it).
 TRANSCRIPT = "transcript.log"
+# The record every session directory ends with.
+RECORD = "record.json"
 # images/: the roles' build contexts, refresh stamps and last-use marks (_images); images/logs/:
 # the builds' logs.
 IMAGES = "images"
