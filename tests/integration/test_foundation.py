@@ -37,7 +37,8 @@ BARE_HOST_CHANGES = ["Install podman, pasta and the rootless helpers (apt)",
                      "Measure what rootless podman gives this host",
                      "Create the local facts directory",
                      "Keep a copy as a local fact for fleet reporting",
-                     "Validate the policy, render it and check it with squid and nft"]
+                     "Validate the policy, render it and check it with squid and nft",
+                     "Install the aisb command"]
 # Tasks whose work a seeded container storage already holds: task -> its status then.
 SEEDED = {"Import the base image from its root filesystem archive": "skipping",
           "Build the sandbox image unless one with these inputs exists": "skipping",

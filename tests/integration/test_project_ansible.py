@@ -9,24 +9,14 @@ read its configuration from the project says so.
 
 import json
 
-from scenario import ANSIBLE_ENV, operator_vars
+from scenario import ANSIBLE_ENV, marking_callback, operator_vars
 from sessions import record_of, run_agent
 
 PROJECT = "/home/dev/src/ansible-app"
 PWNED = "/home/dev/pwned-ansible"
 CONFIG = "[defaults]\nforks = 5\n"
 # The agent's callback plugin: importing it leaves the marker (the sandbox cannot reach PWNED).
-CALLBACK = f"""
-open("{PWNED}/callback-imported", "w").close()
-from ansible.plugins.callback import CallbackBase
-
-
-class CallbackModule(CallbackBase):
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "agent"
-    CALLBACK_NEEDS_ENABLED = True
-"""
+CALLBACK = marking_callback(f"{PWNED}/callback-imported")
 PLANT = f"""
 set -e
 printf '[defaults]\\ncallback_plugins = ./callback_plugins\\n' > ansible.cfg

@@ -9,7 +9,7 @@ import pytest
 
 from sessions import (FACTS, PROJECT, allow, image_recipes, images_and_policy, new_sandbox, processes, record_of, run_agent,
                       session_containers, session_dirs, session_module, start_in_background, through)
-from terminal import interactive_bash, open_terminal, wait_for_screen
+from terminal import interactive_bash, interrupt_a_foreground_command, open_terminal, wait_for_screen
 
 
 def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(workstation, internet, project):
@@ -262,11 +262,7 @@ def test_interactive_session_in_a_real_terminal(workstation, project):
         workstation.run(["tmux", "send-keys", "-t", "agent", "echo size-$(stty size | tr ' ' x)", "Enter"])
         wait_for_screen(workstation, "agent", "size-40x120")
         # Ctrl-C interrupts the harness's foreground command, not ansible-playbook.
-        workstation.run(["tmux", "send-keys", "-t", "agent", "sleep 100", "Enter"])
-        time.sleep(1)
-        workstation.run(["tmux", "send-keys", "-t", "agent", "C-c"])
-        workstation.run(["tmux", "send-keys", "-t", "agent", "echo still-$((1+1))-here", "Enter"])
-        wait_for_screen(workstation, "agent", "still-2-here")
+        interrupt_a_foreground_command(workstation, "agent")
         # Leaving the harness ends the playbook with the harness's exit code.
         workstation.run(["tmux", "send-keys", "-t", "agent", "exit 3", "Enter"])
         deadline = time.monotonic() + 60

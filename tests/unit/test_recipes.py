@@ -60,6 +60,21 @@ def test_a_harness_is_a_name():
             _recipes.recipe_for(harness, {})
 
 
+@pytest.mark.parametrize("mistyped, meant", [("claude", "claude-code"), ("claud-code", "claude-code"),
+                                              ("codx", "codex"), ("opencod", "opencode"), ("PI", None)])
+def test_a_mistyped_harness_names_the_variable_and_the_closest_recipe(mistyped, meant):
+    with pytest.raises(_recipes.RecipeError) as error:
+        _recipes.recipe_for(mistyped, {})
+    assert str(error.value).startswith("aisb_harness %r is not a recipe; the recipes are pi, " % mistyped)
+    if meant:
+        assert str(error.value).endswith("; did you mean %s? (aisb_harness=%s)" % (meant, meant))
+    else:
+        assert "did you mean" not in str(error.value)
+    mine = dict(RECIPES["shell"])
+    assert "did you mean my-shell?" in str(pytest.raises(_recipes.RecipeError, _recipes.recipe_for, "my-shel",
+                                                         {"my-shell": mine}).value)
+
+
 def test_a_session_command_is_its_own_or_the_recipes_with_the_prompt():
     shell = _recipes.recipe_for("shell")
     assert _recipes.session_command(shell) == ["bash"]

@@ -81,6 +81,22 @@ def closed_port():
         yield held.getsockname()[1]
 
 
+def marking_callback(marker):
+    """The text of a callback plugin an agent would plant: importing it creates MARKER (a
+    path the sandbox cannot reach), so the marker says Ansible loaded it on the host."""
+    return f"""
+open("{marker}", "w").close()
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "agent"
+    CALLBACK_NEEDS_ENABLED = True
+"""
+
+
 def install_tripwire(ws):
     """tripwire.py (the battery's listeners) inside the workstation; its path there."""
     ws.path(TRIPWIRE).write_text((HERE / "tripwire.py").read_text())

@@ -36,3 +36,18 @@ def wait_for_screen(ws, name, text, timeout=60):
             return shown
         time.sleep(0.2)
     raise AssertionError(f"{text!r} never appeared on the terminal:\n{screen(ws, name)}")
+
+
+def type_keys(ws, name, *keys):
+    """Send KEYS to the terminal of tmux session NAME, as typed."""
+    ws.run(["tmux", "send-keys", "-t", name, *keys])
+
+
+def interrupt_a_foreground_command(ws, name):
+    """Ctrl-C on a `sleep 100` at the harness's shell in NAME; returns once the shell
+    answers again (the interrupt reached its foreground command, not the session)."""
+    type_keys(ws, name, "sleep 100", "Enter")
+    time.sleep(1)
+    type_keys(ws, name, "C-c")
+    type_keys(ws, name, "echo still-$((1+1))-here", "Enter")
+    wait_for_screen(ws, name, "still-2-here")

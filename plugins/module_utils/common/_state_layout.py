@@ -19,6 +19,8 @@ FINGERPRINT_CACHE = "fingerprint-cache.json"
 SESSIONS = "sessions"
 SESSION_TIME_FORMAT = "%Y%m%dT%H%M%S"
 SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
+# A headless session's output, written as it comes (aisb run follows it).
+TRANSCRIPT = "transcript.log"
 # The record every session directory ends with.
 RECORD = "record.json"
 # sessions/<id>/review/: a review-mode session's overlays and manifest (_review_session),

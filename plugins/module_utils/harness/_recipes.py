@@ -39,6 +39,7 @@ _harness_code, _harness_config and _harness_state read its fields. Pure.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Dict, List, NamedTuple, Optional
 
@@ -322,8 +323,15 @@ def recipe_for(harness, recipes=None):
                           "under a name of its own" % (", ".join(names(own)), harness))
     found = BUILT_IN_RECIPES.get(harness) or own.get(harness)
     if found is None:
-        raise RecipeError("aisb_harness %r is not a recipe; the recipes are %s" % (harness, ", ".join(names(own))))
+        raise RecipeError("aisb_harness %r is not a recipe; the recipes are %s%s"
+                          % (harness, ", ".join(names(own)), closest(harness, names(own))))
     return found
+
+
+def closest(harness, known):
+    """"; did you mean NAME?" for the name among KNOWN closest to the mistyped HARNESS, or ""."""
+    close = difflib.get_close_matches(harness, known, n=1, cutoff=0.5)
+    return "; did you mean %s? (aisb_harness=%s)" % (close[0], close[0]) if close else ""
 
 
 def names(recipes=None):

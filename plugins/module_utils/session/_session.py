@@ -38,11 +38,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import (
-    images_dir, new_session_id, session_directory, state_dir)
+    TRANSCRIPT, images_dir, new_session_id, session_directory, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700
-TRANSCRIPT = "transcript.log"
 # The module's stdout, whose reader is the controller's side (see _controller).
 STDOUT = 1
 

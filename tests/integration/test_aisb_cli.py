@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The aisb command, as the developer types it in the project's directory: provision.yml
+installs it; its exit code is the harness's; a headless session's answer reaches the
+terminal; nothing the project holds (ansible.cfg and the plugins it names, collections/,
+library/, an ansible-playbook early on PATH) takes part in the run; ls, show and review
+read the sessions back."""
+
+import json
+import re
+import subprocess
+
+from scenario import ANSIBLE_ENV, marking_callback, operator_vars
+from sessions import record_of, run_agent, session_containers, session_dirs
+from terminal import interrupt_a_foreground_command, open_terminal, type_keys, wait_for_screen
+from workstation import PATH
+
+PROJECT = "/home/dev/src/aisb app"  # a space in the path: no JSON needed
+PWNED = "/home/dev/pwned-aisb"
+CALLBACK = marking_callback(f"{PWNED}/callback-imported")
+# What an agent leaves in the project for the developer's next command there.
+PLANT = f"""
+set -e
+mkdir -p callback_plugins library bin collections/ansible_collections/aisb/sandbox/playbooks
+printf '[defaults]\\ncallback_plugins = ./callback_plugins\\nlibrary = ./library\\ncollections_path = ./collections\\n' \
+  > ansible.cfg
+cat > callback_plugins/agent.py <<'EOF'
+{CALLBACK}
+EOF
+printf '#!/bin/sh\\ntouch {PWNED}/library-module\\necho {{}}\\n' > library/command.py
+printf '#!/bin/sh\\ntouch {PWNED}/ansible-playbook-from-path\\nexit 0\\n' > bin/ansible-playbook
+chmod +x bin/ansible-playbook
+printf 'namespace: aisb\\nname: sandbox\\nversion: 9.9.9\\n' > collections/ansible_collections/aisb/sandbox/galaxy.yml
+printf -- '- hosts: localhost\\n  tasks:\\n    - ansible.builtin.file: {{path: {PWNED}/collection-playbook, state: touch}}\\n' \
+  > collections/ansible_collections/aisb/sandbox/playbooks/run_agent.yml
+"""
+
+
+def aisb(ws, *argv, path=PATH, timeout=600):
+    """aisb ARGV as the developer types it in PROJECT, with the workstation's operator
+    variables (its base image and CA anchors, what group_vars hold on a real one)."""
+    argv = list(argv)
+    if argv[0] == "run":
+        at = argv.index("--") if "--" in argv else len(argv)
+        argv[at:at] = ["-e", operator_vars(ws)]
+    return ws.run(["aisb"] + argv, check=False, cwd=PROJECT, env={"PATH": path}, timeout=timeout)
+
+
+def fresh_project(ws):
+    ws.sh(f"rm -rf '{PROJECT}' {PWNED} && mkdir -p '{PROJECT}' {PWNED} && echo 'print(1)' > '{PROJECT}/main.py'")
+
+
+def test_provision_installs_aisb_on_the_users_path(workstation):
+    ws = workstation
+    assert ws.run(["sh", "-c", "command -v aisb"]).stdout.strip() == "/usr/local/bin/aisb"
+    assert ws.run(["stat", "-c", "%U %a", "/usr/local/bin/aisb"]).stdout.split() == ["root", "755"]
+    usage = ws.run(["aisb", "run", "--help"]).stdout
+    assert usage.startswith("usage: aisb run") and "-- COMMAND" in usage
+
+
+def test_the_exit_code_is_the_harnesses_and_the_output_is_quiet(workstation):
+    ws = workstation
+    fresh_project(ws)
+    done = aisb(ws, "run", "--", "true")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "TASK [" not in done.stdout + done.stderr and "PLAY RECAP" not in done.stdout
+    assert "implicit localhost" not in done.stderr and "No inventory was parsed" not in done.stderr
+    assert "· Run the session" in done.stderr, done.stderr[-3000:]
+    record = record_of(ws, done.stdout)
+    assert record["project"] == PROJECT and record["exit_code"] == 0
+    failed = aisb(ws, "run", "--", "sh", "-c", "echo on-the-way-out; exit 3")
+    assert failed.returncode == 3, failed.stdout[-3000:] + failed.stderr[-3000:]
+    # Headless, the transcript is shown whatever the exit.
+    assert "on-the-way-out" in failed.stdout, failed.stdout[-3000:]
+
+
+def test_a_prompt_prints_the_answer_on_the_terminal_untemplated(workstation):
+    ws = workstation
+    fresh_project(ws)
+    done = aisb(ws, "run", "-H", "shell", "-p", "echo 'the-answer-is-{{ 6 * 7 }}'")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "the-answer-is-{{ 6 * 7 }}" in done.stdout.splitlines(), done.stdout[-3000:]
+    assert "the-answer-is-42" not in done.stdout
+    # An image build's progress goes to stderr: stdout is the play's record line and the answer.
+    assert [line for line in done.stdout.splitlines() if not line.startswith("session ")] == [
+        "the-answer-is-{{ 6 * 7 }}"], done.stdout
+    # The playbook form ends with the same answer.
+    played = run_agent(ws, "-e", json.dumps({"project": PROJECT}), command=["sh", "-c", "echo from-the-transcript"])
+    assert played.returncode == 0, played.stdout[-3000:]
+    assert "from-the-transcript" in played.stdout.split("Show the harness's answer", 1)[1], played.stdout[-3000:]
+
+
+def test_a_headless_sessions_output_reaches_the_terminal_while_it_runs(workstation):
+    ws = workstation
+    fresh_project(ws)
+    argv = ["aisb", "run", "-e", operator_vars(ws), "--", "sh", "-c", "echo early; sleep 8; echo late"]
+    running = subprocess.Popen(ws.command(argv, cwd=PROJECT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True)
+    try:
+        seen = []
+        for line in running.stdout:
+            seen.append(line)
+            if line == "early\n":
+                # The harness still sleeps: the line came as it was written, not at the end.
+                assert running.poll() is None
+                break
+        rest = running.stdout.read()
+    finally:
+        running.wait(timeout=300)
+    assert "early\n" in seen and "late\n" in rest, (seen, rest[-2000:])
+    assert rest.count("early") == 0 and rest.count("late\n") == 1, rest[-2000:]
+    assert running.returncode == 0
+
+
+def test_aisb_run_in_a_real_terminal_is_interactive_and_exits_with_the_harness(workstation):
+    ws = workstation
+    fresh_project(ws)
+    open_terminal(ws, "aisb", f"cd '{PROJECT}' && aisb run -e {operator_vars(ws)} -- bash --norc -i;"
+                  " echo aisb-exited-$?; sleep 600")
+    try:
+        wait_for_screen(ws, "aisb", "· Run the session", timeout=120)
+        type_keys(ws, "aisb", "echo typed-$((6*7)) in $PWD", "Enter")
+        wait_for_screen(ws, "aisb", "typed-42 in /project")
+        # Ctrl-C reaches the harness's foreground command; aisb and the session go on.
+        interrupt_a_foreground_command(ws, "aisb")
+        type_keys(ws, "aisb", "exit 5", "Enter")
+        wait_for_screen(ws, "aisb", "aisb-exited-5", timeout=120)
+        assert session_containers(ws) == []
+    finally:
+        ws.run(["tmux", "kill-server"], check=False)
+
+
+def test_nothing_the_project_holds_takes_part_in_aisb_run(workstation):
+    ws = workstation
+    fresh_project(ws)
+    ws.sh(f"cd '{PROJECT}' && " + PLANT)
+    hostile_path = f"{PROJECT}/bin:.:bin:{PATH}"
+    # The controls: from the project, Ansible does read its ansible.cfg and plugins, and
+    # that PATH finds the project's ansible-playbook.
+    control = ws.run(["ansible-playbook", "--version"], check=False, cwd=PROJECT, env={"PATH": hostile_path})
+    assert ws.path(f"{PWNED}/ansible-playbook-from-path").exists(), control.stdout
+    ws.run(["ansible", "localhost", "-m", "ansible.builtin.ping"], check=False, cwd=PROJECT, env=ANSIBLE_ENV)
+    assert ws.path(f"{PWNED}/callback-imported").exists()
+    ws.sh(f"rm -f {PWNED}/*")
+    done = aisb(ws, "run", "--", "true", path=hostile_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(p.name for p in ws.path(PWNED).iterdir()) == []
+    origin = record_of(ws, done.stdout)["ansible_origin"]
+    assert origin["from_project"] == [] and origin["config_file"] != f"{PROJECT}/ansible.cfg", origin
+    assert "read its configuration from the project" not in done.stderr, done.stderr[-3000:]
+
+
+def test_ls_show_logs_and_review_read_the_sessions_back(workstation):
+    ws = workstation
+    fresh_project(ws)
+    done = aisb(ws, "run", "--review", "--", "sh", "-c", "echo by-the-agent > new.txt; echo logged")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    session_id = record_of(ws, done.stdout)["session_id"]
+    assert session_dirs(ws)[-1] == session_id
+    listed = aisb(ws, "ls").stdout.splitlines()
+    assert re.match(re.escape(session_id) + r"  " + re.escape(PROJECT) + r"  pi  review  exit 0  ", listed[-1]), listed
+    assert listed[-1].endswith("review pending"), listed
+    shown = aisb(ws, "show", "last").stdout
+    assert f"session  {session_id}" in shown and "review   pending" in shown, shown
+    assert "logged" in aisb(ws, "logs", "last").stdout
+    assert not ws.path(f"{PROJECT}/new.txt").exists()
+    applied = aisb(ws, "review", "last", "apply")
+    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr[-3000:]
+    assert ws.path(f"{PROJECT}/new.txt").read_text() == "by-the-agent\n"
+    assert not aisb(ws, "ls").stdout.splitlines()[-1].endswith("review pending")
+    assert "no session 'nope'" in aisb(ws, "show", "nope").stderr
+    doctor = aisb(ws, "doctor")
+    assert doctor.returncode == 0 and doctor.stdout.startswith("sessions can run here"), doctor.stdout
