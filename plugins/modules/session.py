@@ -195,6 +195,13 @@ transcript:
   description: Path of the harness's output.
   returned: when a session started
   type: str
+answer:
+  description: >-
+    A headless session's output as the transcript holds it (its last 64 KiB, from a
+    line's start, after a line naming the transcript when it is longer); empty for an
+    interactive session.
+  returned: when a session started
+  type: str
 gate:
   description: >-
     How many requests the gate allowed and denied, and C(hints), a sentence for each refused

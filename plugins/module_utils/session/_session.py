@@ -42,6 +42,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout 
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700
+# The most of a headless transcript the task's result carries (the play shows it).
+ANSWER_BYTES = 65536
 # The module's stdout, whose reader is the controller's side (see _controller).
 STDOUT = 1
 
@@ -293,13 +295,31 @@ def budget_note(tokens):
     return "token budget %d spent (%s); requests after it were refused (429)" % (budget, used)
 
 
+def transcript_end(path, limit=ANSWER_BYTES):
+    """The transcript at PATH as text, its last LIMIT bytes from a line's start (after a
+    line naming the file) when it is longer; "" when there is none."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - limit))
+            data = handle.read()
+    except OSError:
+        return ""
+    if size > limit:
+        data = b"(the last %d bytes of %s)\n" % (limit, path.encode()) + data[data.find(b"\n") + 1:]
+    return data.decode("utf-8", "replace")
+
+
 def task_result(record):
     """The task result for a finished session: failed unless the harness exited 0."""
     gate = record["gate"]
     result = {
         "changed": True, "rc": record["exit_code"], "status": record["status"], "reason": record["reason"],
         "session_id": record["session_id"], "record": record["record"],
-        "transcript": record["transcript"], "commands": record["commands"],
+        "transcript": record["transcript"], "answer": transcript_end(record["transcript"]),
+        "commands": record["commands"],
         "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
         "token_budget": budget_note(record.get("tokens")),
         # Which of the agent's refs arrived under refs/aisb/<session id>/ (the play's last line).

@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The headless answer a session's result carries: the transcript whole, or its end from
+a line's start after a line naming the file."""
+
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import transcript_end
+
+
+def test_a_short_transcript_is_the_answer_whole(tmp_path):
+    path = tmp_path / "transcript.log"
+    path.write_bytes("the tests pass \u2713\nbye\n".encode())
+    assert transcript_end(str(path)) == "the tests pass \u2713\nbye\n"
+
+
+def test_a_long_transcript_gives_its_end_from_a_line_start_and_says_so(tmp_path):
+    path = tmp_path / "transcript.log"
+    path.write_text("".join("line %03d\n" % number for number in range(100)))
+    answer = transcript_end(str(path), limit=40)
+    assert answer.splitlines() == ["(the last 40 bytes of %s)" % path, "line 096", "line 097", "line 098", "line 099"]
+
+
+def test_no_transcript_no_answer(tmp_path):
+    assert transcript_end(None) == "" and transcript_end(str(tmp_path / "gone.log")) == ""
