@@ -5,17 +5,11 @@ is this machine (plugin_utils/_in_process), else the module on the host."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
-from ansible_collections.aisb.sandbox.plugins.modules.content_image import argspec, execute
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import module_result
+from ansible_collections.aisb.sandbox.plugins.modules import content_image as module
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import ModuleAction
 
 
-class ActionModule(ActionBase):
+class ActionModule(ModuleAction):
 
-    TRANSFERS_FILES = False
-
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        result.update(module_result(self, task_vars, argspec(), execute))
-        return result
+    spec = staticmethod(module.argspec)
+    execute = staticmethod(module.execute)

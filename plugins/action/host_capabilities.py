@@ -5,17 +5,12 @@ is this machine (plugin_utils/_in_process), else the module on the host."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
-from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, constraints, execute
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import module_result
+from ansible_collections.aisb.sandbox.plugins.modules import host_capabilities as module
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import ModuleAction
 
 
-class ActionModule(ActionBase):
+class ActionModule(ModuleAction):
 
-    TRANSFERS_FILES = False
-
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        result.update(module_result(self, task_vars, argspec(), execute, **constraints()))
-        return result
+    spec = staticmethod(module.argspec)
+    execute = staticmethod(module.execute)
+    constraints = staticmethod(module.constraints)

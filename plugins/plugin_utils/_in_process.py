@@ -16,6 +16,7 @@ import os
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
@@ -46,3 +47,27 @@ def module_result(action, task_vars, spec, execute, module_args=None, **constrai
         raise AnsibleActionFail("Validation of arguments failed:\n%s" % "\n".join(validation.error_messages))
     run = Runner(subprocess_execute(host_environment(os.environ)))
     return execute(validation.validated_parameters, action._task.check_mode, run, os.environ)
+
+
+class ModuleAction(ActionBase):
+    """The action plugin of a module whose whole work is its execute(): module_result over
+    SPEC() and CONSTRAINTS(), the module's own."""
+
+    TRANSFERS_FILES = False
+
+    @staticmethod
+    def spec():
+        raise NotImplementedError
+
+    @staticmethod
+    def constraints():
+        return {}
+
+    @staticmethod
+    def execute(params, check_mode, run, environ):
+        raise NotImplementedError
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ModuleAction, self).run(tmp, task_vars)
+        result.update(module_result(self, task_vars, self.spec(), self.execute, **self.constraints()))
+        return result

@@ -60,7 +60,8 @@ def test_elsewhere_the_module_runs_on_the_host_with_the_given_arguments():
 
 def test_every_module_run_here_takes_what_module_result_passes():
     actions = Path(__file__).resolve().parents[2] / "plugins" / "action"
-    here = [path.stem for path in actions.glob("*.py") if "module_result(" in path.read_text()]
+    here = [path.stem for path in actions.glob("*.py")
+            if "module_result(" in path.read_text() or "(ModuleAction)" in path.read_text()]
     assert {"team_settings", "session_inputs", "host_capabilities", "content_image", "gate_policy"} <= set(here)
     for name in here:
         execute = importlib.import_module("ansible_collections.aisb.sandbox.plugins.modules." + name).execute
