@@ -60,8 +60,8 @@ def test_a_harness_is_a_name():
             _recipes.recipe_for(harness, {})
 
 
-@pytest.mark.parametrize("mistyped, meant", [("claude", "claude-code"), ("claud-code", "claude-code"),
-                                              ("codx", "codex"), ("opencod", "opencode"), ("PI", None)])
+@pytest.mark.parametrize("mistyped, meant", [
+    ("claude", "claude-code"), ("claud-code", "claude-code"), ("codx", "codex"), ("opencod", "opencode"), ("PI", None)])
 def test_a_mistyped_harness_names_the_variable_and_the_closest_recipe(mistyped, meant):
     with pytest.raises(_recipes.RecipeError) as error:
         _recipes.recipe_for(mistyped, {})
