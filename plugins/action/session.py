@@ -5,8 +5,8 @@
 Validates the options, resolves what only the controller has (the harness recipe and
 the prompt into the sandbox's command, named pass-throughs of this controller's
 environment into values, the harness configuration's directory into its files), refuses without host facts, then:
-- headless: runs the session right here when the host is this machine (a local
-  connection as this user: plugin_utils/_in_process), else the session module on the host;
+- headless: runs the session module on the host (a process of its own, which cleans up
+  and writes the record when this worker is killed);
 - interactive: runs the session right here, on ansible-playbook's own terminal.
   ansible-core detaches task workers from the terminal (setsid, stdio on /dev/null),
   but the terminal is still open in the ansible-playbook process, our parent: the
@@ -14,10 +14,10 @@ environment into values, the harness configuration's directory into its files), 
   terminal) and hands it to podman. Keys, Ctrl-C and the harness's output go through
   the TTY podman sets up; resizes are relayed to podman. The controller must be the
   workstation (a local connection).
-Either way the session ends with ansible-playbook: a session run here sees this worker
-reparented when that process goes (SIGKILL included) and stops (see
-module_utils/session/_controller); for the module, this worker leaves too, and the module
-sees its output lose its reader.
+Either way the session ends with ansible-playbook: this worker waits for the module with
+nobody watching ansible-playbook, so when that process goes (SIGKILL included) the worker
+goes too, and the module sees its output lose its reader; an interactive session here
+is stopped (see module_utils/session/_controller).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import playbook_terminal
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options import (
     local_agent_trees, resolve_controller_options)
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import LOCAL_CONNECTIONS, runs_here
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import LOCAL_CONNECTIONS
 
 FACTS = "aisb_host"
 
@@ -85,11 +85,6 @@ class ActionModule(ActionBase):
         args["host_facts"] = facts or {}
         if interactive:
             result.update(self._run_interactive(args))
-            return result
-        if runs_here(self):
-            # The host is this process's (plugin_utils/_in_process): the session runs here, as
-            # an interactive one does, and stops itself when ansible-playbook goes (PARENT).
-            result.update(run_session(args, dict(os.environ), self._task.check_mode, parent=os.getppid()))
             return result
         # Nothing is left to report to once ansible-playbook is gone: leave, and the module
         # sees its stdout lose its reader.

@@ -198,8 +198,9 @@ transcript:
 answer:
   description: >-
     A headless session's output as the transcript holds it (its last 64 KiB, from a
-    line's start, after a line naming the transcript when it is longer); empty for an
-    interactive session.
+    line's start, after a line naming the transcript when it is longer), each environment
+    value of 8 characters or more in it shown as C(********) (the transcript keeps it);
+    empty for an interactive session.
   returned: when a session started
   type: str
 gate:

@@ -2,7 +2,7 @@
 """The headless answer a session's result carries: the transcript whole, or its end from
 a line's start after a line naming the file."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import transcript_end
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import hide_values, transcript_end
 
 
 def test_a_short_transcript_is_the_answer_whole(tmp_path):
@@ -20,3 +20,9 @@ def test_a_long_transcript_gives_its_end_from_a_line_start_and_says_so(tmp_path)
 
 def test_no_transcript_no_answer(tmp_path):
     assert transcript_end(None) == "" and transcript_end(str(tmp_path / "gone.log")) == ""
+
+
+def test_long_environment_values_are_hidden_in_the_answer_and_short_ones_kept():
+    answer = "SECRET=s3cr3t-v4lue-77\nZERO=0\nYES=true\nTOKEN=abcdefgh and s3cr3t-v4lue-77\n"
+    shown = hide_values(answer, ["s3cr3t-v4lue-77", "0", "true", "abcdefgh", "s3cr3t"])
+    assert shown == "SECRET=********\nZERO=0\nYES=true\nTOKEN=******** and ********\n"

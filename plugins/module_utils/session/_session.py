@@ -44,6 +44,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal imp
 SESSION_DIR_MODE = 0o700
 # The most of a headless transcript the task's result carries (the play shows it).
 ANSWER_BYTES = 65536
+# An environment value at least this long is hidden in the answer the play shows: a
+# secret is long, while flags and numbers ("0", "true") are everywhere in an answer.
+HIDDEN_VALUE_LENGTH = 8
+HIDDEN = "********"
 # The module's stdout, whose reader is the controller's side (see _controller).
 STDOUT = 1
 
@@ -277,6 +281,7 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
         result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
     else:
         result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent))
+        result["answer"] = hide_values(result["answer"], inputs.environment.values())
     result["commands"] = run.commands + result.get("commands", [])
     held = held_sentence(keys_held(inputs.environment)) if inputs is not None else None
     # The play prints warnings whether the task failed or not.
@@ -310,6 +315,14 @@ def transcript_end(path, limit=ANSWER_BYTES):
     if size > limit:
         data = b"(the last %d bytes of %s)\n" % (limit, path.encode()) + data[data.find(b"\n") + 1:]
     return data.decode("utf-8", "replace")
+
+
+def hide_values(text, values):
+    """TEXT with each of VALUES at least HIDDEN_VALUE_LENGTH long replaced by HIDDEN, as
+    Ansible hides a no_log value (the transcript keeps them)."""
+    for value in sorted((v for v in values if len(v) >= HIDDEN_VALUE_LENGTH), key=len, reverse=True):
+        text = text.replace(value, HIDDEN)
+    return text
 
 
 def task_result(record):
