@@ -146,15 +146,30 @@ def review_variables(args, session_id):
     return {"session": session_id, "action": args.action, "apply_flagged": list(args.include)}
 
 
+def yaml_string(text):
+    """TEXT as a YAML double-quoted scalar of printable ASCII: every other character as
+    an escape (\\uXXXX, or \\UXXXXXXXX past the BMP, which JSON would split into surrogates
+    YAML refuses), so no character of a prompt is folded, dropped or refused."""
+    def escaped(char):
+        if char in '"\\':
+            return "\\" + char
+        if " " <= char <= "~":
+            return char
+        if 0xD800 <= ord(char) <= 0xDFFF:
+            raise ValueError("%r holds bytes that are not UTF-8 text: pass text" % text)
+        return ("\\u%04x" if ord(char) <= 0xFFFF else "\\U%08x") % ord(char)
+    return '"' + "".join(escaped(char) for char in text) + '"'
+
+
 def unsafe_yaml(variables):
     """VARIABLES as an extra-vars file in which every string that holds a template's mark
     ('{{', '{%', '{#') is !unsafe: Ansible passes it on as text ('{{ ... }}' in a prompt or
     a path stays text). Only those: ansible-core 2.19 resolves an !unsafe scalar's type
     despite its quotes (!unsafe "true" loads as a boolean), which no string with a '{'
-    can take. A JSON string is a YAML double-quoted scalar."""
+    can take."""
     def value(item, indent):
         if isinstance(item, str):
-            return (" !unsafe " if "{" in item else " ") + json.dumps(item)
+            return (" !unsafe " if "{" in item else " ") + yaml_string(item)
         if isinstance(item, bool) or item is None:
             return " " + json.dumps(item)
         if isinstance(item, list):
@@ -370,6 +385,10 @@ def read_record(state, session_id):
 def playbook_run(python, environ, playbook, variables, extra=(), inventory=None):
     """Run PLAYBOOK with VARIABLES from /; (ansible-playbook's rc, the callback's result)."""
     program, problem = ansible_playbook(python)
+    try:
+        text = unsafe_yaml(variables)
+    except ValueError as error:
+        problem = problem or str(error)
     if problem:
         sys.stderr.write("aisb: %s\n" % problem)
         return PLAYBOOK_FAILED, None
@@ -381,7 +400,7 @@ def playbook_run(python, environ, playbook, variables, extra=(), inventory=None)
             config = os.path.join(private, "ansible.cfg")
             open(config, "w").close()
         with open(vars_file, "w") as handle:
-            handle.write(unsafe_yaml(variables))
+            handle.write(text)
         playbook_process = subprocess.Popen(playbook_argv(program, playbook, vars_file, extra, inventory), cwd="/",
                                             env=playbook_environment(environ, config, result_file))
         # Ctrl-C reaches ansible-playbook from the terminal, and the session ends it cleanly:

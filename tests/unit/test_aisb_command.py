@@ -74,6 +74,21 @@ def test_the_variables_file_is_never_a_template():
         cli.unsafe_yaml({"x": {}})
 
 
+def test_every_character_of_a_prompt_arrives_as_given():
+    # An emoji is past the BMP (JSON writes it as two surrogates, which YAML refuses); a line
+    # or paragraph separator and a byte-order mark would be folded or refused unescaped.
+    prompt = "fix the \U0001f41b bug\u2028next\u2029\ufeff\x85\t\x7f \"q\" \\ {{ x }} \u00e9"
+    text = cli.unsafe_yaml({"prompt": prompt, "plain": "\U0001f600"})
+    assert text.isascii()
+    loaded = AnsibleLoader(text).get_single_data()
+    assert loaded == {"prompt": prompt, "plain": "\U0001f600"}
+
+
+def test_a_prompt_of_bytes_that_are_not_text_is_refused_naming_it():
+    with pytest.raises(ValueError, match="not UTF-8 text"):
+        cli.unsafe_yaml({"prompt": b"caf\xe9".decode("utf-8", "surrogateescape")})
+
+
 def test_ansible_playbook_gets_a_chosen_configuration_the_system_path_and_the_quiet_callback():
     env = cli.playbook_environment({"HOME": "/home/dev", "PATH": "./node_modules/.bin:/usr/bin",
                                     "ANSIBLE_CONFIG": "./ansible.cfg"}, "/tmp/aisb-x/ansible.cfg", "/tmp/r.json")
