@@ -85,7 +85,7 @@ def parse_settings(data, path, readable_by_others):
     try:
         text = data.decode("utf-8")
         _check_plain(text, path)
-        parsed = yaml.load(text, Loader=_UniqueKeyLoader)  # nosec: a SafeLoader
+        parsed = yaml.load(text, Loader=_UniqueKeyLoader)
     except UnicodeDecodeError as error:
         raise SettingsFileError("settings file %s is not UTF-8 text: %s" % (path, error))
     except yaml.YAMLError as error:
@@ -125,7 +125,7 @@ def _check_plain(text, path):
     or nesting deeper than MAX_DEPTH: settings are plain values."""
     depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, (yaml.AliasEvent,)) or getattr(event, "anchor", None):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise SettingsFileError("settings file %s uses a YAML anchor or alias (&, *): write each value out"
                                     % path)
         if getattr(event, "tag", None):
@@ -203,4 +203,3 @@ def apply_settings(team, given, from_file, path, team_origin):
     if "allow" in used:
         origins = dict((entry, origin(path) if source == "user" else source) for entry, source in origins.items())
     return settings, origins
-
