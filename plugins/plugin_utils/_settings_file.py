@@ -27,7 +27,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError, check_operator_path
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import check_credentials
-from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TeamError, apply_team, user_spec, variable
+from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import PREFIX, TeamError, apply_team, user_spec, variable
 
 # Under the home directory.
 SETTINGS_FILE = os.path.join(".config", "aisb", "settings.yml")
@@ -68,12 +68,13 @@ def check_owner(path, info, uid, what="settings file"):
     """Refuse PATH (WHAT it is), whose lstat or fstat is INFO, unless it is UID's or root's and
     writable by its owner alone: anybody else could otherwise set the developer's settings."""
     mode = stat.S_IMODE(info.st_mode)
-    if info.st_uid not in (uid, 0) or mode & 0o022:
+    fixes = (["chown %d %s" % (uid, path)] if info.st_uid not in (uid, 0) else []) + (
+        ["chmod go-w %s" % path] if mode & 0o022 else [])
+    if fixes:
         raise SettingsFileError(
             "%s %s belongs to uid %d with mode %04o: it must be yours (uid %d) and writable by you alone, or "
-            "anybody else could choose your sessions' settings; run chown %d %s and chmod go-w %s"
-            % (what, path, info.st_uid, mode, uid, uid, path, path))
-
+            "anybody else could choose your sessions' settings; run %s" % (what, path, info.st_uid, mode, uid,
+                                                                           " and ".join(fixes)))
 
 def parse_settings(data, path, readable_by_others):
     """DATA (the file's bytes) as {setting: value} (names without aisb_, values as the play's
@@ -97,12 +98,12 @@ def parse_settings(data, path, readable_by_others):
                                 % (path, type(parsed).__name__))
     spec = user_spec()
     names = sorted(variable(key) for key in spec)
-    unknown = sorted(str(name) for name in parsed if not isinstance(name, str) or name[len("aisb_"):] not in spec
-                     or not name.startswith("aisb_"))
+    unknown = sorted(str(name) for name in parsed if not isinstance(name, str) or not name.startswith(PREFIX)
+                     or name[len(PREFIX):] not in spec)
     if unknown:
         raise SettingsFileError("settings file %s: %s %s not a setting it may hold; it holds only %s"
                                 % (path, ", ".join(unknown), "is" if len(unknown) == 1 else "are", ", ".join(names)))
-    values = dict((name[len("aisb_"):], value) for name, value in parsed.items() if value is not None)
+    values = dict((name[len(PREFIX):], value) for name, value in parsed.items() if value is not None)
     validation = ArgumentSpecValidator(spec).validate(values)
     if validation.error_messages:
         raise SettingsFileError("settings file %s: %s (the option's name is the setting's without aisb_)"

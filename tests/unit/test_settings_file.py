@@ -3,13 +3,15 @@
 hold, and how its values meet the play's and the team file's."""
 
 import os
+import stat
+from types import SimpleNamespace
 
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import agent_trees
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TeamError, check_team
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._settings_file import (
-    MAX_BYTES, SettingsFileError, apply_settings, parse_settings, read_settings_file, settings_path)
+    MAX_BYTES, SettingsFileError, apply_settings, check_owner, parse_settings, read_settings_file, settings_path)
 
 UID = os.getuid()
 TEAM_FILE = "/etc/aisb/team.json"
@@ -58,6 +60,23 @@ def test_a_file_writable_by_group_or_others_is_refused_with_the_fix(home, mode):
     message = refusal(home)
     assert message.startswith("settings file %s belongs to uid %d with mode %04o" % (path, UID, mode))
     assert "chmod go-w %s" % path in message
+
+
+@pytest.mark.parametrize("owner, mode, fix", [
+    (4321, 0o600, "run chown 1000 /h/s.yml"),
+    (4321, 0o666, "run chown 1000 /h/s.yml and chmod go-w /h/s.yml"),
+    (1000, 0o640, None),
+    (0, 0o644, None),
+])
+def test_another_users_file_is_refused_and_roots_is_not(owner, mode, fix):
+    info = SimpleNamespace(st_uid=owner, st_mode=stat.S_IFREG | mode)
+    if fix is None:
+        check_owner("/h/s.yml", info, 1000)
+        return
+    with pytest.raises(SettingsFileError) as raised:
+        check_owner("/h/s.yml", info, 1000)
+    assert str(raised.value).startswith("settings file /h/s.yml belongs to uid %d with mode %04o" % (owner, mode))
+    assert str(raised.value).endswith(fix)
 
 
 def test_a_directory_on_the_way_writable_by_others_is_refused(home):
