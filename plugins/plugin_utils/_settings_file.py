@@ -73,8 +73,9 @@ def check_owner(path, info, uid, what="settings file"):
     if fixes:
         raise SettingsFileError(
             "%s %s belongs to uid %d with mode %04o: it must be yours (uid %d) and writable by you alone, or "
-            "anybody else could choose your sessions' settings; run %s" % (what, path, info.st_uid, mode, uid,
-                                                                           " and ".join(fixes)))
+            "anybody else could choose your sessions' settings; run %s"
+            % (what, path, info.st_uid, mode, uid, " and ".join(fixes)))
+
 
 def parse_settings(data, path, readable_by_others):
     """DATA (the file's bytes) as {setting: value} (names without aisb_, values as the play's
