@@ -24,6 +24,15 @@ description:
     for any other setting is refused, naming the team file, unless it changes nothing.
   - Without a team file every given value applies and the rest take the collection's
     defaults, as before team files.
+  - The developer's own settings file C(~/.config/aisb/settings.yml) (the same C(aisb_*)
+    names, YAML), read by the action plugin on the controller as the user running the
+    play, gives the values of the settings the options leave out; the team file filters
+    them as it filters the options, and a refusal they cause names the file. The file
+    is refused when it or a directory on its way from the home directory is writable by
+    group or others or another user's, when it is a link out of the home directory or
+    into the O(project) or the state directory (the agent writes there), when it names
+    anything but those settings or uses YAML anchors, aliases or tags, and when it is
+    readable by others and holds a key (C(aisb_credentials) C(value)).
   - The result is hidden (C(no_log)) when the settings carry environment values or
     provider credentials.
 author: aisb developers (@aisb)
@@ -81,6 +90,12 @@ options:
   retention_sessions:
     description: The newest session directories kept at any age (C(aisb_retention_sessions)), 0 or more.
     type: int
+  project:
+    description:
+      - The session's project, as C(aisb.sandbox.run_agent) is given it. A settings file
+        that resolves inside it is refused when the session runs on this machine (a local
+        connection).
+    type: str
   token_budget:
     description:
       - The session's token budget (C(aisb_token_budget)), 1 or more. The team's value is
@@ -115,7 +130,9 @@ settings:
   returned: success
   type: dict
 allow_origins:
-  description: Each allow entry of RV(settings) and where it came from, C(team) or C(user).
+  description:
+    - Each allow entry of RV(settings) and where it came from - C(team), C(user) (an option's
+      value) or C(settings file PATH) (the developer's settings file).
   returned: success
   type: dict
   sample: {github.com: team, pypi.org: user}
@@ -124,6 +141,11 @@ team_file:
   returned: always
   type: str
   sample: /etc/aisb/team.json
+settings_file:
+  description: The developer's settings file read on the controller, or null when there is none or it is empty.
+  returned: success
+  type: str
+  sample: /home/dev/.config/aisb/settings.yml
 """
 
 import os
@@ -131,6 +153,12 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TEAM_FILE, TeamError, read_team_file, user_spec
+
+
+def argument_spec():
+    """The developer's values (user_spec) and the project whose tree the settings file
+    must not be in."""
+    return dict(user_spec(), project=dict(type="str"))
 
 
 def execute(_params, _check_mode, _run, _environ):
@@ -142,7 +170,7 @@ def execute(_params, _check_mode, _run, _environ):
 
 
 def main():
-    module = AnsibleModule(argument_spec=user_spec(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     result = execute(module.params, module.check_mode, None, os.environ)
     if result.pop("failed", False):
         module.fail_json(**result)

@@ -3,7 +3,8 @@
 installs it; its exit code is the harness's; a headless session's answer reaches the
 terminal; nothing the project holds (ansible.cfg and the plugins it names, collections/,
 library/, an ansible-playbook early on PATH) takes part in the run; ls, show and review
-read the sessions back."""
+read the sessions back; the developer's settings file reaches the session, and one
+others could write is refused before anything starts."""
 
 import json
 import re
@@ -12,10 +13,11 @@ import subprocess
 from scenario import ANSIBLE_ENV, marking_callback, operator_vars
 from sessions import record_of, run_agent, session_containers, session_dirs
 from terminal import interrupt_a_foreground_command, open_terminal, type_keys, wait_for_screen
-from workstation import PATH
+from workstation import PATH, USER_HOME, USER_UID
 
 PROJECT = "/home/dev/src/aisb app"  # a space in the path: no JSON needed
 PWNED = "/home/dev/pwned-aisb"
+SETTINGS = f"{USER_HOME}/.config/aisb/settings.yml"
 CALLBACK = marking_callback(f"{PWNED}/callback-imported")
 # What an agent leaves in the project for the developer's next command there.
 PLANT = f"""
@@ -170,3 +172,51 @@ def test_ls_show_logs_and_review_read_the_sessions_back(workstation):
     assert "no session 'nope'" in aisb(ws, "show", "nope").stderr
     doctor = aisb(ws, "doctor")
     assert doctor.returncode == 0 and doctor.stdout.startswith("sessions can run here"), doctor.stdout
+
+
+def write_settings(ws, text, mode):
+    ws.sh(f"mkdir -p {USER_HOME}/.config/aisb && chmod 700 {USER_HOME}/.config/aisb && "
+          f"cat > {SETTINGS} && chmod {mode:o} {SETTINGS}", input=text)
+
+
+def test_the_settings_files_allow_entry_reaches_the_session_with_its_origin(workstation, internet):
+    ws = workstation
+    fresh_project(ws)
+    write_settings(ws, "aisb_allow: [other.test]\n", 0o600)
+    fetch = ["sh", "-c", 'for n in other.test allowed.test; do curl -s -o /dev/null -w "$n=%{http_code}\\n" http://$n/; '
+                         'done']
+    try:
+        done = aisb(ws, "run", "--", *fetch)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        # Real traffic through the gate: the file's entry is enforced, nothing else is let through.
+        assert "other.test=200" in done.stdout.splitlines(), done.stdout[-3000:]
+        assert "allowed.test=200" not in done.stdout, done.stdout[-3000:]
+        # The record's allow is read from the policy directory the gate enforced.
+        origins = dict((entry["entry"], entry["origin"]) for entry in record_of(ws, done.stdout)["allow"])
+        assert origins == {"other.test": f"settings file {SETTINGS}"}, origins
+        # A value given on the command line replaces the file's.
+        given = aisb(ws, "run", "-e", '{"aisb_allow": ["allowed.test"]}', "--", *fetch)
+        assert given.returncode == 0, given.stdout[-3000:] + given.stderr[-3000:]
+        assert "allowed.test=200" in given.stdout.splitlines() and "other.test=200" not in given.stdout, given.stdout
+        origins = dict((entry["entry"], entry["origin"]) for entry in record_of(ws, given.stdout)["allow"])
+        assert origins == {"allowed.test": "user"}, origins
+    finally:
+        ws.sh(f"rm -f {SETTINGS}")
+
+
+def test_a_settings_file_others_can_write_is_refused_before_anything_starts(workstation):
+    ws = workstation
+    fresh_project(ws)
+    before = session_dirs(ws)
+    write_settings(ws, "aisb_allow: [planted.test]\n", 0o664)
+    try:
+        refused = aisb(ws, "run", "--", "true")
+    finally:
+        ws.sh(f"rm -f {SETTINGS}")
+    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+    sentence = (f"aisb: settings file {SETTINGS} belongs to uid {USER_UID} with mode 0664: it must be yours "
+                f"(uid {USER_UID}) and writable by you alone")
+    assert sentence in refused.stderr and f"chmod go-w {SETTINGS}" in refused.stderr, refused.stderr[-3000:]
+    # Refused at the play's first step: no facts, image, gate or session work followed.
+    assert "· Run the session" not in refused.stderr and "· Measure the host" not in refused.stderr
+    assert session_dirs(ws) == before and session_containers(ws) == []

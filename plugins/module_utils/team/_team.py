@@ -35,6 +35,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.retention._retention 
     DEFAULT_DAYS, DEFAULT_KEEP_SESSIONS, check_count)
 
 TEAM_FILE = "/etc/aisb/team.json"
+# What the playbooks' variable for a setting starts with.
+PREFIX = "aisb_"
 FORMAT = 1
 # What a session takes from the team (run_agent.yml's aisb_<KEY>), and retention from it
 # (prune.yml's aisb_retention_days, aisb_retention_sessions), with the value when neither
@@ -67,7 +69,7 @@ class TeamError(RefusedError):
 
 def variable(key):
     """run_agent.yml's variable for KEY."""
-    return "aisb_" + key
+    return PREFIX + key
 
 
 def _check_value(key, value, where):
