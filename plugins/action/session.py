@@ -5,8 +5,10 @@
 Validates the options, resolves what only the controller has (the harness recipe and
 the prompt into the sandbox's command, named pass-throughs of this controller's
 environment into values, the harness configuration's directory into its files), refuses without host facts, then:
-- headless: runs the session module on the host (a process of its own, which cleans up
-  and writes the record when this worker is killed);
+- headless: runs the session in a process of its own, which cleans up and writes the
+  record when this worker is killed: forked from this worker when the host is this
+  process's (plugin_utils/_in_process.runs_here: no module trip), else the session
+  module on the host;
 - interactive: runs the session right here, on ansible-playbook's own terminal.
   ansible-core detaches task workers from the terminal (setsid, stdio on /dev/null),
   but the terminal is still open in the ansible-playbook process, our parent: the
@@ -14,10 +16,10 @@ environment into values, the harness configuration's directory into its files), 
   terminal) and hands it to podman. Keys, Ctrl-C and the harness's output go through
   the TTY podman sets up; resizes are relayed to podman. The controller must be the
   workstation (a local connection).
-Either way the session ends with ansible-playbook: this worker waits for the module with
-nobody watching ansible-playbook, so when that process goes (SIGKILL included) the worker
-goes too, and the module sees its output lose its reader; an interactive session here
-is stopped (see module_utils/session/_controller).
+Either way the session ends with ansible-playbook: this worker waits for the session's
+process watching ansible-playbook, so when that process goes (SIGKILL included) the
+worker goes too, and the session's process sees its output lose its reader; an
+interactive session here is stopped (see module_utils/session/_controller).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import playbook_terminal
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options import (
     local_agent_trees, resolve_controller_options)
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import LOCAL_CONNECTIONS
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import (
+    LOCAL_CONNECTIONS, forked_result, runs_here)
 
 FACTS = "aisb_host"
 
@@ -90,8 +93,11 @@ class ActionModule(ActionBase):
         # sees its stdout lose its reader.
         watch = _controller.Watch(lambda _reason: os._exit(1), parent=os.getppid()).start()
         try:
-            result.update(self._execute_module(module_name="aisb.sandbox.session", module_args=args,
-                                               task_vars=task_vars))
+            if runs_here(self):
+                result.update(forked_result(lambda: run_session(args, dict(os.environ), self._task.check_mode)))
+            else:
+                result.update(self._execute_module(module_name="aisb.sandbox.session", module_args=args,
+                                                   task_vars=task_vars))
         finally:
             watch.stop()
         return result

@@ -8,11 +8,19 @@ On a local connection, as this user (no become) and with no task environment, th
 is the process running the task: the module's execute(params, check_mode, run, environ)
 runs here, over the same spec and the same functions, its commands through a Runner with
 the host processes' environment (_host_env). Anywhere else the module runs on the host.
+
+A headless session keeps the module's process shape without its trip (forked_result):
+it runs in a child of the task's process whose standard output is a pipe read here, so
+that when this worker dies (SIGKILL included) the session sees its output lose its
+reader, stops its sandbox and writes its record, as the module does.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import traceback
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -47,6 +55,54 @@ def module_result(action, task_vars, spec, execute, module_args=None, **constrai
         raise AnsibleActionFail("Validation of arguments failed:\n%s" % "\n".join(validation.error_messages))
     run = Runner(subprocess_execute(host_environment(os.environ)))
     return execute(validation.validated_parameters, action._task.check_mode, run, os.environ)
+
+
+def forked_result(work):
+    """WORK()'s result (a dict) from a child of this process whose standard output is a
+    pipe read here until it closes, the result coming back as JSON as a module's does (the
+    blank lines a session writes to find out whether its reader is still there are
+    dropped, as Ansible drops them before a module's JSON). A child that raised or died
+    gives a failed result saying so."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child leaves through os._exit; its effects are tested
+        _child(work, read_end, write_end)
+    os.close(write_end)
+    chunks = []
+    with os.fdopen(read_end, "rb") as pipe:
+        for chunk in iter(lambda: pipe.read(65536), b""):
+            chunks.append(chunk)
+    _pid, status = os.waitpid(pid, 0)
+    text = b"".join(chunks).strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"failed": True, "msg": "the session's process ended (wait status %d) without a result: %s"
+                % (status, text[-2000:].decode("utf-8", "replace"))}
+
+
+def _child(work, read_end, write_end):
+    """The forked child: standard output to the pipe, signals as a module's process has
+    them (ansible's worker catches SIGINT and SIGTERM to signal its children), WORK run,
+    its result written, and out through os._exit (nothing of the worker's runs here)."""
+    code = 0
+    try:
+        os.close(read_end)
+        os.dup2(write_end, 1)
+        os.close(write_end)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        data = json.dumps(work())
+    except BaseException:  # pylint: disable=broad-except
+        code = 1
+        data = json.dumps({"failed": True, "msg": "the session failed: %s" % traceback.format_exc()})
+    try:
+        view = memoryview(data.encode("utf-8"))
+        while view:
+            view = view[os.write(1, view):]
+    except OSError:
+        code = 1
+    os._exit(code)  # pylint: disable=protected-access
 
 
 class ModuleAction(ActionBase):

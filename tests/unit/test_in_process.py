@@ -5,13 +5,16 @@ checks them."""
 
 import importlib
 import inspect
+import os
+import select
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import module_result, runs_here
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import forked_result, module_result, runs_here
 
 SPEC = dict(name=dict(type="str", required=True), count=dict(type="int", default=3))
 
@@ -66,3 +69,46 @@ def test_every_module_run_here_takes_what_module_result_passes():
     for name in here:
         execute = importlib.import_module("ansible_collections.aisb.sandbox.plugins.modules." + name).execute
         assert len(inspect.signature(execute).parameters) == 4, name
+
+
+def test_a_forked_result_comes_back_whole_without_the_blank_lines_a_session_writes():
+    def work():
+        os.write(1, b"\n\n")  # what _controller.Watch writes to find out whether its reader is there
+        return {"changed": True, "answer": "ü" * 100000, "child": os.getpid()}
+    result = forked_result(work)
+    assert result["answer"] == "ü" * 100000 and result["changed"] is True
+    assert result["child"] != os.getpid()
+
+
+def test_a_forked_child_that_raises_or_dies_gives_a_failed_result():
+    def raises():
+        raise KeyError("boom")
+    result = forked_result(raises)
+    assert result["failed"] is True and "KeyError: 'boom'" in result["msg"]
+    result = forked_result(lambda: os.kill(os.getpid(), signal.SIGKILL))
+    assert result["failed"] is True and "without a result" in result["msg"], result
+
+
+def test_a_forked_child_sees_its_output_lose_its_reader_when_this_process_goes():
+    """The shape the session's controller watch relies on: the pipe's only reader is the
+    process that forked the child (here a middle process killed with SIGKILL)."""
+    report_read, report_write = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.close(report_read)
+
+        def work():
+            os.write(report_write, b"started\n")
+            poller = select.poll()
+            poller.register(1, 0)
+            events = poller.poll(20000)
+            os.write(report_write, b"gone\n" if events and events[0][1] & select.POLLERR else b"still\n")
+            return {}
+        forked_result(work)
+        os._exit(0)
+    os.close(report_write)
+    with os.fdopen(report_read, "rb") as report:
+        assert report.readline() == b"started\n"
+        os.kill(middle, signal.SIGKILL)
+        os.waitpid(middle, 0)
+        assert report.readline() == b"gone\n"
