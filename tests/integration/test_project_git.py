@@ -626,3 +626,32 @@ def test_refs_at_known_commits_tags_and_the_stash_come_back(git_host):
     assert error and "refs/tags/odd$(id)" in error and "v9" not in error, record["commits"]
     assert f"{base}tags/v9" in result.stdout and f"{base}stash" in result.stdout, result.stdout[-3000:]
 
+
+# A plain repository inside the project and a submodule: the agent commits in each.
+NESTED_AGENT = """
+set -e
+echo inner > inner/agent.txt && git -C inner add agent.txt && git -C inner commit -q -m inner-commit
+echo sub > sub/agent.txt && git -C sub add agent.txt && git -C sub commit -q -m sub-commit
+echo "nested-of-agent $(git -C inner rev-parse HEAD) $(git -C sub rev-parse HEAD)"
+"""
+
+
+@pytest.mark.parametrize("mode", ["direct", "review"])
+def test_commits_of_nested_repositories_come_back_into_them(git_host, mode):
+    new_repo(git_host, "nested-upstream")
+    repo = new_repo(git_host, "nested-" + mode, f"""
+        git submodule add -q {REMOTES}/nested-upstream.git sub && git commit -q -m sub
+        git init -q inner && git -C inner commit -q --allow-empty -m inner-first
+    """)
+    result = run_agent(git_host, "-e", f"aisb_project_mode={mode}", project=repo,
+                       command=["bash", "-c", AGENT_IDENTITY + "\n" + NESTED_AGENT])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(git_host, result.stdout)
+    inner, sub = re.search(r"^nested-of-agent (.*)$", transcript(git_host, record), re.M).group(1).split()
+    base = f"refs/aisb/{record['session_id']}/"
+    arrived = dict((entry["repository"], entry["refs"]) for entry in record["commits"])
+    assert arrived.get("inner/.git") == {base + "HEAD": inner, base + "heads/main": inner}, record["commits"]
+    assert arrived.get(".git/modules/sub", {}).get(base + "HEAD") == sub, record["commits"]
+    assert aisb_refs(git_host, repo + "/inner", record["session_id"]) == arrived["inner/.git"]
+    assert aisb_refs(git_host, repo + "/sub", record["session_id"]) == arrived[".git/modules/sub"]
+    assert git_host.run(["git", "log", "-1", "--format=%s", base + "HEAD"], cwd=repo + "/sub").stdout == "sub-commit\n"
