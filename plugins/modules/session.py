@@ -221,7 +221,7 @@ commits:
   description:
     - Which of the agent's refs arrived as data under C(refs/aisb/<session_id>/) of each
       repository of the project, nested ones and submodules into themselves, in both modes
-      (C(HEAD), C(heads/<branch>), C(tags/<tag>), C(stash): each that differs from the host's
+      (C(HEAD), C(heads/<branch>), C(tags/<tag>), C(stash), each that differs from the host's
       same-named ref, also at a commit the host already had), and what was not brought back
       and why (a name that is not plain, an object the host lacks, the wrong object type);
       empty when no ref changed. The record's C(commits) has each repository's refs. Take them with
