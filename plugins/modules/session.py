@@ -220,9 +220,11 @@ token_budget:
 commits:
   description:
     - Which of the agent's refs arrived as data under C(refs/aisb/<session_id>/) of each
-      repository the project held at the start (its branches and HEAD, new commits only), and
-      what could not be brought back; empty when nothing new arrived. The record's C(commits)
-      has each repository's refs. Take them with
+      repository of the project, nested ones and submodules into themselves, in both modes
+      (C(HEAD), C(heads/<branch>), C(tags/<tag>), C(stash), each that differs from the host's
+      same-named ref, also at a commit the host already had), and what was not brought back
+      and why (a name that is not plain, an object the host lacks, the wrong object type);
+      empty when no ref changed. The record's C(commits) has each repository's refs. Take them with
       O(aisb.sandbox.project_review#module:branch) (review mode) or
       C(git reset refs/aisb/<session_id>/HEAD) / C(git branch NAME refs/aisb/<session_id>/HEAD).
   returned: when a session started

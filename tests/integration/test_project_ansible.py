@@ -100,3 +100,22 @@ def test_review_flags_ansible_configuration_and_plugins(workstation):
     for path in ("ansible.cfg", "callback_plugins/agent.py", "group_vars/all.yml", "library/evil.py", ".ansible/x"):
         assert any("Ansible" in why for why in flagged[path]), (path, flagged.get(path))
     assert not any("Ansible" in why for why in flagged.get("main.py", [])), flagged
+
+
+def test_direct_mode_reports_ansible_files_at_any_depth(workstation):
+    ws = workstation
+    fresh_project(ws, "mkdir -p sub/dir app && echo 'print(0)' > sub/dir/main.py")
+    deep = """
+    set -e
+    mkdir -p sub/dir/callback_plugins app/roles/r/tasks
+    echo 'print(1)' > sub/dir/callback_plugins/x.py
+    printf '[defaults]\\ncallback_plugins = ./cb\\n' > app/ansible.cfg
+    echo '- debug: msg=x' > app/roles/r/tasks/main.yml
+    echo planted-deep
+    """
+    result, record, transcript = agent(ws, deep)
+    assert "planted-deep" in transcript, transcript
+    found = dict((f["path"], f["what"]) for f in record["project_git"]["ansible_findings"])
+    assert sorted(found) == ["app/ansible.cfg", "app/roles", "sub/dir/callback_plugins"], found
+    assert found["sub/dir/callback_plugins"].startswith("new"), found
+    assert f"{PROJECT}/sub/dir/callback_plugins" in result.stderr, result.stderr[-3000:]

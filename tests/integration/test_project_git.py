@@ -419,17 +419,18 @@ def test_the_agents_commits_come_back_as_refs_and_nothing_else_does(git_host):
     # The host's refs, HEAD, index, config and hooks are as they were, byte for byte.
     assert git_state(git_host, repo) == before
     assert git_host.run(["git", "rev-parse", "main"], cwd=repo).stdout.strip() == host_main
-    # The agent's two branches (rebased) and its HEAD, and no tag, stash or other ref.
+    # The agent's two branches (rebased), its tag and its HEAD, and no other ref.
     session = record["session_id"]
     refs = aisb_refs(git_host, repo, session)
     base = f"refs/aisb/{session}/"
-    assert sorted(refs) == [base + "HEAD", base + "heads/agent-branch", base + "heads/main"], refs
+    assert sorted(refs) == [base + "HEAD", base + "heads/agent-branch", base + "heads/main", base + "tags/agent-tag"]
     assert refs[base + "HEAD"] == refs[base + "heads/main"] == refs[base + "heads/agent-branch"]
+    assert refs[base + "tags/agent-tag"] == refs[base + "HEAD"]
     log = git_host.run(["git", "log", "--format=%an %s", f"{base}HEAD", "^main"], cwd=repo).stdout.splitlines()
     assert log == ["agent agent-branch-commit", "agent agent-main-commit", "agent agent-commit"]
     git_host.run(["git", "fsck", "--strict", "--no-dangling"], cwd=repo)
     assert record["commits"] == [{"repository": ".git", "refs": refs, "error": None}]
-    assert f"commits {base}HEAD, {base}heads/agent-branch, {base}heads/main" in result.stdout
+    assert f"commits {base}HEAD, {base}heads/agent-branch, {base}heads/main, {base}tags/agent-tag" in result.stdout
     # The worktree holds the agent's work; the git directory nothing but the new refs.
     new = sorted(set(tree_listing(git_host, repo)) - set(tree_before))
     assert all(re.match(r"[fd] \./(agent\.txt|\.git/refs/aisb($|/))", line) for line in new), new
@@ -588,3 +589,69 @@ def test_review_mode_brings_the_commits_back_and_never_applies_the_git_directory
     assert git_host.run(["git", "rev-parse", "agent-work"], cwd=repo).stdout.strip() == refs[base + "HEAD"]
     developer_uses_git(git_host, repo)
     assert case_markers(git_host, "review") == []
+
+
+# Refs the agent points at commits the host already has, its tags (lightweight and
+# annotated), its stash and a detached HEAD: each arrives, at the agent's object, and
+# a name outside the plain pattern is listed as not brought back.
+AGENT_REFS = """
+set -e
+git tag v9 HEAD~1
+git tag -a -m annotated v-ann HEAD~2
+git branch old HEAD~2
+git tag 'odd$(id)' HEAD
+echo stashed >> README && git stash -q
+git checkout -q --detach HEAD~1
+echo "refs-of-agent $(git rev-parse HEAD v9 v-ann old stash | tr '\\n' ' ')"
+"""
+
+
+def test_refs_at_known_commits_tags_and_the_stash_come_back(git_host):
+    repo = new_repo(git_host, "agent-refs", "for n in 2 3; do echo $n >> README && git commit -q -am c$n; done")
+    before, host_main = git_state(git_host, repo), git_host.run(["git", "rev-parse", "main"], cwd=repo).stdout
+    result = run_agent_script(git_host, repo, AGENT_IDENTITY + "\n" + AGENT_REFS)
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(git_host, result.stdout)
+    head, v9, ann, old, stash = re.search(r"^refs-of-agent (.*)$", transcript(git_host, record), re.M).group(1).split()
+    assert git_state(git_host, repo) == before
+    assert git_host.run(["git", "rev-parse", "main"], cwd=repo).stdout == host_main
+    base = f"refs/aisb/{record['session_id']}/"
+    refs = aisb_refs(git_host, repo, record["session_id"])
+    # main is as the host has it: nothing to bring back for it.
+    assert refs == {base + "HEAD": head, base + "tags/v9": v9, base + "tags/v-ann": ann, base + "heads/old": old,
+                    base + "stash": stash}, refs
+    assert git_host.run(["git", "cat-file", "-t", ann], cwd=repo).stdout.strip() == "tag"
+    git_host.run(["git", "fsck", "--strict", "--no-dangling"], cwd=repo)
+    error = record["commits"][0]["error"]
+    assert error and "refs/tags/odd$(id)" in error and "v9" not in error, record["commits"]
+    assert f"{base}tags/v9" in result.stdout and f"{base}stash" in result.stdout, result.stdout[-3000:]
+
+
+# A plain repository inside the project and a submodule: the agent commits in each.
+NESTED_AGENT = """
+set -e
+echo inner > inner/agent.txt && git -C inner add agent.txt && git -C inner commit -q -m inner-commit
+echo sub > sub/agent.txt && git -C sub add agent.txt && git -C sub commit -q -m sub-commit
+echo "nested-of-agent $(git -C inner rev-parse HEAD) $(git -C sub rev-parse HEAD)"
+"""
+
+
+@pytest.mark.parametrize("mode", ["direct", "review"])
+def test_commits_of_nested_repositories_come_back_into_them(git_host, mode):
+    new_repo(git_host, "nested-upstream")
+    repo = new_repo(git_host, "nested-" + mode, f"""
+        git submodule add -q {REMOTES}/nested-upstream.git sub && git commit -q -m sub
+        git init -q inner && git -C inner commit -q --allow-empty -m inner-first
+    """)
+    result = run_agent(git_host, "-e", f"aisb_project_mode={mode}", project=repo,
+                       command=["bash", "-c", AGENT_IDENTITY + "\n" + NESTED_AGENT])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(git_host, result.stdout)
+    inner, sub = re.search(r"^nested-of-agent (.*)$", transcript(git_host, record), re.M).group(1).split()
+    base = f"refs/aisb/{record['session_id']}/"
+    arrived = dict((entry["repository"], entry["refs"]) for entry in record["commits"])
+    assert arrived.get("inner/.git") == {base + "HEAD": inner, base + "heads/main": inner}, record["commits"]
+    assert arrived.get(".git/modules/sub", {}).get(base + "HEAD") == sub, record["commits"]
+    assert aisb_refs(git_host, repo + "/inner", record["session_id"]) == arrived["inner/.git"]
+    assert aisb_refs(git_host, repo + "/sub", record["session_id"]) == arrived[".git/modules/sub"]
+    assert git_host.run(["git", "log", "-1", "--format=%s", base + "HEAD"], cwd=repo + "/sub").stdout == "sub-commit\n"

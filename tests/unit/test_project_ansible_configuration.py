@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Ansible's configuration at the project's top: what is read-only, what is reported,
+"""Ansible's configuration in the project: what is read-only, what is reported at any depth,
 what review flags, and what a session says about its own ansible-playbook."""
 
 import os
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_ansible
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_ansible, _project_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_flags
 
 
@@ -48,7 +48,7 @@ def test_a_linked_configuration_is_compared_through_its_link(tmp_path):
     (tmp_path / "conf" / "ansible.cfg").write_text("[defaults]\ncallback_plugins = ./cb\n")
     (tmp_path / "conf" / "plugins" / "agent.py").write_text("")
     found = _project_ansible.findings(before, _project_ansible.snapshot(str(tmp_path)))
-    assert [f["path"] for f in found] == ["ansible.cfg", "callback_plugins"]
+    assert [f["path"] for f in found] == ["ansible.cfg", "callback_plugins", "conf/ansible.cfg"]
 
 
 def test_a_directory_past_the_bound_is_reported_not_walked(tmp_path, monkeypatch):
@@ -83,3 +83,27 @@ def test_the_origin_names_what_lies_in_the_project_once():
     assert "read its configuration from the project" in sentence and "ansible-config dump --only-changed" in sentence
     assert _project_ansible.origin_warning(_project_ansible.origin("/home/dev/app", "/etc/ansible/ansible.cfg", [])) \
         is None and _project_ansible.origin_warning(None) is None
+
+
+def test_names_at_any_depth_are_found_outside_git_directories(tmp_path):
+    (tmp_path / "sub" / "dir").mkdir(parents=True)
+    (tmp_path / ".git" / "library").mkdir(parents=True)
+    before = _project_ansible.snapshot(str(tmp_path))
+    (tmp_path / "sub" / "dir" / "callback_plugins").mkdir()
+    (tmp_path / "sub" / "dir" / "callback_plugins" / "x.py").write_text("")
+    (tmp_path / "sub" / "ansible.cfg").write_text("[defaults]\n")
+    (tmp_path / ".git" / "library" / "m.py").write_text("")
+    found = _project_ansible.findings(before, _project_ansible.snapshot(str(tmp_path)))
+    assert [(f["path"], f["what"].split(":")[0]) for f in found] == [
+        ("sub/ansible.cfg", "new"), ("sub/dir/callback_plugins", "new")]
+
+
+def test_the_walk_stops_past_its_bound_and_says_where(tmp_path, monkeypatch):
+    deep = tmp_path.joinpath(*"abcdef")
+    deep.mkdir(parents=True)
+    before = _project_ansible.snapshot(str(tmp_path))
+    (deep / "roles").mkdir()
+    monkeypatch.setattr(_project_layout, "MAX_DEPTH", 3)
+    found = _project_ansible.findings(before, _project_ansible.snapshot(str(tmp_path)))
+    assert found == [{"path": "a/b/c/d", "what": "the walk stopped here (more than %d entries or 3 levels): Ansible's "
+                      "files beyond it were not looked for" % _project_layout.MAX_ENTRIES}]

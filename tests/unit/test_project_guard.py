@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The project's git guard: git's config syntax, the layout read from disk, the
 overlays, read-only mounts and refusals planned from it, the findings after a session,
-and how the agent's commits come back (refspecs, the bundle container's command)."""
+and how the agent's commits come back (the refs listed, the bundle container's command)."""
 
 import os
 
@@ -338,12 +338,32 @@ def test_the_session_gets_overlays_before_and_a_finding_naming_the_full_path_aft
 
 # -- the agent's commits, back as data
 
-def test_only_branches_and_head_come_back_each_under_the_sessions_refs():
-    heads = ("%s HEAD\n%s refs/heads/main\n%s refs/heads/feature/x\n%s refs/tags/v1\n%s refs/heads/a..b\n"
-             "%s refs/heads/*\n" % tuple(["1" * 40] * 6))
-    assert _project_commits.refspecs_for(heads, "S") == (
-        ["+HEAD:refs/aisb/S/HEAD", "+refs/heads/main:refs/aisb/S/heads/main",
-         "+refs/heads/feature/x:refs/aisb/S/heads/feature/x"], ["refs/tags/v1", "refs/heads/a..b", "refs/heads/*"])
+def test_branches_tags_stash_and_head_come_back_each_under_the_sessions_refs():
+    listed = ("%s HEAD\n%s refs/heads/main\n%s refs/heads/feature/x\n%s refs/tags/v1\n%s refs/stash\n"
+              "%s refs/heads/a..b\n%s refs/tags/odd$(id)\n%s refs/notes/x\nrefs/heads/no-object\n" % tuple(["1" * 40] * 8))
+    wanted, skipped = _project_commits.targets(listed, "S")
+    assert [(target, kind) for target, _name, _obj, kind in wanted] == [
+        ("refs/aisb/S/HEAD", "HEAD"), ("refs/aisb/S/heads/main", "heads"), ("refs/aisb/S/heads/feature/x", "heads"),
+        ("refs/aisb/S/tags/v1", "tags"), ("refs/aisb/S/stash", "stash")]
+    assert skipped == ["%s (not a plain branch or tag name)" % name for name in (
+        "refs/heads/a..b", "refs/tags/odd$(id)", "refs/notes/x", "refs/heads/no-object")]
+
+
+def test_a_ref_points_only_at_an_object_the_host_has_of_its_kinds_type():
+    assert _project_commits.type_refusal("heads", "commit", "a") is None
+    assert _project_commits.type_refusal("tags", "tag", "a") is None
+    assert _project_commits.type_refusal("stash", "tag", "a") == "a is a tag, not a commit"
+    assert _project_commits.type_refusal("tags", "blob", "a") == "a is a blob, not a commit or tag"
+    assert _project_commits.type_refusal("HEAD", None, "a") == "object a is neither in the bundle nor in this repository"
+
+
+def test_more_refs_than_the_bound_are_listed_not_brought_back():
+    listed = "".join("%s refs/tags/t%d\n" % ("1" * 40, n) for n in range(_project_commits.MAX_REFS + 30))
+    wanted, skipped = _project_commits.targets(listed, "S")
+    assert len(wanted) == _project_commits.MAX_REFS and len(skipped) == 30
+    sentence = _project_commits.not_brought_back(skipped)
+    assert sentence.startswith("not brought back: refs/tags/t1000 (more than 1000 refs), ")
+    assert sentence.endswith(" and 10 more")
 
 
 def test_the_bundle_container_has_no_network_no_capability_and_the_hosts_git_directories_read_only():

@@ -219,19 +219,30 @@ def project_mounts(project, read_only, pinned, overlays=(), label=""):
 BUNDLE_HOST = "/aisb/host"
 BUNDLE_OUT = "/aisb/out"
 # For each repository (arguments: its git directory relative to /project, numbered
-# from 0): a bundle of the branches and HEAD less every commit a ref on the host holds,
-# its exit status and its messages. pipefail: a host list that cannot be read fails the
-# bundle (never a bundle of everything). --work-tree: a submodule's git directory names
-# its worktree relative to where it is on the host, which is not here.
+# from 0): <n>.refs, "object name" of each branch, tag, refs/stash and HEAD (its
+# commit) of the agent's that the host's same-named ref does not hold already; a
+# bundle of those refs less every commit a ref on the host holds (git leaves out of a
+# bundle a ref whose commit it leaves out, and refuses a bundle with nothing in it:
+# <n>.refs still names them); the exit status and the messages. pipefail: a host list
+# that cannot be read fails the bundle (never a bundle of everything). --work-tree: a
+# submodule's git directory names its worktree relative to where it is on the host,
+# which is not here.
 BUNDLE_SCRIPT = r"""
 set -o pipefail
+refs() {
+  git --git-dir="$1" --work-tree=/tmp for-each-ref --format='%%(objectname) %%(refname)' refs/heads refs/tags refs/stash &&
+    { head=$(git --git-dir="$1" --work-tree=/tmp rev-parse -q --verify 'HEAD^{commit}') && echo "$head HEAD" || true; }
+}
 number=0
 for repository; do
-  git --git-dir="%(host)s/$number" --work-tree=/tmp for-each-ref \
-      --format='%%(objecttype) %%(objectname) %%(*objecttype) %%(*objectname)' 2>"%(out)s/$number.err" |
-    awk '$1 == "commit" { print "^" $2 } $3 == "commit" { print "^" $4 } END { print "--branches"; print "HEAD" }' |
-    git --git-dir="/project/$repository" bundle create -q "%(out)s/$number.bundle" --stdin 2>>"%(out)s/$number.err"
-  echo $? >"%(out)s/$number.rc"
+  host="%(host)s/$number" out="%(out)s/$number"
+  { refs "$host" >"$out.host" &&
+    refs "/project/$repository" | awk 'NR == FNR { known[$0]; next } !($0 in known)' "$out.host" - >"$out.refs" &&
+    { git --git-dir="$host" --work-tree=/tmp for-each-ref \
+        --format='%%(objecttype) %%(objectname) %%(*objecttype) %%(*objectname)' |
+        awk '$1 == "commit" { print "^" $2 } $3 == "commit" { print "^" $4 }' && awk '{ print $2 }' "$out.refs"; } |
+    git --git-dir="/project/$repository" bundle create -q "$out.bundle" --stdin; } 2>"$out.err"
+  echo $? >"$out.rc"
   number=$((number + 1))
 done
 """ % {"host": BUNDLE_HOST, "out": BUNDLE_OUT}

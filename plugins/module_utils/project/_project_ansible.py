@@ -8,8 +8,9 @@ the plugins it names before the first task, so no check inside a play can undo i
 also loads plugins, collections, roles and variables from directories beside a playbook
 or an inventory (ADJACENT). So, in direct mode: an existing ansible.cfg and .ansible/ at
 the project's top are bound read-only over themselves (read_only); a new or changed one
-of CONFIGURATION or ADJACENT at the top is a finding (snapshot, findings); review mode
-flags them at any depth (review_flags). A session whose own ansible-playbook read its
+of CONFIGURATION or ADJACENT at any depth is a finding (snapshot, findings: a playbook
+or ansible.cfg may be in any directory); review mode flags them at any depth
+(review_flags). A session whose own ansible-playbook read its
 configuration or plugins from the project says so (origin, origin_warning).
 """
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+
+from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_layout
 
 CONFIGURATION = {
     "ansible.cfg": "ansible-playbook run in this directory reads it and imports the plugins it names before any task",
@@ -43,6 +46,8 @@ WATCHED = dict(CONFIGURATION, **ADJACENT)
 # Entries read under one watched directory before it counts as changed without a full
 # comparison (a finding says so): the walk stays bounded whatever the agent made.
 MAX_ENTRIES = 100000
+# What snapshot() holds for a directory it could not list: Ansible's files in it unknown.
+UNREADABLE = "unreadable"
 
 
 def read_only(project):
@@ -106,21 +111,52 @@ def fingerprint(path):
 
 
 def snapshot(project):
-    """{name: fingerprint} of every WATCHED name at PROJECT's top (what findings compares)."""
-    return dict((name, fingerprint(os.path.join(project, name))) for name in sorted(WATCHED))
+    """{"found": {relative path: fingerprint}, "bound": None or where the walk stopped}:
+    every WATCHED name in PROJECT at any depth (not in a .git, not below a watched name,
+    whose fingerprint covers what is below it; UNREADABLE for a directory that could not
+    be listed), by an iterative walk that stops past the project walk's bounds
+    (_project_layout.MAX_ENTRIES entries, MAX_DEPTH levels) and says where."""
+    found, pending, count = {}, [("", 0)], 0
+    while pending:
+        relative, depth = pending.pop()
+        try:
+            with os.scandir(os.path.join(project, relative)) as listing:
+                entries = list(listing)
+        except OSError:
+            found[relative] = UNREADABLE
+            continue
+        count += len(entries)
+        if count > _project_layout.MAX_ENTRIES or depth > _project_layout.MAX_DEPTH:
+            return {"found": found, "bound": relative}
+        for entry in entries:
+            path = os.path.join(relative, entry.name)
+            if entry.name in WATCHED:
+                found[path] = fingerprint(entry.path)
+            elif entry.name != ".git" and entry.is_dir(follow_symlinks=False):
+                pending.append((path, depth + 1))
+    return {"found": found, "bound": None}
 
 
 def findings(before, after):
     """What the agent created or changed that ansible-playbook would read: [{"path",
-    "what"}], sorted by path. BEFORE and AFTER are snapshot()s."""
+    "what"}], sorted by path, then where AFTER's walk stopped. BEFORE and AFTER are
+    snapshot()s."""
     found = []
-    for name in sorted(after):
-        if after[name] is None or after[name] == before.get(name):
+    for path, now in sorted(after["found"].items()):
+        then = before["found"].get(path)
+        if now is None or now == then:
             continue
-        change = "new" if before.get(name) is None else "changed"
-        if after[name] == "too-large":
+        if now == UNREADABLE:
+            found.append({"path": path, "what": "could not be read: Ansible's files in it were not looked for"})
+            continue
+        change = "new" if then is None else "changed"
+        if now == "too-large":
             change = "more than %d entries, not compared" % MAX_ENTRIES
-        found.append({"path": name, "what": "%s: %s" % (change, WATCHED[name])})
+        found.append({"path": path, "what": "%s: %s" % (change, WATCHED[os.path.basename(path)])})
+    if after["bound"] is not None:
+        found.append({"path": after["bound"] or ".", "what": "the walk stopped here (more than %d entries or %d "
+                      "levels): Ansible's files beyond it were not looked for"
+                      % (_project_layout.MAX_ENTRIES, _project_layout.MAX_DEPTH)})
     return found
 
 

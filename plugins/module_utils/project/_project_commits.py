@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The agent's commits brought back as data: at the session's end a short container
 (no network, no capability, the sandbox's image, the project as the agent left it)
-writes a git bundle of each repository's new commits, its branches and HEAD; the host
-verifies each bundle and fetches it into refs/aisb/<session id>/, reading nothing of
-the agent's (no configuration, hooks, attributes or index: a bundle file is data).
+writes, for each repository, the list of the agent's branches, tags, stash and HEAD
+that differ from the host's (name and object) and a git bundle of the new commits
+they hold; the host verifies each bundle and fetches its objects, then points
+refs/aisb/<session id>/ at each listed object it now has, of the right type, reading
+nothing of the agent's (no configuration, hooks, attributes or index: the list and
+the bundle are data).
 
 docs/security.md ("The project's git") says what each side reads, as measured.
 """
@@ -23,13 +26,25 @@ REF_ROOT = "refs/aisb"
 HOST_GIT = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "fetch.fsckObjects=true",
             "-c", "transfer.fsckObjects=true", "-c", "gc.auto=0", "-c", "maintenance.auto=false"]
 FETCH_OPTIONS = ["--no-write-fetch-head", "--no-tags", "--no-auto-gc", "--no-recurse-submodules", "--quiet"]
-# A branch name brought back: what git allows, less what a refspec would read as more
-# than a name (git refuses ':', '*', '..' in ref names; checked here so that a bundle
-# written by the agent's git cannot name anything else).
-BRANCH = re.compile(r"^refs/heads/(?!.*\.\.)(?!.*//)[A-Za-z0-9_][A-Za-z0-9._/+@-]*(?<![./])$")
-HEAD_LINE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64}) (\S+)$")
+# A branch or tag name brought back: what git allows, less what a refspec would read
+# as more than a name (git refuses ':', '*', '..' in ref names; checked here so that a
+# list or bundle written by the agent's git cannot name anything else).
+NAME = r"(?!.*\.\.)(?!.*//)[A-Za-z0-9_][A-Za-z0-9._/+@-]*(?<![./])"
+BRANCH = re.compile(r"^refs/heads/%s$" % NAME)
+TAG = re.compile(r"^refs/tags/%s$" % NAME)
+# The other refs brought back, by exact name.
+SINGLE = ("HEAD", "refs/stash")
+# The object types each kind of ref may point at: a tag may be annotated (a tag object).
+TYPES = {"heads": ("commit",), "tags": ("commit", "tag"), "HEAD": ("commit",), "stash": ("commit",)}
+REF_LINE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64}) (\S+)$")
 # git bundle create refuses a bundle with no commit in it: nothing new in that repository.
 EMPTY = "Refusing to create empty bundle"
+# At most this many of a repository's refs are brought back in one session (each costs
+# two short git commands on the host); the list read is bounded likewise.
+MAX_REFS = 1000
+MAX_LIST = 1 << 20
+# The most refs a sentence of what was not brought back names.
+MAX_NAMED = 20
 BUNDLE_TIMEOUT = 300
 FETCH_TIMEOUT = 300
 
@@ -70,43 +85,111 @@ def bundle_path(session_dir, number):
     return os.path.join(session_dir, BUNDLES, "%d.bundle" % number)
 
 
-def fetch(run, git, project, repository, bundle_file, session_id):
-    """Verify BUNDLE_FILE against REPOSITORY's git directory on the host and fetch its
-    branches and HEAD into refs/aisb/SESSION_ID/. Returns (refs {name: object}, error
-    sentence or None)."""
-    gitdir = os.path.join(project, repository)
-    base = [git, "--git-dir=%s" % gitdir] + HOST_GIT
+def refs_path(session_dir, number):
+    return os.path.join(session_dir, BUNDLES, "%d.refs" % number)
+
+
+def fetch(run, git, project, repository, bundle_file, listed, session_id):
+    """Verify BUNDLE_FILE (None: no new commits) against REPOSITORY's git directory on
+    the host and fetch its objects (no ref written), then point refs/aisb/SESSION_ID/
+    at each ref of LISTED (the text of the container's list) whose object the host now
+    has, of the type its kind allows. Returns (refs {name: object}, error sentence or None)."""
+    base = [git, "--git-dir=%s" % os.path.join(project, repository)] + HOST_GIT
+    wanted, skipped = targets(listed, session_id)
+    if bundle_file is not None:
+        error = _fetch_bundle(run, base, repository, bundle_file)
+        if error:
+            return {}, error
+    for target, name, obj, kind in wanted:
+        rc, found, _err = run(base + ["cat-file", "-t", obj], timeout=FETCH_TIMEOUT)
+        why = type_refusal(kind, found.strip() if rc == 0 else None, obj)
+        if why is None:
+            rc, _out, err = run(base + ["update-ref", target, obj], timeout=FETCH_TIMEOUT)
+            why = None if rc == 0 else "git update-ref failed: %s" % err.strip()[-200:]
+        if why:
+            skipped.append("%s (%s)" % (name, why))
+    rc, out, _err = run(base + ["for-each-ref", "--format=%(refname) %(objectname)", session_refs(session_id)],
+                        timeout=FETCH_TIMEOUT)
+    refs = dict(line.split(" ", 1) for line in out.splitlines() if " " in line) if rc == 0 else {}
+    return refs, not_brought_back(skipped)
+
+
+def not_brought_back(skipped):
+    """The record's sentence for SKIPPED (each "name (why)"), at most MAX_NAMED named; None if empty."""
+    if not skipped:
+        return None
+    more = len(skipped) - MAX_NAMED
+    return "not brought back: %s%s" % (", ".join(skipped[:MAX_NAMED]), " and %d more" % more if more > 0 else "")
+
+
+def _fetch_bundle(run, base, repository, bundle_file):
+    """The bundle's objects into the host's repository (only its plainly named refs are
+    fetched, into no ref: the list says where refs go). None, or the sentence why not."""
     rc, _out, err = run(base + ["bundle", "verify", "--quiet", bundle_file], timeout=FETCH_TIMEOUT)
     if rc != 0:
-        return {}, "the bundle of %s did not verify: %s" % (repository, err.strip()[-300:])
+        return "the bundle of %s did not verify: %s" % (repository, err.strip()[-300:])
     rc, heads, err = run(base + ["bundle", "list-heads", bundle_file], timeout=FETCH_TIMEOUT)
     if rc != 0:
-        return {}, "the bundle of %s could not be listed: %s" % (repository, err.strip()[-300:])
-    refspecs, skipped = refspecs_for(heads, session_id)
-    if refspecs:
-        rc, _out, err = run(base + ["fetch"] + FETCH_OPTIONS + [bundle_file] + refspecs, timeout=FETCH_TIMEOUT)
+        return "the bundle of %s could not be listed: %s" % (repository, err.strip()[-300:])
+    names = [name for name, _obj in _lines(heads) if kind_of(name)]
+    if names:
+        rc, _out, err = run(base + ["fetch"] + FETCH_OPTIONS + [bundle_file] + names, timeout=FETCH_TIMEOUT)
         if rc != 0:
-            return {}, "fetching the bundle of %s failed: %s" % (repository, err.strip()[-300:])
-    rc, listed, err = run(base + ["for-each-ref", "--format=%(refname) %(objectname)", session_refs(session_id)],
-                          timeout=FETCH_TIMEOUT)
-    refs = dict(line.split(" ", 1) for line in listed.splitlines() if " " in line) if rc == 0 else {}
-    return refs, ("not brought back (not a plain branch name): %s" % ", ".join(skipped)) if skipped else None
+            return "fetching the bundle of %s failed: %s" % (repository, err.strip()[-300:])
+    return None
 
 
-def refspecs_for(heads, session_id):
-    """(refspecs, skipped names) for the lines of git bundle list-heads HEADS: HEAD to
-    refs/aisb/SESSION_ID/HEAD, each branch to refs/aisb/SESSION_ID/heads/<name>, forced."""
-    refspecs, skipped = [], []
-    for line in heads.splitlines():
-        match = HEAD_LINE.match(line.strip())
-        name = match.group(2) if match else line.strip()
-        if name == "HEAD":
-            refspecs.append("+HEAD:%s/HEAD" % session_refs(session_id))
-        elif match and BRANCH.match(name):
-            refspecs.append("+%s:%s/heads/%s" % (name, session_refs(session_id), name[len("refs/heads/"):]))
-        elif name:
-            skipped.append(name[:200])
-    return refspecs, skipped
+def _lines(text):
+    """(name, object or None) for each non-empty line of TEXT, "object name" as git prints."""
+    for line in text.splitlines():
+        match = REF_LINE.match(line.strip())
+        if match:
+            yield match.group(2), match.group(1)
+        elif line.strip():
+            yield line.strip(), None
+
+
+def kind_of(name):
+    """The kind of ref NAME is brought back as ("heads", "tags", "HEAD", "stash"), None
+    when it is not one of those with a plain name."""
+    if BRANCH.match(name):
+        return "heads"
+    if TAG.match(name):
+        return "tags"
+    if name in SINGLE:
+        return name.rsplit("/", 1)[-1]
+    return None
+
+
+def target(name, session_id):
+    """Where ref NAME (kind_of() not None) arrives: refs/aisb/SESSION_ID/ then HEAD,
+    stash, heads/<branch> or tags/<tag>."""
+    return "%s/%s" % (session_refs(session_id), name[len("refs/"):] if name.startswith("refs/") else name)
+
+
+def targets(listed, session_id):
+    """([(target ref, name, object, kind)], [skipped, with why]) for LISTED, the text of
+    the container's list (at most MAX_REFS lines taken)."""
+    wanted, skipped = [], []
+    for name, obj in _lines(listed):
+        kind = kind_of(name)
+        if obj is None or kind is None:
+            skipped.append("%s (not a plain branch or tag name)" % name[:200])
+        elif len(wanted) >= MAX_REFS:
+            skipped.append("%s (more than %d refs)" % (name[:200], MAX_REFS))
+        else:
+            wanted.append((target(name, session_id), name, obj, kind))
+    return wanted, skipped
+
+
+def type_refusal(kind, found, obj):
+    """None when an object of type FOUND (None: not in the repository) may be what a ref of
+    KIND points at, else why not."""
+    if found is None:
+        return "object %s is neither in the bundle nor in this repository" % obj
+    if found not in TYPES[kind]:
+        return "%s is a %s, not a %s" % (obj, found, " or ".join(TYPES[kind]))
+    return None
 
 
 def bring_back(run, podman, git, image, project, repositories, session_dir, session_id, mounts=(), overlay=None,
@@ -119,8 +202,11 @@ def bring_back(run, podman, git, image, project, repositories, session_dir, sess
     found = []
     for number, path in enumerate(repositories):
         refs, error = {}, errors[path]
-        if error is None and os.path.exists(bundle_path(session_dir, number)):
-            refs, error = fetch(run, git, project, path, bundle_path(session_dir, number), session_id)
+        listed = _read(refs_path(session_dir, number), MAX_LIST)
+        if error is None and listed:
+            bundle_file = bundle_path(session_dir, number)
+            refs, error = fetch(run, git, project, path, bundle_file if os.path.exists(bundle_file) else None,
+                                listed, session_id)
         found.append({"repository": path, "refs": refs, "error": error})
     return found
 
@@ -148,9 +234,9 @@ def summary(commits):
     return "; ".join(parts)
 
 
-def _read(path):
+def _read(path, limit=1 << 16):
     try:
-        with open(path) as handle:
-            return handle.read(1 << 16)
+        with open(path, errors="replace") as handle:
+            return handle.read(limit)
     except OSError:
         return ""

@@ -42,12 +42,11 @@ def repositories(layout):
                   if {"objects", "refs"} <= set(info["entries"]) and path != ".")
 
 
-def top_repository(project):
-    """[".git"] when PROJECT's top holds a git directory with its own objects and refs
-    (review mode brings back its commits), else []."""
-    gitdir = os.path.join(project, ".git")
-    whole = all(_project_layout.kind(os.path.join(gitdir, name)) == "dir" for name in ("objects", "refs"))
-    return [".git"] if _project_layout.kind(gitdir) == "dir" and whole else []
+def project_repositories(project, environ):
+    """repositories() of PROJECT as the host has it: review mode's, whose overlay leaves
+    the host's tree as it was (a project the walk cannot read whole: those it read)."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return repositories(_project_layout.read(project, home, environ))
 
 
 def overlays(protection, session_dir):

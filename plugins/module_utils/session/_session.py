@@ -238,7 +238,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         # The repositories the agent made, which the host's git would take commands from.
         record["project_git"] = _project_git.report(inputs.project_git, environ)
     # The agent's branches and HEAD as data, under refs/aisb/<session id>/ of each repository.
-    record["commits"] = bring_back(inputs, plan, runner, run, review)
+    record["commits"] = bring_back(inputs, plan, runner, run, review, environ)
     try:
         _session_record.write(runner.session_dir, record)
     except OSError as error:
@@ -248,14 +248,15 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
     return record
 
 
-def bring_back(inputs, plan, runner, run, review):
-    """_project_commits.bring_back for this session's repositories: direct mode's, from
-    the sandbox's mounts; review mode's top repository, from its overlay."""
+def bring_back(inputs, plan, runner, run, review, environ):
+    """_project_commits.bring_back for this session's repositories, each into itself:
+    direct mode's, from the sandbox's mounts; review mode's, the same repositories as
+    the host has them, from its overlay."""
     if inputs.project_git is not None:
         repositories, mounts, overlay = (inputs.project_git["repositories"],
                                          plan.sandbox_options.project_mounts, None)
     elif review is not None:
-        repositories, mounts, overlay = _project_git.top_repository(inputs.project), [], review.overlay
+        repositories, mounts, overlay = _project_git.project_repositories(inputs.project, environ), [], review.overlay
     else:
         return []
     # The host's own git, from the system's directories (_host_tools), never the project's.
