@@ -35,6 +35,10 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _ho
 # writes the session task's result to (rc, status, session_id), named in this variable.
 CALLBACK = "aisb.sandbox.quiet"
 RESULT_VARIABLE = "AISB_RESULT_FILE"
+# Names the empty configuration file aisb made for a run (the user has none): the session
+# records no configuration file then, not a temporary path (config_in_use).
+EMPTY_CONFIG_VARIABLE = "AISB_EMPTY_CONFIG"
+NO_CONFIG_NOTE = "aisb: no configuration file (ansible-playbook read an empty one aisb made for the run)"
 # The user's own Ansible configuration, in Ansible's order less the current directory's.
 USER_CONFIGS = ("~/.ansible.cfg", "/etc/ansible/ansible.cfg")
 # ansible-playbook's exit when a task failed: a refusal, or a harness that exited non-zero
@@ -201,13 +205,31 @@ def user_config(home, exists=os.path.isfile):
     return None
 
 
-def playbook_environment(environ, config, result_file):
+def playbook_environment(environ, config, result_file, empty_config=False):
     """ansible-playbook's environment: the user's, with the configuration CONFIG (a file
-    aisb chose), the system's PATH, the quiet callback writing RESULT_FILE, and no
-    implicit-localhost warnings (aisb runs on this workstation, without an inventory)."""
-    return dict(environ, ANSIBLE_CONFIG=config, PATH=SYSTEM_PATH, ANSIBLE_STDOUT_CALLBACK=CALLBACK,
-                ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-                **{RESULT_VARIABLE: result_file})
+    aisb chose; EMPTY_CONFIG: the empty one it made, named in EMPTY_CONFIG_VARIABLE), the
+    system's PATH, the quiet callback writing RESULT_FILE, and no implicit-localhost
+    warnings (aisb runs on this workstation, without an inventory)."""
+    environment = dict(environ, ANSIBLE_CONFIG=config, PATH=SYSTEM_PATH, ANSIBLE_STDOUT_CALLBACK=CALLBACK,
+                       ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+                       **{RESULT_VARIABLE: result_file})
+    environment.pop(EMPTY_CONFIG_VARIABLE, None)
+    if empty_config:
+        environment[EMPTY_CONFIG_VARIABLE] = config
+    return environment
+
+
+def config_in_use(config_file, environ, size=os.path.getsize):
+    """(the configuration file a session records, a note or None) for Ansible's CONFIG_FILE:
+    None and NO_CONFIG_NOTE when it is the empty file aisb made for the run (named in
+    ENVIRON's EMPTY_CONFIG_VARIABLE, and still empty: a name alone hides no configuration)."""
+    if config_file and config_file == environ.get(EMPTY_CONFIG_VARIABLE):
+        try:
+            if size(config_file) == 0:
+                return None, NO_CONFIG_NOTE
+        except OSError:
+            pass
+    return config_file, None
 
 
 def ansible_playbook(python, exists=os.access):
@@ -396,13 +418,14 @@ def playbook_run(python, environ, playbook, variables, extra=(), inventory=None)
     try:
         vars_file, result_file = os.path.join(private, "vars.yml"), os.path.join(private, "result.json")
         config = user_config(environ.get("HOME", os.path.expanduser("~")))
-        if config is None:
+        empty_config = config is None
+        if empty_config:
             config = os.path.join(private, "ansible.cfg")
             open(config, "w").close()
         with open(vars_file, "w") as handle:
             handle.write(text)
         playbook_process = subprocess.Popen(playbook_argv(program, playbook, vars_file, extra, inventory), cwd="/",
-                                            env=playbook_environment(environ, config, result_file))
+                                            env=playbook_environment(environ, config, result_file, empty_config))
         # Ctrl-C reaches ansible-playbook from the terminal, and the session ends it cleanly:
         # aisb waits for that instead of ending (or killing) its child first.
         interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -98,6 +98,22 @@ def test_ansible_playbook_gets_a_chosen_configuration_the_system_path_and_the_qu
     assert env[cli.RESULT_VARIABLE] == "/tmp/r.json" and env["HOME"] == "/home/dev"
 
 
+def test_the_empty_configuration_aisb_made_is_recorded_as_none(tmp_path):
+    empty, own = tmp_path / "ansible.cfg", tmp_path / "own.cfg"
+    empty.write_text("")
+    own.write_text("[defaults]\n")
+    env = cli.playbook_environment({"AISB_EMPTY_CONFIG": str(own)}, str(empty), "/tmp/r.json", empty_config=True)
+    assert env[cli.EMPTY_CONFIG_VARIABLE] == str(empty)
+    assert cli.config_in_use(str(empty), env) == (None, cli.NO_CONFIG_NOTE)
+    # The user's own file is recorded as it is; a name inherited from the shell is dropped.
+    users = cli.playbook_environment({"AISB_EMPTY_CONFIG": str(own)}, str(own), "/tmp/r.json")
+    assert cli.EMPTY_CONFIG_VARIABLE not in users
+    assert cli.config_in_use(str(own), users) == (str(own), None)
+    # A name alone hides no configuration: a file that is not empty is recorded.
+    assert cli.config_in_use(str(own), {cli.EMPTY_CONFIG_VARIABLE: str(own)}) == (str(own), None)
+    assert cli.config_in_use(None, env) == (None, None)
+
+
 def test_the_configuration_is_the_users_own_never_the_current_directorys():
     assert cli.user_config("/home/dev", exists=lambda path: True) == "/home/dev/.ansible.cfg"
     assert cli.user_config("/home/dev", exists=lambda path: path.startswith("/etc")) == "/etc/ansible/ansible.cfg"
