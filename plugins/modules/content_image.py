@@ -194,8 +194,9 @@ def argspec():
     )
 
 
-def execute(params, check_mode, run, environ):
-    """The task's result (failed=True with msg on an error). RUN: a _runner.Runner."""
+def execute(params, check_mode, run, environ, progress=None):
+    """The task's result (failed=True with msg on an error). RUN: a _runner.Runner.
+    PROGRESS: _images.ensure's (the action plugin's, when the build runs in its process)."""
     podman, problem = _host_tools.resolve(params["executable"])
     if problem and not check_mode:
         return dict(failed=True, msg=problem)
@@ -221,7 +222,7 @@ def execute(params, check_mode, run, environ):
                                    context=params["context"], build_args=build_args, extra=params["extra_inputs"],
                                    log_dir=params["log_dir"] or _state_layout.image_logs_dir(state),
                                    records_dir=params["records_dir"] or _state_layout.images_dir(state),
-                                   refresh_stamp=params["refresh_stamp"])
+                                   refresh_stamp=params["refresh_stamp"], progress=progress)
         except _images.ImageError as error:
             return dict(failed=True, msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,
                         commands=run.commands)
