@@ -30,6 +30,7 @@ import threading
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_tools import SYSTEM_PATH, resolve
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._terminal_text import TerminalText
 
 # The collection's quiet stdout callback (plugins/callback/quiet.py), and the file it
 # writes the session task's result to (rc, status, session_id), named in this variable.
@@ -343,14 +344,30 @@ def doctor_lines(facts):
 
 # The side effects.
 
+class Verbatim(object):
+    """An output stream's bytes as they are (an answer written to a file)."""
+
+    @staticmethod
+    def feed(data, final=False):  # pylint: disable=unused-argument
+        return data
+
+
+def answer_text(terminal):
+    """How the harness's output reaches stdout: on a TERMINAL made safe for it (an
+    agent's output never drives the developer's terminal), else verbatim."""
+    return TerminalText() if terminal else Verbatim()
+
+
 class TranscriptFollower(threading.Thread):
     """Copies to OUT, as it is written, the transcript of the one session that starts
     under STATE after the ids BEFORE; when two start (another session beside this one),
-    it follows neither, and finish() prints the run's own transcript whole."""
+    it follows neither, and finish() prints the run's own transcript whole. TEXT:
+    answer_text's, what the bytes go through."""
 
-    def __init__(self, state, before, out, interval=0.05):
+    def __init__(self, state, before, out, interval=0.05, text=None):
         super().__init__(daemon=True)
         self.state, self.before, self.out, self.interval = state, set(before), out, interval
+        self.text = text or Verbatim()
         self.path, self.handle = None, None
         self.stopped = threading.Event()
 
@@ -366,11 +383,14 @@ class TranscriptFollower(threading.Thread):
             except OSError:
                 pass
 
-    def _copy(self):
-        data = self.handle.read()
+    def _write(self, data, final=False):
+        data = self.text.feed(data, final)
         if data:
             self.out.write(data)
             self.out.flush()
+
+    def _copy(self, final=False):
+        self._write(self.handle.read(), final)
 
     def run(self):
         while not self.stopped.is_set():
@@ -387,11 +407,10 @@ class TranscriptFollower(threading.Thread):
         self.join()
         try:
             if transcript and self.path == transcript:
-                self._copy()
+                self._copy(final=True)
             elif transcript:
                 with open(transcript, "rb") as whole:
-                    self.out.write(whole.read())
-                    self.out.flush()
+                    self._write(whole.read(), final=True)
         finally:
             if self.handle is not None:
                 self.handle.close()
@@ -450,7 +469,8 @@ def main(argv, cwd, python=sys.executable, environ=None):
     state = _state_layout.state_dir(environ)
     if args.subcommand == "run":
         terminal = sys.stdin.isatty() and sys.stdout.isatty()
-        follower = TranscriptFollower(state, session_ids(state), sys.stdout.buffer)
+        follower = TranscriptFollower(state, session_ids(state), sys.stdout.buffer,
+                                      text=answer_text(sys.stdout.isatty()))
         follower.start()
         result = None
         try:
@@ -485,8 +505,10 @@ def main(argv, cwd, python=sys.executable, environ=None):
         print("\n".join(readable_record(record)))
         return 0
     if record.get("transcript"):
-        with open(record["transcript"], errors="replace") as handle:
-            sys.stdout.write(handle.read())
+        with open(record["transcript"], "rb") as handle:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(answer_text(sys.stdout.isatty()).feed(handle.read(), final=True))
+            sys.stdout.buffer.flush()
     else:
         print("(an interactive session: its output went to the terminal, no transcript)")
     print("--- gate")

@@ -7,7 +7,7 @@ content_image's action plugin hands follow() to the build (_images.ensure's PROG
 so only a build that runs shows anything: a warm run costs nothing. On a terminal one
 line is rewritten in place every second; otherwise a plain line each time the step
 changes. The log holds what the Containerfile and the build's commands print: every
-character that could drive the terminal is shown as '?'.
+character that could drive the terminal is shown as '?' (_terminal_text).
 
 Pure: the step a log's lines reach, the shown text, the line. Side effects: Follower.
 """
@@ -21,7 +21,8 @@ import struct
 import termios
 import threading
 import time
-import unicodedata
+
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._terminal_text import printable
 
 # podman's (buildah's) step lines: "STEP 4/9: RUN npm install ...", in a multi-stage
 # build "[1/2] STEP 4/9: ...".
@@ -31,12 +32,6 @@ REWRITE = "\r\x1b[K"
 INTERVAL = 1.0
 # A step line's longest shown form off a terminal (a RUN step can be a whole script).
 PLAIN_WIDTH = 160
-
-
-def printable(text):
-    """TEXT with every character that is not printable (controls, escapes, format and
-    unassigned characters) as '?': a log's text never drives the terminal."""
-    return "".join("?" if unicodedata.category(char).startswith("C") else char for char in text)
 
 
 def last_step(lines):

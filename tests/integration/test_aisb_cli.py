@@ -123,6 +123,41 @@ def test_a_headless_sessions_output_reaches_the_terminal_while_it_runs(workstati
     assert running.returncode == 0
 
 
+def test_an_image_build_shows_its_step_while_it_runs(workstation):
+    """A recipe of the developer's own never built before: aisb says the build's step (read
+    from its log) and its seconds on stderr while podman still builds; stdout stays the
+    answer alone."""
+    ws = workstation
+    fresh_project(ws)
+    nonce = "%x" % time.time_ns()
+    recipe = {"packages": ["curl", "git"], "install": [f"echo {nonce} && sleep 12"], "command": ["bash"],
+              "prompt": ["-c"], "allow": [], "env": []}
+    argv = ["aisb", "run", "-e", operator_vars(ws), "-e", json.dumps({"aisb_recipes": {"slow": recipe}}),
+            "-H", "slow", "-p", "echo built-and-ran"]
+    running = subprocess.Popen(ws.command(argv, cwd=PROJECT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        seen, building = [], None
+        for line in running.stderr:
+            seen.append(line)
+            if re.match(r"  STEP [0-9]+/[0-9]+: .* \([0-9]+ s\)$", line):
+                # Shown while the build runs, not after it.
+                building = ws.run(["pgrep", "-f", "[p]odman build --pull=never"], check=False).returncode == 0
+                break
+        rest = running.stderr.read()
+        answer = running.stdout.read()
+    finally:
+        running.wait(timeout=900)
+    assert building is True, "".join(seen)[-3000:]
+    assert running.returncode == 0, ("".join(seen) + rest)[-3000:]
+    shown = "".join(seen) + rest
+    assert re.search(r"  STEP [0-9]+/[0-9]+: RUN echo %s && sleep 12 \([0-9]+ s\)\n" % nonce, shown), shown[-3000:]
+    assert "built localhost/aisb-sandbox:" in rest and answer == "built-and-ran\n", (rest[-3000:], answer)
+    # Built now: the next run builds nothing and shows no step.
+    warm = aisb(ws, "run", "-e", json.dumps({"aisb_recipes": {"slow": recipe}}), "-H", "slow", "--", "true")
+    assert warm.returncode == 0 and "STEP " not in warm.stderr and "Building" not in warm.stderr, warm.stderr[-3000:]
+
+
 def test_aisb_run_in_a_real_terminal_is_interactive_and_exits_with_the_harness(workstation):
     ws = workstation
     fresh_project(ws)

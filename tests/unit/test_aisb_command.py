@@ -256,3 +256,17 @@ def test_verify_takes_the_users_inventory_or_this_workstation():
     assert cli.verify_inventory(None, CWD, "/opt/a/python3") == ("localhost,", {
         "verify_report_dir": CWD + "/aisb-fleet-report", "aisb_hosts": "localhost", "ansible_connection": "local",
         "ansible_python_interpreter": "/opt/a/python3"})
+
+
+def test_on_a_terminal_the_answer_never_drives_it_and_to_a_file_it_is_verbatim(tmp_path):
+    assert isinstance(cli.answer_text(False), cli.Verbatim) and isinstance(cli.answer_text(True), cli.TerminalText)
+    for terminal, expected in ((True, b"title ?]0;owned? done\n"), (False, b"title \x1b]0;owned\x07 done\n")):
+        state, out = str(tmp_path / str(terminal)), Out()
+        follower = cli.TranscriptFollower(state, [], out, interval=0.01, text=cli.answer_text(terminal))
+        follower.start()
+        with new_transcript(state, "20261203T110000-0000000b") as transcript:
+            transcript.write(b"title \x1b]0;")
+            out.when(b"title ")
+            transcript.write(b"owned\x07 done\n")
+        follower.finish(transcript.name)
+        assert out.getvalue() == expected, terminal
