@@ -21,4 +21,4 @@ class ActionModule(ModuleAction):
 
     def execute(self, params, check_mode, run, environ):  # pylint: disable=arguments-differ
         # The task worker's parent is ansible-playbook, whose stderr the line goes to.
-        return module.execute(params, check_mode, run, environ, progress=follower(Display(), os.getppid()))
+        return module.execute_showing(params, check_mode, run, environ, follower(Display(), os.getppid()))

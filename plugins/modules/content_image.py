@@ -194,9 +194,14 @@ def argspec():
     )
 
 
-def execute(params, check_mode, run, environ, progress=None):
-    """The task's result (failed=True with msg on an error). RUN: a _runner.Runner.
-    PROGRESS: _images.ensure's (the action plugin's, when the build runs in its process)."""
+def execute(params, check_mode, run, environ):
+    """The task's result (failed=True with msg on an error). RUN: a _runner.Runner."""
+    return execute_showing(params, check_mode, run, environ, None)
+
+
+def execute_showing(params, check_mode, run, environ, progress):
+    """execute() with PROGRESS, _images.ensure's: the action plugin's, which shows a build
+    that runs in its process."""
     podman, problem = _host_tools.resolve(params["executable"])
     if problem and not check_mode:
         return dict(failed=True, msg=problem)
