@@ -24,7 +24,7 @@ description:
     the retention module reads.
   - When the build runs in the action plugin's process (a local connection as this user),
     its progress is shown on ansible-playbook's stderr while podman builds - the current
-    step read from the build log (C(STEP 4/9: RUN ...)) and the seconds since it started,
+    step read from the build log (podman's C(STEP) lines) and the seconds since it started,
     one line rewritten on a terminal, a line per step otherwise, every character that could
     drive a terminal shown as C(?). Nothing is shown when nothing is built.
 version_added: 0.1.0
