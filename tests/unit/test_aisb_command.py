@@ -32,6 +32,12 @@ def test_run_takes_the_current_directory_and_the_options_as_run_agent_variables(
     assert variables("-f", "~/task.md")["prompt_file"] == os.path.expanduser("~/task.md")
 
 
+def test_a_project_named_with_a_leading_dash_or_spaces_is_a_path_never_an_option():
+    assert variables("./-rf") == {"project": CWD + "/-rf"}
+    assert variables("my app/ -x ") == {"project": CWD + "/my app/ -x "}
+    assert cli.unsafe_yaml(variables("./--network=host")) == 'project: "%s/--network=host"\n' % CWD
+
+
 def test_a_command_after_the_double_dash_is_kept_whole_and_interactive_only_on_a_terminal():
     assert variables("--", "ls", "-la", "--", "x") == {
         "project": CWD, "command": ["ls", "-la", "--", "x"], "interactive": False}
@@ -43,6 +49,8 @@ def test_a_command_after_the_double_dash_is_kept_whole_and_interactive_only_on_a
     (["run", "-p", "x", "--", "true"], "exclude each other"),
     (["run", "dir", "extra"], "goes after --"),
     (["ls", "--", "x"], "only aisb run"),
+    # A directory named like an option is one only as ./-rf.
+    (["run", "-rf"], "unrecognized arguments: -rf"),
     (["review", "last", "merge"], "invalid choice"),
     ([], "required"),
 ])
