@@ -70,7 +70,7 @@ def session_params(ws, project):
     return {"project": project, "image": sandbox, "gate_image": gate,
             "policy_dir": "/" + str(policies[-1].relative_to(ws.root)),
             "network": "allow", "command": FIRST_INSTRUCTION, "environment": {}, "host_facts": facts,
-            "max_facts_age": 604800, "limits": {}, "require_limits": False, "allow_unenforced": False,
+            "max_facts_age": 604800, "limits": {}, "require_limits": False, "allow_unenforced": False, "answer": True,
             "executable": "podman"}
 
 
