@@ -104,10 +104,16 @@ def measure(ws, runs):
     pairs = json.loads(ws.run(["/opt/ansible/bin/python3", script, json.dumps(params), str(runs)],
                               timeout=1800).stdout)
     empty_runs = empty_play(ws, runs)
-    agent_runs = timed(ws, playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
-                                         "-e", json.dumps({"command": ["true"]})), runs)
+    playbook = playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}", "-e", json.dumps({"command": ["true"]}))
     aisb = ["aisb", "run", PROJECT, "-e", operator_vars(ws), "-H", HARNESS[1].split("=", 1)[1]]
-    aisb_runs = timed(ws, aisb + ["--", "true"], runs)
+    # Each warmed once (Python's bytecode caches written), then alternately, so that both
+    # see the same load on the machine.
+    timed(ws, playbook, 1)
+    timed(ws, aisb + ["--", "true"], 1)
+    agent_runs, aisb_runs = [], []
+    for _run in range(runs):
+        agent_runs += timed(ws, playbook, 1)
+        aisb_runs += timed(ws, aisb + ["--", "true"], 1)
     line_script = "/home/dev/bench_headless_line.py"
     ws.path(line_script).write_text(HEADLESS_LINE)
     line_runs = json.loads(ws.run(["python3", line_script, json.dumps(aisb + ["--", "sh", "-c", "date +%s.%N; sleep 1"]),
