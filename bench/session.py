@@ -13,6 +13,10 @@ In a provisioned workstation, with facts and images warm, times RUNS of each:
   gate_path option: pasta -T, as on a host with an older passt);
   - run_agent.yml: the whole playbook wall time with a command that exits at once,
     beside ansible-playbook running an empty play;
+  - aisb run: the developer's command with the same command, beside run_agent.yml in
+    the same run (what aisb adds: its own start, the quiet callback, the transcript's
+    follower); and a headless line's way to aisb's stdout: from the harness writing it
+    (its `date`) to aisb's stdout giving it to a reader;
   - the enforcement watch's CPU over one session of WATCH_SECONDS: its helper and every
     reading it answered (wait4's rusage of the helper, nft in interactive mode) and the
     session's watching thread (thread_time), as the record keeps them, as a share of
@@ -23,7 +27,7 @@ A measurement, not a test: it asserts nothing.
 import json
 import re
 
-from measure import ANSIBLE_ENV, empty_play, median, playbook_argv, row, run_alone, timed
+from measure import ANSIBLE_ENV, HARNESS, empty_play, median, operator_vars, playbook_argv, row, run_alone, timed
 
 PROJECT = "/home/dev/bench-project"
 FIRST_INSTRUCTION = ["sh", "-c", "date +%s.%N"]
@@ -66,8 +70,29 @@ def session_params(ws, project):
     return {"project": project, "image": sandbox, "gate_image": gate,
             "policy_dir": "/" + str(policies[-1].relative_to(ws.root)),
             "network": "allow", "command": FIRST_INSTRUCTION, "environment": {}, "host_facts": facts,
-            "max_facts_age": 604800, "limits": {}, "require_limits": False, "allow_unenforced": False,
+            "max_facts_age": 604800, "limits": {}, "require_limits": False, "allow_unenforced": False, "answer": True,
             "executable": "podman"}
+
+
+# Runs in the workstation: ARGV (aisb run, headless) RUNS times; each time, the seconds
+# from the harness writing its first line (its own clock reading) to aisb's stdout
+# giving that line to this reader.
+HEADLESS_LINE = r"""
+import json, subprocess, sys, time
+argv, runs = json.loads(sys.argv[1]), int(sys.argv[2])
+found = []
+for _ in range(runs):
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    line = process.stdout.readline()
+    arrived = time.time()
+    process.stdout.read()
+    assert process.wait() == 0 and line, (process.returncode, line)
+    found.append(arrived - float(line))
+print(json.dumps(found))
+"""
+# What aisb may add to run_agent.yml warm, and a headless line's way to its stdout.
+AISB_OVER_PLAYBOOK_S = 0.3
+HEADLESS_LINE_S = 0.2
 
 
 def measure(ws, runs):
@@ -79,10 +104,22 @@ def measure(ws, runs):
     pairs = json.loads(ws.run(["/opt/ansible/bin/python3", script, json.dumps(params), str(runs)],
                               timeout=1800).stdout)
     empty_runs = empty_play(ws, runs)
-    agent_runs = timed(ws, playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
-                                         "-e", json.dumps({"command": ["true"]})), runs)
+    playbook = playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}", "-e", json.dumps({"command": ["true"]}))
+    aisb = ["aisb", "run", PROJECT, "-e", operator_vars(ws), "-H", HARNESS[1].split("=", 1)[1]]
+    # Each warmed once (Python's bytecode caches written), then alternately, so that both
+    # see the same load on the machine.
+    timed(ws, playbook, 1)
+    timed(ws, aisb + ["--", "true"], 1)
+    agent_runs, aisb_runs = [], []
+    for _run in range(runs):
+        agent_runs += timed(ws, playbook, 1)
+        aisb_runs += timed(ws, aisb + ["--", "true"], 1)
+    line_script = "/home/dev/bench_headless_line.py"
+    ws.path(line_script).write_text(HEADLESS_LINE)
+    line_runs = json.loads(ws.run(["python3", line_script, json.dumps(aisb + ["--", "sh", "-c", "date +%s.%N; sleep 1"]),
+                                   str(runs)], timeout=1800).stdout)
     watch = watcher_cpu(ws)
-    empty, agent = median(empty_runs), median(agent_runs)
+    empty, agent, by_aisb, line = median(empty_runs), median(agent_runs), median(aisb_runs), median(line_runs)
     rows = []
     for path, pair in sorted(pairs.items()):
         floor, session = median(pair["floor"]), median(pair["session"])
@@ -92,6 +129,13 @@ def measure(ws, runs):
     return rows + [
         row("session", "`run_agent.yml` warm, command `true`", round(agent, 2), "s", round(empty, 2),
             "`ansible-playbook`, empty play", "<= 2x floor", agent <= 2 * empty, runs, agent_runs, empty_runs),
+        row("session", "`aisb run -- true` warm (%+.2f s over `run_agent.yml`)" % (by_aisb - agent), round(by_aisb, 2),
+            "s", round(agent, 2), "`run_agent.yml` warm, command `true`, same run",
+            "<= floor + %.1f s" % AISB_OVER_PLAYBOOK_S, by_aisb <= agent + AISB_OVER_PLAYBOOK_S, runs, aisb_runs,
+            agent_runs),
+        row("session", "headless: the harness's first line on `aisb run`'s stdout, after the harness wrote it",
+            round(line, 3), "s", target="<= %.1f s" % HEADLESS_LINE_S, met=line <= HEADLESS_LINE_S, runs=runs,
+            samples=line_runs),
         row("session", "enforcement watch: CPU of its helper, its %d readings and its thread over a %d s "
             "session" % (watch["readings"], WATCH_SECONDS), round(watch["percent"], 3), "% of one core",
             target="<= 1 %", met=watch["percent"] <= 1, runs=1, samples=[watch["percent"]]),

@@ -40,6 +40,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session import _contr
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import argument_spec, constraints
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import playbook_terminal
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._aisb_command import config_in_use
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options import (
     local_agent_trees, resolve_controller_options)
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import (
@@ -51,7 +52,8 @@ FACTS = "aisb_host"
 def ansible_origin(project):
     """_project_ansible.origin of this ansible-playbook for PROJECT: its configuration
     file, the directories its plugin loaders search (configured and beside the playbook),
-    its collection and role paths, the Python and Ansible running it, and this collection."""
+    its collection and role paths, the Python and Ansible running it, and this collection.
+    The empty configuration file aisb made for the run is recorded as none, with a note."""
     paths = [("%s path" % name, path) for name, loader in get_all_plugin_loaders()
              for path in loader.print_paths().split(os.pathsep)]
     try:
@@ -61,7 +63,11 @@ def ansible_origin(project):
     paths += [("roles path", path) for path in C.DEFAULT_ROLES_PATH or []]
     paths += [("python", sys.executable), ("ansible", os.path.dirname(ansible.__file__)),
               ("collection aisb.sandbox", os.path.dirname(os.path.dirname(__file__)))]
-    return origin(os.path.expanduser(project), C.CONFIG_FILE, paths)
+    config_file, note = config_in_use(C.CONFIG_FILE, os.environ)
+    found = origin(os.path.expanduser(project), config_file, paths)
+    if note:
+        found["config_note"] = note
+    return found
 
 
 class ActionModule(ActionBase):

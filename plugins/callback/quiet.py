@@ -17,7 +17,9 @@ description:
     recap; each task of the play itself (not a role's inner tasks, checks or messages) is one
     line on stderr as it starts; a failed task is one line on stderr, its message; a debug
     message of the play is printed as it is on stdout (a list one item a line), a role's
-    (an image build's progress) on stderr.
+    (an image build's progress) and one whose task sets the variable C(quiet_callback_stderr)
+    to true (the play's own status line, like run_agent.yml's record line) on stderr, so
+    that stdout holds only the answer.
   - Warnings are shown as Ansible shows them.
   - With C(AISB_RESULT_FILE) in its environment, the session task's result (rc, status,
     session_id, record, transcript) is written there as JSON; C(aisb run) takes its exit code
@@ -33,7 +35,10 @@ from ansible_collections.aisb.sandbox.plugins.plugin_utils._aisb_command import 
 
 # Tasks that are no step of their own: checks, messages and what they read.
 NOT_STEPS = ("ansible.builtin.assert", "assert", "ansible.builtin.debug", "debug", "ansible.builtin.set_fact",
-             "set_fact", "ansible.builtin.meta", "meta", "ansible.builtin.slurp", "slurp")
+             "set_fact", "ansible.builtin.meta", "meta")
+# A debug task with this variable true is what the play says itself (run_agent.yml's
+# record line): on stderr, so that stdout holds the answer alone.
+STDERR_VARIABLE = "quiet_callback_stderr"
 SESSION_ACTIONS = ("aisb.sandbox.session",)
 RESULT_KEYS = ("rc", "status", "session_id", "record", "transcript")
 
@@ -43,6 +48,11 @@ def shown(message):
     if isinstance(message, list):
         return "\n".join(str(item) for item in message)
     return message if isinstance(message, str) else json.dumps(message, indent=2, sort_keys=True)
+
+
+def status_message(task):
+    """Whether TASK's debug message is aisb's own word (stderr), not the answer (stdout)."""
+    return task._role is not None or (task.vars or {}).get(STDERR_VARIABLE) is True
 
 
 class CallbackModule(CallbackBase):
@@ -65,8 +75,9 @@ class CallbackModule(CallbackBase):
         self._handle_warnings(result.result)
         self._keep_session_result(result)
         if result.task.action in ("ansible.builtin.debug", "debug") and "msg" in result.result:
-            # A role's messages are progress (an image building); the play's are its answer.
-            self._display.display(shown(result.result["msg"]), stderr=result.task._role is not None)
+            # A role's messages are progress (an image building), and a status line is the
+            # play's own word; the play's other messages are its answer.
+            self._display.display(shown(result.result["msg"]), stderr=status_message(result.task))
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         # The message is the sentence; Ansible's error display (the task's origin, its

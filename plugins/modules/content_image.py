@@ -22,6 +22,11 @@ description:
     the refreshed image gets a tag of its own and later runs find it, never the old one.
   - Each run marks the tag it returns as used now (C(used/) in O(records_dir)), which
     the retention module reads.
+  - When the build runs in the action plugin's process (a local connection as this user),
+    its progress is shown on ansible-playbook's stderr while podman builds - the current
+    step read from the build log (podman's C(STEP) lines) and the seconds since it started,
+    one line rewritten on a terminal, a line per step otherwise, every character that could
+    drive a terminal shown as C(?). Nothing is shown when nothing is built.
 version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
@@ -196,6 +201,12 @@ def argspec():
 
 def execute(params, check_mode, run, environ):
     """The task's result (failed=True with msg on an error). RUN: a _runner.Runner."""
+    return execute_showing(params, check_mode, run, environ, None)
+
+
+def execute_showing(params, check_mode, run, environ, progress):
+    """execute() with PROGRESS, _images.ensure's: the action plugin's, which shows a build
+    that runs in its process."""
     podman, problem = _host_tools.resolve(params["executable"])
     if problem and not check_mode:
         return dict(failed=True, msg=problem)
@@ -221,7 +232,7 @@ def execute(params, check_mode, run, environ):
                                    context=params["context"], build_args=build_args, extra=params["extra_inputs"],
                                    log_dir=params["log_dir"] or _state_layout.image_logs_dir(state),
                                    records_dir=params["records_dir"] or _state_layout.images_dir(state),
-                                   refresh_stamp=params["refresh_stamp"])
+                                   refresh_stamp=params["refresh_stamp"], progress=progress)
         except _images.ImageError as error:
             return dict(failed=True, msg=str(error), rc=error.rc, stdout=error.stdout, stderr=error.stderr,
                         commands=run.commands)

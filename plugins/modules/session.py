@@ -90,6 +90,12 @@ options:
       cpus:
         description: podman --cpus value, for example C(1.5).
         type: str
+  answer:
+    description:
+      - Read a headless session's transcript end into RV(answer). C(false) when the caller
+        shows the transcript itself as it is written (C(aisb run) does); RV(answer) is then empty.
+    type: bool
+    default: true
   require_limits:
     description: Refuse to start when O(limits) cannot be enforced on this host.
     type: bool
@@ -132,7 +138,8 @@ options:
     description:
       - Set by the action plugin on the controller, not by a task - where this
         ansible-playbook read its configuration and plugins from, as far as the project
-        goes - C(config_file) (the configuration file in use) and C(from_project) (each
+        goes - C(config_file) (the configuration file in use; null when there is none,
+        and with C(config_note) when it was the empty one C(aisb) made for the run) and C(from_project) (each
         configuration file, plugin, collection or role path, Python or Ansible that lies
         in the project). The record keeps it; the play warns when C(from_project) names
         anything, since code from the project may then have run before any task.
@@ -200,7 +207,7 @@ answer:
     A headless session's output as the transcript holds it (its last 64 KiB, from a
     line's start, after a line naming the transcript when it is longer), each environment
     value of 8 characters or more in it shown as C(********) (the transcript keeps it);
-    empty for an interactive session.
+    empty for an interactive session, and when O(answer) is false.
   returned: when a session started
   type: str
 gate:

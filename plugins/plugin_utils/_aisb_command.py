@@ -30,11 +30,16 @@ import threading
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_tools import SYSTEM_PATH, resolve
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._terminal_text import TerminalText
 
 # The collection's quiet stdout callback (plugins/callback/quiet.py), and the file it
 # writes the session task's result to (rc, status, session_id), named in this variable.
 CALLBACK = "aisb.sandbox.quiet"
 RESULT_VARIABLE = "AISB_RESULT_FILE"
+# Names the empty configuration file aisb made for a run (the user has none): the session
+# records no configuration file then, not a temporary path (config_in_use).
+EMPTY_CONFIG_VARIABLE = "AISB_EMPTY_CONFIG"
+NO_CONFIG_NOTE = "aisb: no configuration file (ansible-playbook read an empty one aisb made for the run)"
 # The user's own Ansible configuration, in Ansible's order less the current directory's.
 USER_CONFIGS = ("~/.ansible.cfg", "/etc/ansible/ansible.cfg")
 # ansible-playbook's exit when a task failed: a refusal, or a harness that exited non-zero
@@ -201,13 +206,31 @@ def user_config(home, exists=os.path.isfile):
     return None
 
 
-def playbook_environment(environ, config, result_file):
+def playbook_environment(environ, config, result_file, empty_config=False):
     """ansible-playbook's environment: the user's, with the configuration CONFIG (a file
-    aisb chose), the system's PATH, the quiet callback writing RESULT_FILE, and no
-    implicit-localhost warnings (aisb runs on this workstation, without an inventory)."""
-    return dict(environ, ANSIBLE_CONFIG=config, PATH=SYSTEM_PATH, ANSIBLE_STDOUT_CALLBACK=CALLBACK,
-                ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-                **{RESULT_VARIABLE: result_file})
+    aisb chose; EMPTY_CONFIG: the empty one it made, named in EMPTY_CONFIG_VARIABLE), the
+    system's PATH, the quiet callback writing RESULT_FILE, and no implicit-localhost
+    warnings (aisb runs on this workstation, without an inventory)."""
+    environment = dict(environ, ANSIBLE_CONFIG=config, PATH=SYSTEM_PATH, ANSIBLE_STDOUT_CALLBACK=CALLBACK,
+                       ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+                       **{RESULT_VARIABLE: result_file})
+    environment.pop(EMPTY_CONFIG_VARIABLE, None)
+    if empty_config:
+        environment[EMPTY_CONFIG_VARIABLE] = config
+    return environment
+
+
+def config_in_use(config_file, environ, size=os.path.getsize):
+    """(the configuration file a session records, a note or None) for Ansible's CONFIG_FILE:
+    None and NO_CONFIG_NOTE when it is the empty file aisb made for the run (named in
+    ENVIRON's EMPTY_CONFIG_VARIABLE, and still empty: a name alone hides no configuration)."""
+    if config_file and config_file == environ.get(EMPTY_CONFIG_VARIABLE):
+        try:
+            if size(config_file) == 0:
+                return None, NO_CONFIG_NOTE
+        except OSError:
+            pass
+    return config_file, None
 
 
 def ansible_playbook(python, exists=os.access):
@@ -321,14 +344,30 @@ def doctor_lines(facts):
 
 # The side effects.
 
+class Verbatim(object):
+    """An output stream's bytes as they are (an answer written to a file)."""
+
+    @staticmethod
+    def feed(data, final=False):  # pylint: disable=unused-argument
+        return data
+
+
+def answer_text(terminal):
+    """How the harness's output reaches stdout: on a TERMINAL made safe for it (an
+    agent's output never drives the developer's terminal), else verbatim."""
+    return TerminalText() if terminal else Verbatim()
+
+
 class TranscriptFollower(threading.Thread):
     """Copies to OUT, as it is written, the transcript of the one session that starts
     under STATE after the ids BEFORE; when two start (another session beside this one),
-    it follows neither, and finish() prints the run's own transcript whole."""
+    it follows neither, and finish() prints the run's own transcript whole. TEXT:
+    answer_text's, what the bytes go through."""
 
-    def __init__(self, state, before, out, interval=0.05):
+    def __init__(self, state, before, out, interval=0.05, text=None):
         super().__init__(daemon=True)
         self.state, self.before, self.out, self.interval = state, set(before), out, interval
+        self.text = text or Verbatim()
         self.path, self.handle = None, None
         self.stopped = threading.Event()
 
@@ -344,11 +383,14 @@ class TranscriptFollower(threading.Thread):
             except OSError:
                 pass
 
-    def _copy(self):
-        data = self.handle.read()
+    def _write(self, data, final=False):
+        data = self.text.feed(data, final)
         if data:
             self.out.write(data)
             self.out.flush()
+
+    def _copy(self, final=False):
+        self._write(self.handle.read(), final)
 
     def run(self):
         while not self.stopped.is_set():
@@ -365,11 +407,10 @@ class TranscriptFollower(threading.Thread):
         self.join()
         try:
             if transcript and self.path == transcript:
-                self._copy()
+                self._copy(final=True)
             elif transcript:
                 with open(transcript, "rb") as whole:
-                    self.out.write(whole.read())
-                    self.out.flush()
+                    self._write(whole.read(), final=True)
         finally:
             if self.handle is not None:
                 self.handle.close()
@@ -396,13 +437,14 @@ def playbook_run(python, environ, playbook, variables, extra=(), inventory=None)
     try:
         vars_file, result_file = os.path.join(private, "vars.yml"), os.path.join(private, "result.json")
         config = user_config(environ.get("HOME", os.path.expanduser("~")))
-        if config is None:
+        empty_config = config is None
+        if empty_config:
             config = os.path.join(private, "ansible.cfg")
             open(config, "w").close()
         with open(vars_file, "w") as handle:
             handle.write(text)
         playbook_process = subprocess.Popen(playbook_argv(program, playbook, vars_file, extra, inventory), cwd="/",
-                                            env=playbook_environment(environ, config, result_file))
+                                            env=playbook_environment(environ, config, result_file, empty_config))
         # Ctrl-C reaches ansible-playbook from the terminal, and the session ends it cleanly:
         # aisb waits for that instead of ending (or killing) its child first.
         interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -427,7 +469,8 @@ def main(argv, cwd, python=sys.executable, environ=None):
     state = _state_layout.state_dir(environ)
     if args.subcommand == "run":
         terminal = sys.stdin.isatty() and sys.stdout.isatty()
-        follower = TranscriptFollower(state, session_ids(state), sys.stdout.buffer)
+        follower = TranscriptFollower(state, session_ids(state), sys.stdout.buffer,
+                                      text=answer_text(sys.stdout.isatty()))
         follower.start()
         result = None
         try:
@@ -462,8 +505,10 @@ def main(argv, cwd, python=sys.executable, environ=None):
         print("\n".join(readable_record(record)))
         return 0
     if record.get("transcript"):
-        with open(record["transcript"], errors="replace") as handle:
-            sys.stdout.write(handle.read())
+        with open(record["transcript"], "rb") as handle:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(answer_text(sys.stdout.isatty()).feed(handle.read(), final=True))
+            sys.stdout.buffer.flush()
     else:
         print("(an interactive session: its output went to the terminal, no transcript)")
     print("--- gate")

@@ -9,6 +9,7 @@ others could write is refused before anything starts."""
 import json
 import re
 import subprocess
+import time
 
 from scenario import ANSIBLE_ENV, marking_callback, operator_vars
 from sessions import record_of, run_agent, session_containers, session_dirs
@@ -67,8 +68,18 @@ def test_the_exit_code_is_the_harnesses_and_the_output_is_quiet(workstation):
     assert "TASK [" not in done.stdout + done.stderr and "PLAY RECAP" not in done.stdout
     assert "implicit localhost" not in done.stderr and "No inventory was parsed" not in done.stderr
     assert "· Run the session" in done.stderr, done.stderr[-3000:]
-    record = record_of(ws, done.stdout)
+    record = record_of(ws, done.stderr)
     assert record["project"] == PROJECT and record["exit_code"] == 0
+    assert record["ansible_origin"]["config_file"] is None, record["ansible_origin"]
+    # The user's own configuration file is used, and recorded as it is.
+    ws.sh(f"printf '[defaults]\\nforks = 3\\n' > {USER_HOME}/.ansible.cfg")
+    try:
+        own = aisb(ws, "run", "--", "true")
+    finally:
+        ws.sh(f"rm -f {USER_HOME}/.ansible.cfg")
+    assert own.returncode == 0, own.stdout[-3000:] + own.stderr[-3000:]
+    origin = record_of(ws, own.stderr)["ansible_origin"]
+    assert origin["config_file"] == f"{USER_HOME}/.ansible.cfg" and "config_note" not in origin, origin
     failed = aisb(ws, "run", "--", "sh", "-c", "echo on-the-way-out; exit 3")
     assert failed.returncode == 3, failed.stdout[-3000:] + failed.stderr[-3000:]
     # Headless, the transcript is shown whatever the exit.
@@ -80,11 +91,10 @@ def test_a_prompt_prints_the_answer_on_the_terminal_untemplated(workstation):
     fresh_project(ws)
     done = aisb(ws, "run", "-H", "shell", "-p", "echo 'the-answer-is-{{ 6 * 7 }}'")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "the-answer-is-{{ 6 * 7 }}" in done.stdout.splitlines(), done.stdout[-3000:]
-    assert "the-answer-is-42" not in done.stdout
-    # An image build's progress goes to stderr: stdout is the play's record line and the answer.
-    assert [line for line in done.stdout.splitlines() if not line.startswith("session ")] == [
-        "the-answer-is-{{ 6 * 7 }}"], done.stdout
+    # stdout is the harness's answer alone (aisb run -p ... > answer.txt): the record line,
+    # the steps and an image build's progress are aisb's own words, on stderr.
+    assert done.stdout == "the-answer-is-{{ 6 * 7 }}\n", done.stdout[-3000:]
+    assert "session " in done.stderr and "the-answer-is" not in done.stderr, done.stderr[-3000:]
     # The playbook form ends with the same answer.
     played = run_agent(ws, "-e", json.dumps({"project": PROJECT}), command=["sh", "-c", "echo from-the-transcript"])
     assert played.returncode == 0, played.stdout[-3000:]
@@ -113,6 +123,41 @@ def test_a_headless_sessions_output_reaches_the_terminal_while_it_runs(workstati
     assert running.returncode == 0
 
 
+def test_an_image_build_shows_its_step_while_it_runs(workstation):
+    """A recipe of the developer's own never built before: aisb says the build's step (read
+    from its log) and its seconds on stderr while podman still builds; stdout stays the
+    answer alone."""
+    ws = workstation
+    fresh_project(ws)
+    nonce = "%x" % time.time_ns()
+    recipe = {"packages": ["curl", "git"], "install": [f"echo {nonce} && sleep 12"], "command": ["bash"],
+              "prompt": ["-c"], "allow": [], "env": []}
+    argv = ["aisb", "run", "-e", operator_vars(ws), "-e", json.dumps({"aisb_recipes": {"slow": recipe}}),
+            "-H", "slow", "-p", "echo built-and-ran"]
+    running = subprocess.Popen(ws.command(argv, cwd=PROJECT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        seen, building = [], None
+        for line in running.stderr:
+            seen.append(line)
+            if re.match(r"  STEP [0-9]+/[0-9]+: .* \([0-9]+ s\)$", line):
+                # Shown while the build runs, not after it.
+                building = ws.run(["pgrep", "-f", "[p]odman build --pull=never"], check=False).returncode == 0
+                break
+        rest = running.stderr.read()
+        answer = running.stdout.read()
+    finally:
+        running.wait(timeout=900)
+    assert building is True, "".join(seen)[-3000:]
+    assert running.returncode == 0, ("".join(seen) + rest)[-3000:]
+    shown = "".join(seen) + rest
+    assert re.search(r"  STEP [0-9]+/[0-9]+: RUN echo %s && sleep 12 \([0-9]+ s\)\n" % nonce, shown), shown[-3000:]
+    assert "built localhost/aisb-sandbox:" in rest and answer == "built-and-ran\n", (rest[-3000:], answer)
+    # Built now: the next run builds nothing and shows no step.
+    warm = aisb(ws, "run", "-e", json.dumps({"aisb_recipes": {"slow": recipe}}), "-H", "slow", "--", "true")
+    assert warm.returncode == 0 and "STEP " not in warm.stderr and "Building" not in warm.stderr, warm.stderr[-3000:]
+
+
 def test_aisb_run_in_a_real_terminal_is_interactive_and_exits_with_the_harness(workstation):
     ws = workstation
     fresh_project(ws)
@@ -122,6 +167,11 @@ def test_aisb_run_in_a_real_terminal_is_interactive_and_exits_with_the_harness(w
         wait_for_screen(ws, "aisb", "· Run the session", timeout=120)
         type_keys(ws, "aisb", "echo typed-$((6*7)) in $PWD", "Enter")
         wait_for_screen(ws, "aisb", "typed-42 in /project")
+        # A resize of the developer's terminal reaches the harness's TTY.
+        ws.run(["tmux", "resize-window", "-t", "aisb", "-x", "120", "-y", "40"])
+        time.sleep(1)
+        type_keys(ws, "aisb", "echo size-$(stty size | tr ' ' x)", "Enter")
+        wait_for_screen(ws, "aisb", "size-40x120")
         # Ctrl-C reaches the harness's foreground command; aisb and the session go on.
         interrupt_a_foreground_command(ws, "aisb")
         type_keys(ws, "aisb", "exit 5", "Enter")
@@ -146,8 +196,10 @@ def test_nothing_the_project_holds_takes_part_in_aisb_run(workstation):
     done = aisb(ws, "run", "--", "true", path=hostile_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert sorted(p.name for p in ws.path(PWNED).iterdir()) == []
-    origin = record_of(ws, done.stdout)["ansible_origin"]
-    assert origin["from_project"] == [] and origin["config_file"] != f"{PROJECT}/ansible.cfg", origin
+    origin = record_of(ws, done.stderr)["ansible_origin"]
+    # The user has no configuration file: the record says so, not a temporary file's name.
+    assert origin["from_project"] == [] and origin["config_file"] is None, origin
+    assert origin["config_note"].startswith("aisb: no configuration file"), origin
     assert "read its configuration from the project" not in done.stderr, done.stderr[-3000:]
 
 
@@ -156,7 +208,7 @@ def test_ls_show_logs_and_review_read_the_sessions_back(workstation):
     fresh_project(ws)
     done = aisb(ws, "run", "--review", "--", "sh", "-c", "echo by-the-agent > new.txt; echo logged")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    session_id = record_of(ws, done.stdout)["session_id"]
+    session_id = record_of(ws, done.stderr)["session_id"]
     assert session_dirs(ws)[-1] == session_id
     listed = aisb(ws, "ls").stdout.splitlines()
     assert re.match(re.escape(session_id) + r"  " + re.escape(PROJECT) + r"  pi  review  exit 0  ", listed[-1]), listed
@@ -192,13 +244,13 @@ def test_the_settings_files_allow_entry_reaches_the_session_with_its_origin(work
         assert "other.test=200" in done.stdout.splitlines(), done.stdout[-3000:]
         assert "allowed.test=200" not in done.stdout, done.stdout[-3000:]
         # The record's allow is read from the policy directory the gate enforced.
-        origins = dict((entry["entry"], entry["origin"]) for entry in record_of(ws, done.stdout)["allow"])
+        origins = dict((entry["entry"], entry["origin"]) for entry in record_of(ws, done.stderr)["allow"])
         assert origins == {"other.test": f"settings file {SETTINGS}"}, origins
         # A value given on the command line replaces the file's.
         given = aisb(ws, "run", "-e", '{"aisb_allow": ["allowed.test"]}', "--", *fetch)
         assert given.returncode == 0, given.stdout[-3000:] + given.stderr[-3000:]
         assert "allowed.test=200" in given.stdout.splitlines() and "other.test=200" not in given.stdout, given.stdout
-        origins = dict((entry["entry"], entry["origin"]) for entry in record_of(ws, given.stdout)["allow"])
+        origins = dict((entry["entry"], entry["origin"]) for entry in record_of(ws, given.stderr)["allow"])
         assert origins == {"allowed.test": "user"}, origins
     finally:
         ws.sh(f"rm -f {SETTINGS}")
@@ -219,4 +271,23 @@ def test_a_settings_file_others_can_write_is_refused_before_anything_starts(work
     assert sentence in refused.stderr and f"chmod go-w {SETTINGS}" in refused.stderr, refused.stderr[-3000:]
     # Refused at the play's first step: no facts, image, gate or session work followed.
     assert "· Run the session" not in refused.stderr and "· Measure the host" not in refused.stderr
+    assert session_dirs(ws) == before and session_containers(ws) == []
+
+
+def test_aisb_run_where_provision_never_ran_says_what_to_run_in_one_sentence(workstation):
+    """What provision.yml installs is missing (nft here): one sentence naming the playbook
+    to run, a refusal's exit code, no traceback, nothing started."""
+    ws = workstation
+    fresh_project(ws)
+    before = session_dirs(ws)
+    ws.run(["mv", "/usr/sbin/nft", "/usr/sbin/nft.moved"], user="root")
+    try:
+        refused = aisb(ws, "run", "--", "echo", "harness-ran")
+    finally:
+        ws.run(["mv", "/usr/sbin/nft.moved", "/usr/sbin/nft"], user="root")
+    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+    sentences = [line for line in refused.stderr.splitlines() if line.startswith("aisb: ")]
+    assert len(sentences) == 1 and "ansible-playbook aisb.sandbox.provision" in sentences[0], refused.stderr[-3000:]
+    assert "Traceback" not in refused.stdout + refused.stderr and refused.stdout == "", refused.stdout[-3000:]
+    assert "· Ensure the sandbox image" not in refused.stderr, refused.stderr[-3000:]
     assert session_dirs(ws) == before and session_containers(ws) == []

@@ -32,6 +32,12 @@ def test_run_takes_the_current_directory_and_the_options_as_run_agent_variables(
     assert variables("-f", "~/task.md")["prompt_file"] == os.path.expanduser("~/task.md")
 
 
+def test_a_project_named_with_a_leading_dash_or_spaces_is_a_path_never_an_option():
+    assert variables("./-rf") == {"project": CWD + "/-rf"}
+    assert variables("my app/ -x ") == {"project": CWD + "/my app/ -x "}
+    assert cli.unsafe_yaml(variables("./--network=host")) == 'project: "%s/--network=host"\n' % CWD
+
+
 def test_a_command_after_the_double_dash_is_kept_whole_and_interactive_only_on_a_terminal():
     assert variables("--", "ls", "-la", "--", "x") == {
         "project": CWD, "command": ["ls", "-la", "--", "x"], "interactive": False}
@@ -43,6 +49,8 @@ def test_a_command_after_the_double_dash_is_kept_whole_and_interactive_only_on_a
     (["run", "-p", "x", "--", "true"], "exclude each other"),
     (["run", "dir", "extra"], "goes after --"),
     (["ls", "--", "x"], "only aisb run"),
+    # A directory named like an option is one only as ./-rf.
+    (["run", "-rf"], "unrecognized arguments: -rf"),
     (["review", "last", "merge"], "invalid choice"),
     ([], "required"),
 ])
@@ -96,6 +104,22 @@ def test_ansible_playbook_gets_a_chosen_configuration_the_system_path_and_the_qu
     assert env["PATH"] == "/usr/sbin:/usr/bin:/sbin:/bin"
     assert env["ANSIBLE_STDOUT_CALLBACK"] == "aisb.sandbox.quiet"
     assert env[cli.RESULT_VARIABLE] == "/tmp/r.json" and env["HOME"] == "/home/dev"
+
+
+def test_the_empty_configuration_aisb_made_is_recorded_as_none(tmp_path):
+    empty, own = tmp_path / "ansible.cfg", tmp_path / "own.cfg"
+    empty.write_text("")
+    own.write_text("[defaults]\n")
+    env = cli.playbook_environment({"AISB_EMPTY_CONFIG": str(own)}, str(empty), "/tmp/r.json", empty_config=True)
+    assert env[cli.EMPTY_CONFIG_VARIABLE] == str(empty)
+    assert cli.config_in_use(str(empty), env) == (None, cli.NO_CONFIG_NOTE)
+    # The user's own file is recorded as it is; a name inherited from the shell is dropped.
+    users = cli.playbook_environment({"AISB_EMPTY_CONFIG": str(own)}, str(own), "/tmp/r.json")
+    assert cli.EMPTY_CONFIG_VARIABLE not in users
+    assert cli.config_in_use(str(own), users) == (str(own), None)
+    # A name alone hides no configuration: a file that is not empty is recorded.
+    assert cli.config_in_use(str(own), {cli.EMPTY_CONFIG_VARIABLE: str(own)}) == (str(own), None)
+    assert cli.config_in_use(None, env) == (None, None)
 
 
 def test_the_configuration_is_the_users_own_never_the_current_directorys():
@@ -240,3 +264,17 @@ def test_verify_takes_the_users_inventory_or_this_workstation():
     assert cli.verify_inventory(None, CWD, "/opt/a/python3") == ("localhost,", {
         "verify_report_dir": CWD + "/aisb-fleet-report", "aisb_hosts": "localhost", "ansible_connection": "local",
         "ansible_python_interpreter": "/opt/a/python3"})
+
+
+def test_on_a_terminal_the_answer_never_drives_it_and_to_a_file_it_is_verbatim(tmp_path):
+    assert isinstance(cli.answer_text(False), cli.Verbatim) and isinstance(cli.answer_text(True), cli.TerminalText)
+    for terminal, expected in ((True, b"title ?]0;owned? done\n"), (False, b"title \x1b]0;owned\x07 done\n")):
+        state, out = str(tmp_path / str(terminal)), Out()
+        follower = cli.TranscriptFollower(state, [], out, interval=0.01, text=cli.answer_text(terminal))
+        follower.start()
+        with new_transcript(state, "20261203T110000-0000000b") as transcript:
+            transcript.write(b"title \x1b]0;")
+            out.when(b"title ")
+            transcript.write(b"owned\x07 done\n")
+        follower.finish(transcript.name)
+        assert out.getvalue() == expected, terminal

@@ -161,6 +161,39 @@ def test_a_build_writes_its_log_by_content_hash_and_says_how_long_it_took(tmp_pa
     assert (again.built, again.log, again.seconds) == (False, None, None)
 
 
+def test_progress_is_followed_around_a_build_only(tmp_path):
+    events = []
+
+    class Progress(object):
+        def __init__(self, log):
+            events.append(("follow", log))
+
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *_exc):
+            events.append("exit")
+
+    def noting(run):
+        def traced(argv, timeout=None):
+            if argv[1] == "build":
+                events.append("build")
+            return run(argv, timeout)
+        return traced
+
+    files = {"Containerfile": b"FROM base\n"}
+    image = _images.ensure(noting(image_run({"localhost/base:1"})), "podman", "localhost/aisb-x", files,
+                           "localhost/base:1", False, context="/ctx", log_dir=str(tmp_path), progress=Progress)
+    assert events == [("follow", image.log), "enter", "build", "exit"]
+    # A warm run (the tag exists) and check mode follow nothing.
+    del events[:]
+    _images.ensure(image_run({"localhost/base:1", image.tag}), "podman", "localhost/aisb-x", files,
+                   "localhost/base:1", False, context="/ctx", log_dir=str(tmp_path), progress=Progress)
+    _images.ensure(image_run({"localhost/base:1"}), "podman", "localhost/aisb-x", files, "localhost/base:1", True,
+                   context="/ctx", log_dir=str(tmp_path), progress=Progress)
+    assert events == []
+
+
 def test_a_failed_build_names_its_log_and_shows_its_last_lines(tmp_path):
     with pytest.raises(_images.ImageError) as raised:
         _images.ensure(image_run({"localhost/base:1"}, build_rc=1), "podman", "localhost/aisb-x",

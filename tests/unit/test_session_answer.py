@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The headless answer a session's result carries: the transcript whole, or its end from
-a line's start after a line naming the file."""
+a line's start after a line naming the file; none when the caller shows the transcript
+itself (answer=false)."""
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import hide_values, transcript_end
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import (
+    hide_values, task_result, transcript_end)
 
 
 def test_a_short_transcript_is_the_answer_whole(tmp_path):
@@ -26,3 +28,18 @@ def test_long_environment_values_are_hidden_in_the_answer_and_short_ones_kept():
     answer = "SECRET=s3cr3t-v4lue-77\nZERO=0\nYES=true\nTOKEN=abcdefgh and s3cr3t-v4lue-77\n"
     shown = hide_values(answer, ["s3cr3t-v4lue-77", "0", "true", "abcdefgh", "s3cr3t"])
     assert shown == "SECRET=********\nZERO=0\nYES=true\nTOKEN=******** and ********\n"
+
+
+def finished(transcript):
+    return {"session_id": "sid", "exit_code": 0, "status": "exited", "reason": "", "record": "/s/record.json",
+            "transcript": transcript, "commands": [], "gate": {"allowed": [], "denied": [], "hints": []}}
+
+
+def test_the_answer_is_read_only_when_wanted(tmp_path, monkeypatch):
+    path = tmp_path / "transcript.log"
+    path.write_text("the answer\n")
+    assert task_result(finished(str(path)))["answer"] == "the answer\n"
+    # aisb run streams the transcript itself: the result neither reads nor carries it.
+    opened = []
+    monkeypatch.setattr("builtins.open", lambda *args, **kwargs: opened.append(args) or 1 / 0)
+    assert task_result(finished(str(path)), answer=False)["answer"] == "" and opened == []

@@ -16,6 +16,7 @@ ensure outside check mode, and every session start, marks the tags it uses in
 RECORDS_DIR/used/ (mark_used: the mtime is the last use), which retention reads.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -206,8 +207,13 @@ def base_image_id(run, podman, reference, pull=True, timeout=None, fresh=False):
     return out.strip(), True
 
 
+@contextlib.contextmanager
+def _no_progress():
+    yield
+
+
 def ensure(run, podman, repository, files, base_image, check_mode, context=None, build_args=None, extra=None,
-           labels=None, what=None, timeout=None, log_dir=None, records_dir=None, refresh_stamp=None):
+           labels=None, what=None, timeout=None, log_dir=None, records_dir=None, refresh_stamp=None, progress=None):
     """REPOSITORY:<hash>, built when no image has that tag: the one ensure-built flow.
 
     The hash covers FILES ({context path: bytes}), the base image's ID, BUILD_ARGS,
@@ -219,6 +225,8 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
     tag). LOG_DIR: where the build writes its log (build_log), made when missing.
     RECORDS_DIR: refresh stamps and last-use marks (None: neither is read or written).
     REFRESH_STAMP: refresh (see the module's docstring), recording this stamp once built.
+    PROGRESS: called with the log's path when a build runs, a context manager around it
+    (the action plugin shows the build's step from the log; plugin_utils/_build_progress).
     Raises ImageError, or ValueError for a malformed stamp.
     """
     stored = stored_refresh_stamp(records_dir, repository)
@@ -251,8 +259,9 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
         if context is None:
             write_context(directory, dict((path, (data, 0o644)) for path, data in files.items()))
         started = time.time()
-        rc, out, err = run(_podman.build(podman, tag, directory, base_id, all_labels, build_args, log,
-                                         no_cache=refresh_stamp is not None), timeout=timeout)
+        with progress(log) if progress and log else _no_progress():
+            rc, out, err = run(_podman.build(podman, tag, directory, base_id, all_labels, build_args, log,
+                                             no_cache=refresh_stamp is not None), timeout=timeout)
         seconds = int(round(time.time() - started))
     finally:
         if context is None:

@@ -281,7 +281,8 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     elif check_mode:
         result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
     else:
-        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent))
+        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent),
+                             answer=params["answer"])
         result["answer"] = hide_values(result["answer"], inputs.environment.values())
     result["commands"] = run.commands + result.get("commands", [])
     held = held_sentence(keys_held(inputs.environment)) if inputs is not None else None
@@ -326,13 +327,15 @@ def hide_values(text, values):
     return text
 
 
-def task_result(record):
-    """The task result for a finished session: failed unless the harness exited 0."""
+def task_result(record, answer=True):
+    """The task result for a finished session: failed unless the harness exited 0.
+    ANSWER: read the transcript's end into its answer (False: the caller shows the
+    transcript itself, and the answer is empty)."""
     gate = record["gate"]
     result = {
         "changed": True, "rc": record["exit_code"], "status": record["status"], "reason": record["reason"],
         "session_id": record["session_id"], "record": record["record"],
-        "transcript": record["transcript"], "answer": transcript_end(record["transcript"]),
+        "transcript": record["transcript"], "answer": transcript_end(record["transcript"]) if answer else "",
         "commands": record["commands"],
         "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
         "token_budget": budget_note(record.get("tokens")),

@@ -49,6 +49,9 @@ def argument_spec():
         # Whether the harness may load and run what the project gives it (_harness_code).
         project_harness_code=dict(type="bool", default=False),
         interactive=dict(type="bool"),
+        # false: the caller prints the transcript itself (aisb run), so the result's answer
+        # stays empty instead of a second read of the transcript's end.
+        answer=dict(type="bool", default=True),
         host_facts=dict(type="dict"),
         max_facts_age=dict(type="int", default=604800),
         limits=dict(type="dict", default={}, options=dict(
