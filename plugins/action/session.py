@@ -97,7 +97,7 @@ class ActionModule(ActionBase):
             return result
         # Nothing is left to report to once ansible-playbook is gone: leave, and the module
         # sees its stdout lose its reader.
-        watch = _controller.Watch(lambda _reason: os._exit(1), parent=os.getppid()).start()
+        watch = _controller.ControllerWatch(lambda _reason: os._exit(1), parent=os.getppid()).start()
         try:
             if runs_here(self):
                 result.update(forked_result(lambda: run_session(args, dict(os.environ), self._task.check_mode)))

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.session._controller import HEARTBEAT, OUTPUT_GONE, Watch
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._controller import HEARTBEAT, OUTPUT_GONE, ControllerWatch
 
 BOUND = 10  # seconds: a correctness bound for a loaded machine
 
@@ -40,7 +40,7 @@ def test_a_pipe_whose_last_reader_dies_by_sigkill_is_noticed():
     read_end, write_end = os.pipe()
     reader = reader_in_a_child(read_end)
     calls = Calls()
-    watch = Watch(calls, output=write_end, interval=0.05).start()
+    watch = ControllerWatch(calls, output=write_end, interval=0.05).start()
     time.sleep(0.3)
     assert not calls.called.is_set()  # heartbeats go to a live reader
     reader.send_signal(signal.SIGKILL)
@@ -55,7 +55,7 @@ def test_a_pipe_whose_last_reader_dies_by_sigkill_is_noticed():
 def test_a_socket_whose_peer_closes_is_noticed():
     ours, theirs = socket.socketpair()
     calls = Calls()
-    watch = Watch(calls, output=ours.fileno(), interval=0.05).start()
+    watch = ControllerWatch(calls, output=ours.fileno(), interval=0.05).start()
     theirs.close()
     assert calls.called.wait(BOUND)
     assert calls.reasons == [OUTPUT_GONE]
@@ -66,7 +66,7 @@ def test_a_socket_whose_peer_closes_is_noticed():
 def test_heartbeats_are_blank_lines_and_stop_ends_them():
     read_end, write_end = os.pipe()
     calls = Calls()
-    watch = Watch(calls, output=write_end, interval=0.02).start()
+    watch = ControllerWatch(calls, output=write_end, interval=0.02).start()
     assert select.select([read_end], [], [], BOUND)[0]  # a heartbeat came
     watch.stop()
     os.set_blocking(read_end, False)
@@ -84,7 +84,7 @@ def test_a_file_or_dev_null_is_never_taken_for_a_lost_controller(tmp_path):
     with open(os.devnull, "wb") as null, open(tmp_path / "out", "wb") as regular:
         for handle in (null, regular):
             calls = Calls()
-            watch = Watch(calls, output=handle.fileno(), interval=0.02).start()
+            watch = ControllerWatch(calls, output=handle.fileno(), interval=0.02).start()
             assert watch.output is None
             time.sleep(0.1)
             watch.stop()
@@ -96,9 +96,9 @@ def test_a_reparented_process_notices_its_parent_died():
     # A parent forks a child that watches it; the parent dies by SIGKILL; the child reports.
     code = (
         "import os, sys, time\n"
-        "from ansible_collections.aisb.sandbox.plugins.module_utils.session._controller import Watch\n"
+        "from ansible_collections.aisb.sandbox.plugins.module_utils.session._controller import ControllerWatch\n"
         "if os.fork() == 0:\n"
-        "    Watch(lambda reason: (print(reason, flush=True), os._exit(0)), parent=os.getppid(), interval=0.05).start()\n"
+        "    ControllerWatch(lambda reason: (print(reason, flush=True), os._exit(0)), parent=os.getppid(), interval=0.05).start()\n"
         "    print(os.getpid(), flush=True)\n"
         "time.sleep(60)\n")
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
@@ -116,7 +116,7 @@ def test_a_reparented_process_notices_its_parent_died():
 
 def test_stop_without_a_loss_calls_nothing():
     calls = Calls()
-    watch = Watch(calls, parent=os.getppid(), interval=0.02).start()
+    watch = ControllerWatch(calls, parent=os.getppid(), interval=0.02).start()
     time.sleep(0.1)
     watch.stop()
     assert calls.reasons == []

@@ -36,7 +36,7 @@ def can_lose_reader(fd):
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class Watch(object):
+class ControllerWatch(object):
     """A thread that calls ON_LOST(reason) once, when OUTPUT has no reader left or this
     process's parent is no longer PARENT; stop() ends it without a call."""
 

@@ -191,7 +191,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "transcript": transcript,
         "record": _session_record.path(runner.session_dir),
     }
-    watch = _controller.Watch(runner.controller_lost, output=STDOUT, parent=parent)
+    watch = _controller.ControllerWatch(runner.controller_lost, output=STDOUT, parent=parent)
     ended = Outcome("exited", None, "")
     try:
         with signals_raise():

@@ -266,7 +266,7 @@ class SessionRunner(object):
             self.ruleset = {"unparsed": text[:4000]}
 
     def controller_lost(self, reason):
-        """Whatever controlled the session went away (_controller.Watch): stop the
+        """Whatever controlled the session went away (_controller.ControllerWatch): stop the
         sandbox at once (nobody is left to wait for the harness: no grace period); the
         session then ends as on any other stop, with status controller-lost."""
         self.lost = reason
