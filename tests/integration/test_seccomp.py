@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The agent's kernel surface (issue 32, item 1): inside a real session the agent cannot
+make a user namespace (unshare, clone, clone3) nor reach keyctl, bpf, io_uring,
+userfaultfd or the new mount API; the same probes reach the kernel in a control container
+of the same image run without any seccomp filter, so the test can fail.
+
+The probes are perl's raw syscall() (perl-base is in every Debian image) with x86_64's
+syscall numbers, and util-linux's unshare.
+"""
+
+import json
+import re
+
+import pytest
+
+from sessions import record_of, run_agent, provisioned_sandbox_image
+
+EPERM, ENOSYS = 1, 38
+# name -> the errno the sandbox's filter answers with.
+REFUSED_WITH = {
+    "unshare-Urn": EPERM, "unshare-U": EPERM, "unshare_newuser": EPERM, "clone_newuser": EPERM,
+    "clone3_newuser": ENOSYS, "setns": EPERM, "keyctl": EPERM, "bpf": EPERM, "io_uring_setup": EPERM,
+    "userfaultfd": EPERM, "fsopen": EPERM,
+}
+# One line per probe: "probe NAME rc ERRNO". Each runs in a child of its own (fork: clone
+# without namespace flags), so that a namespace one made does not carry into the next.
+PROBE = r"""
+use strict;
+sub probe {
+  my ($name, $code) = @_;
+  my $pid = fork();
+  if ($pid == 0) { $! = 0; my $rc = $code->(); printf("probe %s %d %d\n", $name, $rc, $rc < 0 ? $!+0 : 0); exit 0; }
+  waitpid($pid, 0);
+}
+# A child made by a raw clone or clone3 leaves at once (exit_group); the parent reaps it.
+sub child_exit { my $rc = shift; if ($rc == 0) { syscall(231, 0); } waitpid($rc, 0) if $rc > 0; return $rc; }
+my $NEWUSER = 0x10000000; my $NEWNS = 0x20000; my $NEWNET = 0x40000000;
+probe("unshare_newuser", sub { syscall(272, $NEWUSER) });
+probe("clone_newuser", sub { child_exit(syscall(56, $NEWUSER | 17, 0, 0, 0, 0)) });
+probe("clone3_newuser", sub { my $args = pack("Q11", $NEWUSER, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0);
+                              child_exit(syscall(435, $args, length($args))) });
+# setns and fsopen as the root of a user namespace of the probe's own, where the kernel
+# allows them; where that namespace cannot be made, as the agent itself.
+probe("setns", sub { syscall(272, $NEWUSER | $NEWNET); open(my $ns, "<", "/proc/self/ns/net") or return -1;
+                     syscall(308, fileno($ns), $NEWNET) });
+probe("fsopen", sub { syscall(272, $NEWUSER | $NEWNS); syscall(430, "tmpfs", 0) });
+probe("keyctl", sub { syscall(250, 0, -3, 1) });            # KEYCTL_GET_KEYRING_ID, session keyring
+probe("bpf", sub { syscall(321, 0x7fff, 0, 0) });           # an unknown command: EINVAL once reached
+probe("io_uring_setup", sub { my $params = "\0" x 120; syscall(425, 1, $params) });
+probe("userfaultfd", sub { syscall(323, 1) });              # UFFD_USER_MODE_ONLY
+"""
+SHELL = ("perl -e '%s'; for args in -Urn -U; do unshare $args true 2>/dev/null; e=$?; "
+         "echo \"probe unshare$args $e 0\"; done; grep -E '^Seccomp(_filters)?:' /proc/self/status")
+
+
+def probes(output):
+    """{name: (rc, errno)} from the probe's lines."""
+    return dict((m.group(1), (int(m.group(2)), int(m.group(3))))
+                for m in re.finditer(r"^probe (\S+) (-?\d+) (\d+)$", output, re.M))
+
+
+def reached(rc, errno, name):
+    """Whether a probe got past any filter: success, or the kernel's own answer."""
+    if name.startswith("unshare-"):
+        return rc == 0
+    return rc >= 0 or errno not in (EPERM, ENOSYS)
+
+
+@pytest.fixture(scope="module")
+def probe_script():
+    assert "'" not in PROBE
+    return SHELL % PROBE
+
+
+def test_the_probes_reach_the_kernel_without_a_filter(workstation, probe_script):
+    """The control: the same image, the agent's user, no capability, no seccomp filter."""
+    assert workstation.run(["uname", "-m"]).stdout.strip() == "x86_64"  # the probe's syscall numbers
+    result = workstation.run(["podman", "run", "--rm", "--network=none", "--cap-drop=ALL",
+                              "--security-opt=no-new-privileges", "--security-opt=seccomp=unconfined",
+                              "--userns=keep-id:uid=1000,gid=1000", "--user=1000:1000", "--entrypoint", "sh",
+                              provisioned_sandbox_image(workstation), "-c", probe_script], check=False)
+    found = probes(result.stdout)
+    print("control:", json.dumps(found, sort_keys=True))
+    assert sorted(found) == sorted(REFUSED_WITH), result.stdout + result.stderr
+    assert dict((n, v) for n, v in found.items() if not reached(v[0], v[1], n)) == {}
+    assert "Seccomp:\t0" in result.stdout
+
+
+def test_the_agent_cannot_reach_them_in_a_session(workstation, project, probe_script):
+    result = run_agent(workstation, command=["sh", "-c", probe_script])
+    assert result.returncode == 0, result.stdout[-3000:]
+    record = record_of(workstation, result.stdout)
+    output = workstation.path(record["transcript"]).read_text()
+    found = probes(output)
+    print("session:", json.dumps(found, sort_keys=True))
+    assert sorted(found) == sorted(REFUSED_WITH), output
+    for name, errno in REFUSED_WITH.items():
+        rc, got = found[name]
+        if name.startswith("unshare-"):
+            assert rc != 0, (name, found[name])
+        else:
+            assert (rc, got) == (-1, errno), (name, found[name])
+    # The filter the harness runs under: podman's (from its default profile) and the sandbox's own.
+    assert "Seccomp:\t2" in output
