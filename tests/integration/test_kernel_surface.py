@@ -39,11 +39,11 @@ probe("unshare_newuser", sub { syscall(272, $NEWUSER) });
 probe("clone_newuser", sub { child_exit(syscall(56, $NEWUSER | 17, 0, 0, 0, 0)) });
 probe("clone3_newuser", sub { my $args = pack("Q11", $NEWUSER, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0);
                               child_exit(syscall(435, $args, length($args))) });
-# setns and fsopen as the root of a user namespace of the probe's own, where the kernel
+# setns and fsopen as the root of a new user namespace, where the kernel
 # allows them; where that namespace cannot be made, as the agent itself.
 probe("setns", sub { syscall(272, $NEWUSER | $NEWNET); open(my $ns, "<", "/proc/self/ns/net") or return -1;
                      syscall(308, fileno($ns), $NEWNET) });
-probe("fsopen", sub { syscall(272, $NEWUSER | $NEWNS); syscall(430, "tmpfs", 0) });
+probe("fsopen", sub { syscall(272, $NEWUSER | $NEWNS); my $type = "tmpfs"; syscall(430, $type, 0) });
 probe("keyctl", sub { syscall(250, 0, -3, 1) });            # KEYCTL_GET_KEYRING_ID, session keyring
 probe("bpf", sub { syscall(321, 0x7fff, 0, 0) });           # an unknown command: EINVAL once reached
 probe("io_uring_setup", sub { my $params = "\0" x 120; syscall(425, 1, $params) });
