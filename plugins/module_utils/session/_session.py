@@ -14,7 +14,7 @@ import os
 import time
 from typing import NamedTuple, Optional
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _session_record
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _seccomp, _session_record
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils.project import (
@@ -117,6 +117,14 @@ def start(inputs, facts, environ, run):
     return Started(plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept)
 
 
+def seccomp_report(plan):
+    """What the record keeps about the sandbox's seccomp profile."""
+    if plan.sandbox_options.seccomp_profile is None:
+        return None
+    return {"profile": plan.sandbox_options.seccomp_profile, "sha256": _seccomp.digest(plan.seccomp_profile),
+            "derived_from": _seccomp.HOST_DEFAULT_PROFILE}
+
+
 def credentials_report(inputs, injector, gate_log):
     """What the record keeps about the provider credentials: the entries without their
     keys, each request the injector relayed or refused, and each request the gate
@@ -175,6 +183,9 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "policy": plan.policy_text,
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan.limits,
+        # The sandbox's seccomp profile (its file in the session's directory) and the
+        # host's default it was rendered from; None: podman's default (allow_unenforced).
+        "seccomp": seccomp_report(plan),
         "environment_names": sorted(inputs.environment),
         # Provider keys the agent was handed as they are (the operator named them).
         "provider_keys_held": keys_held(inputs.environment),

@@ -26,6 +26,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_unit impor
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._seccomp import PROFILE_FILE
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outcome import Seen, decide
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan import (
     ENV_FD, POLICY_FILE, REPORT_FD, SESSION_LABEL, environment_bytes)
@@ -193,6 +194,8 @@ class SessionRunner(object):
         self.write(POLICY_FILE, self.plan.policy_text, 0o644)
         for name, text in self.plan.session_files:
             self.write(name, text, 0o644)
+        if self.plan.seccomp_profile is not None:
+            self.write(PROFILE_FILE, self.plan.seccomp_profile, 0o644)
         argv = _podman.sandbox_run(self.podman, self.plan.sandbox_options)
         self.commands.append(argv)
         self._started.append(self.plan.names.sandbox)
