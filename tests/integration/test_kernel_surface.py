@@ -8,12 +8,14 @@ The probes are perl's raw syscall() (perl-base is in every Debian image) with x8
 syscall numbers, and util-linux's unshare.
 """
 
+import hashlib
 import json
 import re
 
 import pytest
 
-from sessions import record_of, run_agent, provisioned_sandbox_image
+from sessions import (PROJECT, images_and_policy, left_running, provisioned_sandbox_image, record_of, run_agent,
+                      session_containers, session_module)
 
 EPERM, ENOSYS = 1, 38
 # name -> the errno the sandbox's filter answers with.
@@ -100,5 +102,35 @@ def test_the_agent_cannot_reach_them_in_a_session(workstation, project, probe_sc
             assert rc != 0, (name, found[name])
         else:
             assert (rc, got) == (-1, errno), (name, found[name])
-    # The filter the harness runs under: podman's (from its default profile) and the sandbox's own.
-    assert "Seccomp:\t2" in output
+    # The harness runs under the one filter the sandbox's profile makes.
+    assert "Seccomp:\t2" in output and "Seccomp_filters:\t1" in output
+    # The record: the profile's file in the session's directory and its digest; the watch
+    # read the sandbox's seccomp state with every reading and found it as wanted.
+    seccomp = record["seccomp"]
+    profile = workstation.path(seccomp["profile"]).read_text()
+    assert hashlib.sha256(profile.encode()).hexdigest() == seccomp["sha256"]
+    assert seccomp["derived_from"] == "/usr/share/containers/seccomp.json"
+    assert f"--security-opt=seccomp={seccomp['profile']}" in next(
+        argv for argv in record["commands"] if "aisb-sandbox-" + record["session_id"] in argv)
+    watch = record["enforcement_watch"]
+    assert watch["seccomp"] == {"Seccomp": "2", "Seccomp_filters": "1"} and watch["lost"] is None, watch
+
+
+def test_a_sandbox_started_without_its_profile_is_stopped(workstation, project):
+    """podman (here a wrapper, as a broken or changed podman would) starts the sandbox
+    without the profile: the watch's first reading sees no filter, the session stops it."""
+    unfiltered = workstation.install_program("podman-unconfined", (
+        "#!/bin/sh\nfor a; do shift; case $a in --security-opt=seccomp=*) a=--security-opt=seccomp=unconfined;; "
+        "esac; set -- \"$@\" \"$a\"; done\nexec /usr/bin/podman \"$@\"\n"))
+    running = session_containers(workstation)
+    result = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT, "executable": unfiltered,
+                                            "command": ["sh", "-c", "echo harness-started; sleep 60; echo harness-finished"]})
+    assert result.returncode != 0
+    record = record_of(workstation, result.stdout)
+    assert record["status"] == "enforcement-lost" and record["exit_code"] == 77, record["reason"]
+    lost = record["enforcement_watch"]["lost"]
+    assert lost["what"] == "the sandbox is not under its seccomp profile", lost
+    assert lost["removed"] == ["Seccomp: 2", "Seccomp_filters: 1"] and lost["added"] == ["Seccomp: 0", "Seccomp_filters: 0"]
+    assert "not under its seccomp profile" in record["reason"] and "the sandbox was stopped" in record["reason"]
+    assert "harness-finished" not in workstation.path(record["transcript"]).read_text()
+    assert left_running(workstation, running) == []

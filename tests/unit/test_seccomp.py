@@ -101,3 +101,26 @@ def test_load_profile_reads_and_renders_or_says_why_not(tmp_path):
     path.write_text("{")
     profile, problem = _seccomp.load_profile(str(path))
     assert profile is None and problem.startswith("%s is not JSON" % path)
+
+
+STATUS = "Name:\tcatatonit\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\nSpeculation_Store_Bypass:\tx\n"
+
+
+def test_the_status_fields_are_read_from_proc_status():
+    assert _seccomp.status_fields(STATUS) == {"Seccomp": "2", "Seccomp_filters": "1"}
+    assert _seccomp.status_fields("Name:\tx\n") == {}
+
+
+def test_a_sandbox_is_wanted_in_filter_mode_under_one_filter_more_than_its_starter():
+    assert _seccomp.wanted_status("Seccomp:\t0\nSeccomp_filters:\t0\n") == {"Seccomp": "2", "Seccomp_filters": "1"}
+    assert _seccomp.wanted_status("Seccomp:\t2\nSeccomp_filters:\t3\n") == {"Seccomp": "2", "Seccomp_filters": "4"}
+    # Before Linux 5.9 the kernel shows no count: only the mode is wanted.
+    assert _seccomp.wanted_status("Seccomp:\t0\n") == {"Seccomp": "2"}
+
+
+def test_the_difference_names_what_is_wanted_and_what_is_there():
+    wanted = {"Seccomp": "2", "Seccomp_filters": "1"}
+    assert _seccomp.status_difference(wanted, STATUS) == {"removed": [], "added": []}
+    assert _seccomp.status_difference(wanted, "Seccomp:\t0\nSeccomp_filters:\t0\n") == {
+        "removed": ["Seccomp: 2", "Seccomp_filters: 1"], "added": ["Seccomp: 0", "Seccomp_filters: 0"]}
+    assert _seccomp.status_difference(wanted, "Seccomp:\t2\n") == {"removed": ["Seccomp_filters: 1"], "added": []}

@@ -138,3 +138,40 @@ def load_profile(path=HOST_DEFAULT_PROFILE):
         return render_profile(text, path), None
     except SeccompError as error:
         return None, str(error)
+
+
+# What /proc/PID/status says of a process's seccomp state.
+STATUS_FIELDS = ("Seccomp", "Seccomp_filters")
+# The filters podman's runtime (crun) adds for a profile, over those its caller is under.
+FILTERS_PER_PROFILE = 1
+
+
+def status_fields(status_text):
+    """{field: value} of STATUS_FIELDS in STATUS_TEXT, a /proc/PID/status (a field the
+    kernel does not show is absent)."""
+    found = {}
+    for line in status_text.splitlines():
+        name, _sep, value = line.partition(":")
+        if name in STATUS_FIELDS:
+            found[name] = value.strip()
+    return found
+
+
+def wanted_status(own_status_text):
+    """The seccomp fields of a sandbox under its profile, started by a process whose
+    /proc/self/status is OWN_STATUS_TEXT: in filter mode, under one filter more than that
+    process (the kernel shows no count before Linux 5.9: then only the mode)."""
+    wanted = {"Seccomp": str(FILTER_MODE)}
+    own = status_fields(own_status_text)
+    if "Seccomp_filters" in own:
+        wanted["Seccomp_filters"] = str(int(own["Seccomp_filters"]) + FILTERS_PER_PROFILE)
+    return wanted
+
+
+def status_difference(wanted, status_text):
+    """{"removed": [...], "added": [...]}: the "FIELD: value" lines of WANTED that STATUS_TEXT
+    (the sandbox's /proc/PID/status) does not show, and what it shows instead."""
+    actual = status_fields(status_text)
+    differing = sorted(name for name in wanted if actual.get(name) != wanted[name])
+    return {"removed": ["%s: %s" % (name, wanted[name]) for name in differing],
+            "added": ["%s: %s" % (name, actual[name]) for name in differing if name in actual]}

@@ -18,15 +18,15 @@ import sys
 import threading
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _watchdog
-from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import EnforcementWatch, sandbox_pid
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import (
+    EnforcementWatch, process_status, sandbox_pid)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_unit import POLICY_LABEL
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import policy_hash
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import subprocess_execute
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._seccomp import PROFILE_FILE
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outcome import Seen, decide
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan import (
     ENV_FD, POLICY_FILE, REPORT_FD, SESSION_LABEL, environment_bytes)
@@ -195,7 +195,7 @@ class SessionRunner(object):
         for name, text in self.plan.session_files:
             self.write(name, text, 0o644)
         if self.plan.seccomp_profile is not None:
-            self.write(PROFILE_FILE, self.plan.seccomp_profile, 0o644)
+            self.write(_seccomp.PROFILE_FILE, self.plan.seccomp_profile, 0o644)
         argv = _podman.sandbox_run(self.podman, self.plan.sandbox_options)
         self.commands.append(argv)
         self._started.append(self.plan.names.sandbox)
@@ -287,8 +287,13 @@ class SessionRunner(object):
         with self._watch_lock:
             if self.plan.enforcement_watch is None or self._finished or self.enforcement_watch is not None:
                 return
+            seccomp = None
+            if self.plan.seccomp_profile is not None:
+                # One filter more than this process is under (podman and its runtime descend from it).
+                seccomp = _seccomp.wanted_status(process_status(os.getpid())[0] or "")
             self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan.policy_text,
-                                                      self.plan.enforcement_watch, self._enforcement_lost)
+                                                      self.plan.enforcement_watch, self._enforcement_lost,
+                                                      seccomp=seccomp)
             self.enforcement_watch.start()
 
     def _enforcement_lost(self, lost):
