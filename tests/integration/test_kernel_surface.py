@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from spike_host import FACTS
 from sessions import (PROJECT, images_and_policy, left_running, provisioned_sandbox_image, record_of, run_agent,
                       session_containers, session_module)
 
@@ -134,3 +135,27 @@ def test_a_sandbox_started_without_its_profile_is_stopped(workstation, project):
     assert "not under its seccomp profile" in record["reason"] and "the sandbox was stopped" in record["reason"]
     assert "harness-finished" not in workstation.path(record["transcript"]).read_text()
     assert left_running(workstation, running) == []
+
+
+# The spike's seccomp probe without the profile (its leak control), in the workstation.
+SECCOMP_LEAK_CONTROL = """
+import json, os, sys
+sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
+from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_probes
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
+prober = _host_probes.Prober(Runner(subprocess_execute()), "podman", sys.argv[1], 60)
+print(json.dumps(_host_probes.probe_seccomp_profile(prober, enforce=False)))
+"""
+
+
+def test_the_spike_measured_that_the_profile_holds_and_its_probe_sees_a_leak(workstation):
+    facts = json.loads(workstation.path(FACTS).read_text())
+    probe = facts["probes"]["seccomp_profile"]
+    assert probe["ok"] is True, probe
+    assert "nft works in the privileged stage and the agent's unshare -Urn is refused" in probe["detail"]
+    assert any(arg.startswith("--security-opt=seccomp=") for arg in probe["evidence"]["command"])
+    assert facts["verdict"]["model_holds"] is True
+    workstation.path("/home/dev/seccomp_leak_control.py").write_text(SECCOMP_LEAK_CONTROL)
+    leak = json.loads(workstation.run(["/opt/ansible/bin/python3", "/home/dev/seccomp_leak_control.py",
+                                       facts["probe_image"]], timeout=300).stdout)["seccomp_profile"]
+    assert leak["ok"] is False and "leak: the agent made a user namespace" in leak["detail"], leak
