@@ -45,7 +45,7 @@ description:
     userfaultfd, io_uring, the new mount API, kexec and module loading; it is written to
     the session's directory and its sha256 kept in the record. Refuses to start when that
     file cannot be read or is no such profile, unless O(allow_unenforced=true) (then
-    podman's default applies). The watch also reads the sandbox's C(/proc/PID/status):
+    podman's default applies). The watch also reads the sandbox's C(/proc/PID/status), and
     a sandbox not in seccomp filter mode under one filter more than the session's own
     process is killed like one whose table changed (status C(enforcement-lost)).
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).

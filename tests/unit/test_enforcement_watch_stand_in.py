@@ -225,4 +225,3 @@ def test_a_sandbox_without_its_filter_is_lost_at_the_first_reading(stand):
     assert "Seccomp_filters: %s" % wanted["Seccomp_filters"] in lost["removed"]
     assert "Seccomp_filters: %s" % own_seccomp()["Seccomp_filters"] in lost["added"]
     assert watch.report()["readings"] == 0
-

@@ -82,8 +82,8 @@ def test_rendering_is_stable_and_the_digest_is_its_sha256():
     ("{", "/usr/share/containers/seccomp.json is not JSON"),
     ("[]", "/usr/share/containers/seccomp.json is not a seccomp profile"),
     ('{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"name": "read"}]}', "is not a seccomp profile"),
-    ('{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}', "allows every syscall it does not name "
-                                                           "(defaultAction SCMP_ACT_ALLOW)"),
+    ('{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}',
+     "allows every syscall it does not name (defaultAction SCMP_ACT_ALLOW)"),
     ('{"syscalls": []}', "(defaultAction None)"),
 ])
 def test_a_base_that_is_no_default_profile_is_refused(text, says):
