@@ -41,7 +41,7 @@ def test_the_profile_parses_with_apparmor_parser(workstation, parser):
     assert done.returncode == 0, done.stdout[-3000:]
     text = workstation.path(rendered).read_text()
     for program in ("/usr/bin/podman", "/usr/bin/crun", "/usr/bin/pasta", "/usr/libexec/podman/conmon"):
-        assert f"{program} flags=(unconfined) {{\n  userns,\n}}" in text
+        assert f"profile aisb-userns{program.replace('/', '-')} {program} flags=(unconfined) {{\n  userns,\n}}" in text
     # The control: the parser refuses a broken profile (so the validation can fail).
     workstation.path(rendered + ".broken").write_text(text.replace("userns,", "userns"))
     assert workstation.run([parser, "-Q", "-K", rendered + ".broken"], check=False).returncode != 0
@@ -66,4 +66,5 @@ def test_on_a_restricting_host_the_role_grants_podman_alone_unless_told(workstat
         assert "skipping:" in grant
     else:
         assert "kernel.apparmor_restrict_unprivileged_userns" not in out
-        assert "changed:" in grant and "/etc/apparmor.d/aisb-userns" in grant and "userns," in grant
+        # Check mode: the profile would be written (its diff shows it), nothing is loaded.
+        assert "changed: [localhost]" in grant and "+profile aisb-userns-usr-bin-podman /usr/bin/podman" in grant
