@@ -159,3 +159,24 @@ def test_the_spike_measured_that_the_profile_holds_and_its_probe_sees_a_leak(wor
     leak = json.loads(workstation.run(["/opt/ansible/bin/python3", "/home/dev/seccomp_leak_control.py",
                                        facts["probe_image"]], timeout=300).stdout)["seccomp_profile"]
     assert leak["ok"] is False and "leak: the agent made a user namespace" in leak["detail"], leak
+
+
+def test_without_podmans_default_profile_a_session_refuses_unless_allowed_unenforced(workstation, project):
+    default = "/usr/share/containers/seccomp.json"
+    workstation.run(["mv", default, default + ".moved"], user="root")
+    try:
+        refused = run_agent(workstation, command=["echo", "harness-ran"])
+        allowed = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT,
+                                                 "allow_unenforced": True,
+                                                 "command": ["sh", "-c", "grep Seccomp /proc/self/status"]})
+    finally:
+        workstation.run(["mv", default + ".moved", default], user="root")
+    assert refused.returncode != 0 and "harness-ran" not in refused.stdout
+    assert f"podman's default seccomp profile {default} cannot be read (No such file or directory)" in refused.stdout
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+    record = record_of(workstation, allowed.stdout)
+    # Under podman's default profile (a filter, not the sandbox's), and the record says why.
+    assert record["seccomp"] is None
+    assert any("allow_unenforced: starting anyway although podman's default seccomp profile" in warning
+               for warning in record["admission_warnings"]), record["admission_warnings"]
+    assert not [argv for argv in record["commands"] if any(a.startswith("--security-opt=seccomp=") for a in argv)]

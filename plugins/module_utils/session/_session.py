@@ -146,8 +146,10 @@ def gate_report(policy, gate_log):
     return report
 
 
-def execute(inputs, facts, environ, run, terminal=None, parent=None):
+def execute(inputs, facts, environ, run, terminal=None, parent=None, warnings=()):
     """Run an admitted session to its end; return the record (also written to disk).
+
+    WARNINGS: the admission's (with allow_unenforced, each problem it started despite).
 
     RUN: a _runner.Runner for the short commands around the session (image labels).
     TERMINAL: a terminal's file descriptor for an interactive session; None runs
@@ -186,6 +188,8 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         # The sandbox's seccomp profile (its file in the session's directory) and the
         # host's default it was rendered from; None: podman's default (allow_unenforced).
         "seccomp": seccomp_report(plan),
+        # What the admission warned of: with allow_unenforced, what did not hold.
+        "admission_warnings": list(warnings),
         "environment_names": sorted(inputs.environment),
         # Provider keys the agent was handed as they are (the operator named them).
         "provider_keys_held": keys_held(inputs.environment),
@@ -291,7 +295,8 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     elif check_mode:
         result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
     else:
-        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent))
+        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent,
+                                     warnings=warnings))
         result["answer"] = hide_values(result["answer"], inputs.environment.values())
     result["commands"] = run.commands + result.get("commands", [])
     held = held_sentence(keys_held(inputs.environment)) if inputs is not None else None
