@@ -11,6 +11,8 @@ In a provisioned workstation, with facts and images warm, times RUNS of each:
     entrypoint enforcement) until the harness's first instruction, in-process;
   both on each gate path (map-host-loopback, and tcp-forward through the session's
   gate_path option: pasta -T, as on a host with an older passt);
+  - the session on the mapped gate path without the sandbox's seccomp profile (podman's
+    default instead), in the same loop: the profile's cost on the warm start;
   - run_agent.yml: the whole playbook wall time with a command that exits at once,
     beside ansible-playbook running an empty play;
   - aisb run: the developer's command with the same command, beside run_agent.yml in
@@ -39,22 +41,33 @@ IN_PROCESS = r"""
 import json, os, subprocess, sys, time
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
 from ansible_collections.aisb.sandbox.plugins.module_utils.gate import _gate_loopback
-from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session, _session_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session, _session_admission, _session_plan
 params = json.loads(sys.argv[1])
 runs = int(sys.argv[2])
 found = dict((path, {"floor": [], "session": []}) for path in _session_plan.GATE_PATHS)
+found["without-seccomp-profile"] = {"session": []}
+with_profile = _session_admission.load_profile
+
+
+def first_instruction(path):
+    start = time.time()
+    result = _session.run_session(dict(params, gate_path=path), dict(os.environ), False)
+    assert not result.get("failed"), result
+    return float(open(result["transcript"]).read().split()[-1]) - start
+
+
 for _ in range(runs):
+    # The bench's own switch, never a session's: admission finds no profile and no problem.
+    _session_admission.load_profile = lambda: (None, None)
+    found["without-seccomp-profile"]["session"].append(first_instruction("map-host-loopback"))
+    _session_admission.load_profile = with_profile
     for path in _session_plan.GATE_PATHS:
         network = _session_plan.network_plan("allow", path, _gate_loopback.free_loopback_port())[0]
         start = time.time()
         out = subprocess.run(["podman", "run", "--rm", "--network=" + network, "--entrypoint", "date",
                               params["image"], "+%s.%N"], capture_output=True, text=True, check=True)
         found[path]["floor"].append(float(out.stdout) - start)
-        start = time.time()
-        result = _session.run_session(dict(params, gate_path=path), dict(os.environ), False)
-        assert not result.get("failed"), result
-        first = float(open(result["transcript"]).read().split()[-1])
-        found[path]["session"].append(first - start)
+        found[path]["session"].append(first_instruction(path))
 print(json.dumps(found))
 """
 
@@ -120,7 +133,12 @@ def measure(ws, runs):
                                    str(runs)], timeout=1800).stdout)
     watch = watcher_cpu(ws)
     empty, agent, by_aisb, line = median(empty_runs), median(agent_runs), median(aisb_runs), median(line_runs)
-    rows = []
+    unprofiled = pairs.pop("without-seccomp-profile")["session"]
+    profiled = pairs["map-host-loopback"]["session"]
+    rows = [row("session", "warm session start with the sandbox's seccomp profile, beside the same without it "
+                "(gate path map-host-loopback)", round(median(profiled), 3), "s", round(median(unprofiled), 3),
+                "the session under podman's default profile, same loop", "<= 1.05x floor",
+                median(profiled) <= 1.05 * median(unprofiled), runs, profiled, unprofiled)]
     for path, pair in sorted(pairs.items()):
         floor, session = median(pair["floor"]), median(pair["session"])
         rows.append(row("session", "warm session start, to the harness's first instruction (gate path %s)" % path,

@@ -30,6 +30,7 @@ QUESTIONS = {
     "internal_network_blackout": "`--internal` network lets no TCP/UDP out",
     "container_to_container": "two containers on one network reach each other",
     "nft_needs_net_admin": "`nft` is refused to root with podman's default capabilities",
+    "seccomp_profile": "the sandbox's seccomp profile refuses `unshare -Urn`, nft works under it",
     "nft_default_drop": "the default-drop table blocks root's TCP",
     "table_allows_gate": "the gate's (no-gate: the pinned) address and port pass the table",
     "setpriv_locks_table": "after setpriv: flush refused, CapEff/CapBnd/CapAmb 0, NoNewPrivs 1",

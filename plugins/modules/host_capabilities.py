@@ -145,7 +145,8 @@ ansible_facts:
           description: >-
             One entry per probe, C({ok, detail, evidence{command, rc, stderr}}); the sandbox
             probes add C(network), the pasta option they ran on (plain pasta where the host's
-            loopback cannot be mapped).
+            loopback cannot be mapped). C(seccomp_profile) says whether the sandbox's seccomp
+            profile holds (nft works as root under it, the agent's C(unshare -Urn) is refused).
           type: dict
           returned: always
         verdict:

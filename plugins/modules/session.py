@@ -40,6 +40,14 @@ description:
     it) is stopped, with status C(enforcement-unreported) and exit code 77. Refuses to start
     when the host has no C(nft), C(nsenter) or C(setpriv) (C(provision.yml) installs them).
     Not with O(allow_unenforced=true).
+  - Runs the sandbox under a seccomp profile of its own, rendered from podman's default
+    (C(/usr/share/containers/seccomp.json)) less new namespaces, keyrings, bpf, perf,
+    userfaultfd, io_uring, the new mount API, kexec and module loading; it is written to
+    the session's directory and its sha256 kept in the record. Refuses to start when that
+    file cannot be read or is no such profile, unless O(allow_unenforced=true) (then
+    podman's default applies). The watch also reads the sandbox's C(/proc/PID/status), and
+    a sandbox not in seccomp filter mode under one filter more than the session's own
+    process is killed like one whose table changed (status C(enforcement-lost)).
   - Writes a session record (JSON) to C($XDG_STATE_HOME/aisb/sessions/ID/record.json).
 author: aisb developers (@aisb)
 options:
@@ -181,8 +189,9 @@ rc:
 status:
   description:
     - C(exited), C(failed) (it could not start or end cleanly, see msg), C(gate-died),
-      C(enforcement-lost) (the sandbox's table changed or could not be read while it ran;
-      it was killed, rc is 77 and the record says what changed and when),
+      C(enforcement-lost) (the sandbox's table changed or could not be read while it ran, or
+      it was not under its seccomp filter; it was killed, rc is 77 and the record says what
+      changed and when),
       C(enforcement-unreported) (the entrypoint never reported its table within 30 seconds of
       the sandbox's container starting; it was stopped, rc is 77), C(interrupted),
       C(refused), or C(planned) in check mode.

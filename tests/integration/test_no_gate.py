@@ -131,7 +131,7 @@ def test_the_spike_offers_no_gate_and_not_the_model(host):
     assert info["host"]["pasta"]["executable"] == f"{WRAPPER_DIR}/pasta"  # podman runs the wrapper
     facts = json.loads(host.path(FACTS).read_text())
     verdict, probes = facts["verdict"], facts["probes"]
-    assert facts["schema_version"] == 3
+    assert facts["schema_version"] == 4
     assert "--map-host-loopback is not available (aisb test pasta)" in \
         probes["map_host_loopback"]["evidence"]["stderr"]
     assert verdict["gate_path"] == "none" and verdict["model_holds"] is False

@@ -199,7 +199,7 @@ def test_negative_probe_sees_a_leak(leak_control, measured, name):
 
 def test_provision_kept_a_local_fact(workstation):
     local = json.loads(workstation.path("/etc/ansible/facts.d/aisb_host.fact").read_text())
-    assert local["schema_version"] == 3 and "verdict" in local
+    assert local["schema_version"] == 4 and "verdict" in local
 
 
 def test_debian12_model_does_not_hold():

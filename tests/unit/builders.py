@@ -4,9 +4,11 @@ addresses, nft ruleset readings, a session's own process, a file in a tree), in 
 so that no test file imports another. pytest collects test_*.py only: nothing here runs
 as a test."""
 
+import json
 import multiprocessing
 import os
 
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils.review._project_review import ReviewError
@@ -21,6 +23,23 @@ NOW = _host_facts.parse_time("2026-11-30T10:00:00Z")
 # The programs the enforcement watch runs, as find_tools resolves them.
 TOOLS = {"nsenter": "/usr/bin/nsenter", "setpriv": "/usr/bin/setpriv", "nft": "/usr/sbin/nft"}
 
+# podman's default seccomp profile in containers-common's shape, small: refusals by default,
+# an allow list, a rule with arguments, rules by capability.
+SECCOMP_DEFAULT = json.dumps({
+    "defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38,
+    "archMap": [{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86"]}],
+    "syscalls": [
+        {"names": ["bdflush", "userfaultfd", "kexec_load"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+        {"names": ["read", "write", "clone", "clone3", "unshare", "setns", "keyctl", "fsopen", "mount"],
+         "action": "SCMP_ACT_ALLOW"},
+        {"names": ["personality"], "action": "SCMP_ACT_ALLOW",
+         "args": [{"index": 0, "value": 8, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]},
+        {"names": ["bpf"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_BPF"]}},
+        {"names": ["init_module"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_MODULE"]}},
+    ]})
+# The sandbox's profile rendered from it.
+SECCOMP_PROFILE = _seccomp.render_profile(SECCOMP_DEFAULT)
+
 
 def inputs(**overrides):
     """Validated session inputs for an allow-mode session; OVERRIDES replace fields."""
@@ -28,7 +47,8 @@ def inputs(**overrides):
             "gate_image": "localhost/aisb-gate:def", "policy_dir": "/state/policies/p",
             "policy": parse_policy(["example.com", "198.18.0.7"], [443]), "network": "allow",
             "environment": {"TOKEN": "secret"}, "command": ["pi", "--version"], "interactive": False,
-            "allow_unenforced": False, "limits": {}, "require_limits": False, "watch_tools": TOOLS}
+            "allow_unenforced": False, "limits": {}, "require_limits": False, "watch_tools": TOOLS,
+            "seccomp_profile": SECCOMP_PROFILE}
     base.update(overrides)
     return SessionInputs(**base)
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import EnforcementWatch, find_tools
 
 from builders import RULES, reading
@@ -57,9 +57,9 @@ class Stand:
         self.lost.append(lost)
         self.called.set()
 
-    def watch(self, policy=POLICY):
+    def watch(self, policy=POLICY, seccomp=None):
         watch = EnforcementWatch(str(self.pidfile), policy, self.tools, self.on_lost, interval=INTERVAL,
-                                 stale_after=STALE_AFTER)
+                                 stale_after=STALE_AFTER, seccomp=seccomp)
         watch.start()
         return watch
 
@@ -198,3 +198,30 @@ def test_the_tools_are_found_in_the_system_directories_and_missing_ones_named(tm
     assert found["nsenter"] == str(tmp_path / "nsenter") and found["nft"] is None
     assert problem.startswith("nft is not installed in the system's directories")
     assert "run provision.yml (the host role installs nftables" in problem
+
+
+def own_seccomp():
+    """This process's seccomp fields: the stand-in sandbox is this process."""
+    with open("/proc/self/status") as handle:
+        return _seccomp.status_fields(handle.read())
+
+
+def test_a_sandbox_in_the_seccomp_state_its_profile_gives_is_not_lost(stand):
+    watch = stand.watch(seccomp=own_seccomp())
+    assert wait_for(lambda: watch.readings >= 3)
+    watch.stop()
+    assert stand.lost == [] and watch.report()["seccomp"] == own_seccomp()
+
+
+def test_a_sandbox_without_its_filter_is_lost_at_the_first_reading(stand):
+    # What the session wants of a sandbox started from here: one filter more than this process.
+    with open("/proc/self/status") as handle:
+        wanted = _seccomp.wanted_status(handle.read())
+    watch = stand.watch(seccomp=wanted)
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = watch.report()["lost"]
+    assert stand.lost == [lost] and lost["what"] == "the sandbox is not under its seccomp profile"
+    assert "Seccomp_filters: %s" % wanted["Seccomp_filters"] in lost["removed"]
+    assert "Seccomp_filters: %s" % own_seccomp()["Seccomp_filters"] in lost["added"]
+    assert watch.report()["readings"] == 0

@@ -3,6 +3,8 @@
 
 import json
 
+import pytest
+
 from ansible_collections.aisb.sandbox.plugins.module_utils.fleet import _fleet_report
 
 FINGERPRINT = {"distro": "debian 13", "podman": "5.4.2", "passt": "passt_0.0~git20250503", "hash": "abc"}
@@ -76,11 +78,12 @@ def test_markdown_table_one_row_per_host_with_escaped_cells():
     lines = _fleet_report.render_markdown(built).splitlines()
     assert "3 hosts, 1 hold, 1 do not, 1 unreachable, 0 probe failed" in lines[2]
     table = [line for line in lines if line.startswith("|")]
-    assert table[0] == ("| host | distro | podman | passt | gate path | model holds | limits enforceable "
-                        "| reasons |")
-    assert table[2] == "| ok | debian 13 | 5.4.2 | passt_0.0~git20250503 | map-host-loopback | yes | no |  |"
-    assert table[3].endswith("| **no** | no | pasta: a \\| b c.<br>gate_path is none. |")
-    assert table[4] == "| gone |  |  |  |  | **unreachable** |  | %s |" % UNREACHABLE["msg"]
+    assert table[0] == ("| host | distro | podman | passt | gate path | model holds | seccomp profile "
+                        "| limits enforceable | reasons |")
+    assert table[2] == ("| ok | debian 13 | 5.4.2 | passt_0.0~git20250503 | map-host-loopback | yes | not measured "
+                        "| no |  |")
+    assert table[3].endswith("| **no** | not measured | no | pasta: a \\| b c.<br>gate_path is none. |")
+    assert table[4] == "| gone |  |  |  |  | **unreachable** |  |  | %s |" % UNREACHABLE["msg"]
     assert len(table) == 5
 
 
@@ -88,3 +91,14 @@ def test_unknown_passt_version_says_so():
     answer = probed(False, ["x."])
     answer["ansible_facts"]["aisb_host"]["fingerprint"] = dict(FINGERPRINT, passt="")
     assert "| unknown |" in _fleet_report.render_markdown(report(("h", answer)))
+
+
+@pytest.mark.parametrize("probe, cell", [
+    ({"ok": True, "detail": "d"}, "holds"), ({"ok": False, "detail": "leak"}, "**no**"),
+    ({"ok": False, "measured": False, "detail": "did not start"}, "**not measured**"), (None, "not measured")])
+def test_the_seccomp_profile_column_says_whether_it_held(probe, cell):
+    answer = probed(True)
+    if probe is not None:
+        answer["ansible_facts"]["aisb_host"]["probes"] = {"seccomp_profile": probe}
+    row = _fleet_report.table_row(report(("h", answer))["hosts"][0])
+    assert row[_fleet_report.COLUMNS.index("seccomp profile")] == cell

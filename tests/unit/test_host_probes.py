@@ -3,7 +3,7 @@
 
 import json
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_probes
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import MAPPED_LOOPBACK
 
@@ -57,3 +57,32 @@ def test_without_an_image_every_container_probe_says_why_and_the_host_probes_run
         assert found[name]["detail"] == "not measured: the base image x is not present" and not found[name]["ok"]
     assert found["rootless"]["ok"] is True
     assert not [argv for argv, _timeout in calls if argv[1] == "run"]
+
+
+def seccomp_probe(monkeypatch, out, profile=("{}", None), enforce=True):
+    monkeypatch.setattr(_seccomp, "load_profile", lambda: profile)
+    run, calls = recording((0, "started\n" + out, ""))
+    return _host_probes.probe_seccomp_profile(_host_probes.Prober(run, "podman", "img", 60), enforce)["seccomp_profile"], \
+        [argv for argv, _timeout in calls]
+
+
+def test_the_seccomp_probe_runs_the_sandbox_shape_under_the_profile(monkeypatch):
+    entry, calls = seccomp_probe(monkeypatch, "nft=0\nSeccomp=2\nSeccomp_filters=1\nunshare=1\n")
+    assert entry["ok"] is True and "unshare -Urn is refused (exit 1)" in entry["detail"]
+    argv = calls[0]
+    assert argv[argv.index("--network=none") + 1:][:len(_podman.SANDBOX_SECURITY)] == _podman.SANDBOX_SECURITY
+    assert [arg for arg in argv if arg.startswith("--security-opt=seccomp=")][0].endswith("/seccomp.json")
+    # The leak control leaves the profile out.
+    _entry, calls = seccomp_probe(monkeypatch, "nft=0\nSeccomp=2\nunshare=0\n", enforce=False)
+    assert not [arg for arg in calls[0] if arg.startswith("--security-opt=seccomp=")]
+
+
+def test_the_seccomp_probe_names_each_failure(monkeypatch):
+    entry, _calls = seccomp_probe(monkeypatch, "nft=1\nSeccomp=0\nunshare=0\n")
+    assert entry["ok"] is False
+    assert entry["detail"] == ("nft failed as root in the privileged stage (exit 1); leak: the agent made a user "
+                               "namespace (unshare -Urn true exited 0); the container is not under a seccomp filter "
+                               "(Seccomp: 0)")
+    entry, calls = seccomp_probe(monkeypatch, "", profile=(None, "podman's default seccomp profile is missing"))
+    assert entry == {"ok": False, "detail": "podman's default seccomp profile is missing", "evidence": {}}
+    assert calls == []

@@ -9,6 +9,7 @@ import re
 import pytest
 from fake_podman import fake_podman
 
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _recipes
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session_admission, _session_spec
@@ -18,7 +19,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir im
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import argument_spec
 
-from builders import NOW, TOOLS
+from builders import NOW, SECCOMP_PROFILE, TOOLS
 
 ALLOW = ["example.com", "198.18.0.7"]
 
@@ -27,6 +28,7 @@ ALLOW = ["example.com", "198.18.0.7"]
 def host(tmp_path, monkeypatch, programs_as_named):
     """A home with a project, a rendered policy directory and facts that stand."""
     monkeypatch.setattr(_session_admission, "find_tools", lambda: (TOOLS, None))
+    monkeypatch.setattr(_session_admission, "load_profile", lambda: (SECCOMP_PROFILE, None))
     environ = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
     project = tmp_path / "home" / "src" / "app"
     project.mkdir(parents=True)
@@ -318,3 +320,23 @@ def test_a_directory_the_switch_covers_is_covered_when_there_and_a_link_in_its_p
                                            "aisb_project_harness_code false the session covers that directory so "
                                            "that the harness loads no code from it; remove it, or set "
                                            "aisb_project_harness_code" % project]
+
+
+def test_the_sandboxs_seccomp_profile_is_an_input(host):
+    (inputs, _facts, problems, _warnings), _commands = admit(host)
+    assert problems == [] and inputs.seccomp_profile == SECCOMP_PROFILE
+
+
+def test_a_host_without_podmans_default_profile_refuses_the_session(host, monkeypatch, tmp_path):
+    missing = str(tmp_path / "seccomp.json")
+    monkeypatch.setattr(_session_admission, "load_profile", lambda: _seccomp.load_profile(missing))
+    (inputs, _facts, problems, _warnings), _commands = admit(host)
+    assert inputs is None
+    assert problems == ["podman's default seccomp profile %s cannot be read (No such file or directory): the "
+                        "sandbox's own profile is derived from it; run provision.yml (the host role installs "
+                        "podman and containers-common)" % missing]
+    (inputs, _facts, problems, warnings), _commands = admit(host, allow_unenforced=True)
+    assert problems == [] and inputs.seccomp_profile is None
+    assert warnings == ["allow_unenforced: starting anyway although podman's default seccomp profile %s cannot be "
+                        "read (No such file or directory): the sandbox's own profile is derived from it; run "
+                        "provision.yml (the host role installs podman and containers-common)" % missing]

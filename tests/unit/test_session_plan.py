@@ -8,7 +8,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.project import _proje
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session, _session_plan
 
-from builders import FACTS, TOOLS, inputs
+from builders import FACTS, SECCOMP_PROFILE, TOOLS, inputs
 
 
 def sandbox_argv(plan):
@@ -22,6 +22,19 @@ def test_allow_mode_reaches_the_gate_through_the_mapped_loopback_address():
     assert plan.policy_text.splitlines()[1:] == ["gate 100.64.0.1 40001", "pin 198.18.0.7 443"]
     assert plan.environment["HTTPS_PROXY"] == "http://100.64.0.1:40001"
     assert "http_port 127.0.0.1:40001" in plan.gate.conf_text
+
+
+def test_the_sandbox_runs_under_its_seccomp_profile_written_in_the_sessions_directory():
+    plan = _session_plan.plan_session("sid", "/s", inputs(), FACTS, 40001)
+    assert plan.seccomp_profile == SECCOMP_PROFILE
+    assert plan.sandbox_options.seccomp_profile == "/s/seccomp.json"
+    argv = sandbox_argv(plan)
+    assert "--security-opt=seccomp=/s/seccomp.json" in argv
+    assert argv.index("--security-opt=seccomp=/s/seccomp.json") < argv.index(plan.sandbox_options.image)
+    # Without one (allow_unenforced on a host without podman's default): podman's default.
+    plan = _session_plan.plan_session("sid", "/s", inputs(seccomp_profile=None, allow_unenforced=True), FACTS, 40001)
+    assert not [arg for arg in sandbox_argv(plan) if "seccomp" in arg]
+    assert plan.seccomp_profile is None
 
 
 def test_tcp_forward_gate_path_uses_the_sandbox_loopback():
@@ -123,7 +136,7 @@ REVIEW_ARGV = [
     "podman", "run", "--rm", "--name", "aisb-sandbox-sid", "--init",
     "--network=pasta:--map-host-loopback,100.64.0.1,--no-map-gw", "--cap-drop=ALL",
     "--cap-add=NET_ADMIN,SETUID,SETGID,SETPCAP", "--security-opt=no-new-privileges",
-    "--userns=keep-id:uid=1000,gid=1000", "--user=0:0", "--volume",
+    "--userns=keep-id:uid=1000,gid=1000", "--user=0:0", "--security-opt=seccomp=/s/seccomp.json", "--volume",
     "/home/dev/src/app:/project:O,upperdir=/s/review/upper,workdir=/s/review/work", "--workdir", "/project",
     "--volume", "/s/policy:/etc/aisb/policy:ro", "--tmpfs", "/home/agent/.pi/agent:rw,nosuid,nodev,mode=1777",
     "--volume", "/s/harness-config/AGENTS.md:/home/agent/.pi/agent/AGENTS.md:ro", "--volume",
@@ -137,7 +150,8 @@ DIRECT_ARGV = [
     "podman", "run", "--rm", "--name", "aisb-sandbox-sid", "--init",
     "--network=pasta:--map-host-loopback,100.64.0.1,--no-map-gw", "--cap-drop=ALL",
     "--cap-add=NET_ADMIN,SETUID,SETGID,SETPCAP", "--security-opt=no-new-privileges",
-    "--userns=keep-id:uid=1000,gid=1000", "--user=0:0", "--volume", "/home/dev/src/app:/project:z", "--volume",
+    "--userns=keep-id:uid=1000,gid=1000", "--user=0:0", "--security-opt=seccomp=/s/seccomp.json", "--volume",
+    "/home/dev/src/app:/project:z", "--volume",
     "/home/dev/src/app/.aisb-ro:/project/.aisb-ro:ro,z", "--volume",
     "/home/dev/src/app/.git:/project/.git:O,upperdir=/s/git/0/upper,workdir=/s/git/0/work", "--volume",
     "/home/dev/src/app/sub:/project/sub:rw,z", "--volume",

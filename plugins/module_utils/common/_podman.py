@@ -139,6 +139,8 @@ class SandboxOptions(NamedTuple):
     state as an overlay's lower layer, every write going to UPPER, as the project's.
     HIDDEN_DIRS: paths inside the project covered by an empty read-only tmpfs (podman
     mounts the project before what lies below it), nothing copied up into it.
+    SECCOMP_PROFILE: the host path of the sandbox's seccomp profile (_seccomp), or None
+    for podman's default (a session that runs unenforced on the operator's word).
     """
     name: str
     image: str
@@ -161,6 +163,12 @@ class SandboxOptions(NamedTuple):
     state_mounts: Sequence[Tuple[str, str]] = ()
     state_overlays: Sequence[Tuple[str, str, str, str]] = ()
     hidden_dirs: Sequence[str] = ()
+    seccomp_profile: Optional[str] = None
+
+
+def seccomp_option(profile):
+    """podman's option that puts a container under the seccomp profile at PROFILE."""
+    return "--security-opt=seccomp=%s" % profile
 
 
 def sandbox_run(podman, options):
@@ -171,6 +179,7 @@ def sandbox_run(podman, options):
         mount = "%s:/project:O,upperdir=%s,workdir=%s" % ((options.project,) + tuple(options.project_overlay))
     argv = [podman, "run", "--rm", "--name", options.name, "--init", "--network=%s" % options.network]
     argv += SANDBOX_SECURITY
+    argv += [seccomp_option(options.seccomp_profile)] if options.seccomp_profile else []
     argv += ["--volume", mount] + list(options.project_mounts) + [
         "--workdir", "/project", "--volume", "%s:%s:ro" % (options.policy_file, SANDBOX_POLICY)]
     for inside in options.writable_dirs:

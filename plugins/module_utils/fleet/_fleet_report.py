@@ -15,7 +15,8 @@ DOES_NOT_HOLD = "does not hold"
 UNREACHABLE = "unreachable"
 FAILED = "probe failed"
 # The Markdown table, in this order.
-COLUMNS = ("host", "distro", "podman", "passt", "gate path", "model holds", "limits enforceable", "reasons")
+COLUMNS = ("host", "distro", "podman", "passt", "gate path", "model holds", "seccomp profile", "limits enforceable",
+           "reasons")
 
 
 def argument_spec():
@@ -82,14 +83,25 @@ def _cell(text):
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def seccomp_cell(probe):
+    """Whether the sandbox's seccomp profile held on a host (its probe, None on facts from
+    before it existed): a need of the model, so a failure is in bold."""
+    if probe is None:
+        return "not measured"
+    if not probe.get("measured", True):
+        return "**not measured**"
+    return "holds" if probe.get("ok") is True else "**no**"
+
+
 def table_row(entry):
     """ENTRY's cells, in COLUMNS order."""
     if entry["status"] in (UNREACHABLE, FAILED):
-        return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", _cell(entry["error"])]
+        return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", "", _cell(entry["error"])]
     fingerprint, verdict = entry["fingerprint"], entry["verdict"]
     return [entry["host"], fingerprint.get("distro", ""), fingerprint.get("podman", ""),
             fingerprint.get("passt", "") or "unknown", verdict.get("gate_path", ""),
             "yes" if verdict.get("model_holds") is True else "**no**",
+            seccomp_cell(entry["probes"].get("seccomp_profile")),
             # Limits are informational (the model holds without them): no alarm in bold.
             "yes" if verdict.get("limits_enforceable") is True else "no",
             "<br>".join(_cell(reason) for reason in entry["reasons"])]

@@ -19,7 +19,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common import _files,
 
 # 2: verdict.no_gate_holds, and the sandbox probes record the network they ran on.
 # 3: probes.tcp_forward_sandbox (the sandbox probes on the -T gate path).
-SCHEMA_VERSION = 3
+# 4: probes.seccomp_profile (the sandbox's seccomp profile holds), needed by the verdict.
+SCHEMA_VERSION = 4
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # The probe image the last spike used carries this name too, so the fingerprint can
 # name "the probe image" without knowing how it was chosen.

@@ -16,11 +16,11 @@ import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_probe_results import (
     Listener, Outcome, host_address, result, unmeasured)
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_probe_sandbox import (
-    SANDBOX_PROBES, probe_sandbox, probe_tcp_forward_sandbox)
+    DROP_ALL_PRIVILEGES, SANDBOX_PROBES, probe_sandbox, probe_tcp_forward_sandbox)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import MAPPED_LOOPBACK
 
 # Seconds one connection attempt inside a container may take before it counts as blocked.
@@ -216,6 +216,50 @@ def probe_nft_needs_net_admin(prober, enforce=True):
         else "nft was refused to root with podman's default capabilities", outcome)}
 
 
+# As root in the sandbox's user namespace (the entrypoint's privileged stage), then as the
+# agent after the entrypoint's drop: nft must work, a new user namespace must not.
+SECCOMP_SCRIPT = """
+nft add table inet aisb_probe; echo "nft=$?"
+grep -E '^Seccomp(_filters)?:' /proc/self/status | tr -d '\\t' | tr : =
+@DROP@ unshare -Urn true; echo "unshare=$?"
+""".replace("@DROP@", " ".join(DROP_ALL_PRIVILEGES))
+
+
+def probe_seccomp_profile(prober, enforce=True):
+    """A sandbox-shaped container under the sandbox's seccomp profile (_seccomp, rendered
+    from this host's podman default): nft works in the privileged stage, and the agent's
+    `unshare -Urn true` is refused. ENFORCE=False runs it without the profile (the leak
+    control: unshare works there)."""
+    name = "seccomp_profile"
+    profile, problem = _seccomp.load_profile()
+    if problem:
+        return {name: result(False, problem)}
+    directory = tempfile.mkdtemp(prefix="aisb-probe-")
+    try:
+        path = os.path.join(directory, _seccomp.PROFILE_FILE)
+        with open(path, "w") as handle:
+            handle.write(profile)
+        os.chmod(directory, 0o755)
+        outcome = prober.container(["--network=none"] + _podman.SANDBOX_SECURITY +
+                                   ([_podman.seccomp_option(path)] if enforce else []), SECCOMP_SCRIPT)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    failure = outcome.failure(prober.timeout)
+    if failure:
+        return unmeasured([name], failure, outcome)
+    values = outcome.values()
+    problems = []
+    if values.get("nft") != "0":
+        problems.append("nft failed as root in the privileged stage (exit %s)" % values.get("nft"))
+    if values.get("unshare") == "0":
+        problems.append("leak: the agent made a user namespace (unshare -Urn true exited 0)")
+    if values.get("Seccomp") != str(_seccomp.FILTER_MODE):
+        problems.append("the container is not under a seccomp filter (Seccomp: %s)" % values.get("Seccomp"))
+    return {name: result(not problems, "; ".join(problems) or (
+        "nft works in the privileged stage and the agent's unshare -Urn is refused (exit %s) under the sandbox's "
+        "profile, derived from %s" % (values.get("unshare"), _seccomp.HOST_DEFAULT_PROFILE)), outcome)}
+
+
 def probe_limits(prober):
     outcome = prober.container(["--network=none", "--pids-limit=64", "--memory=256m", "--cpus=0.5"],
                                'for f in pids.max memory.max cpu.max; do '
@@ -262,11 +306,12 @@ HOST_PROBES = (probe_rootless, probe_subids, probe_tun, probe_selinux)
 CONTAINER_PROBES = (probe_sandbox, probe_tcp_forward_sandbox, probe_container_to_container, probe_internal_network,
                     probe_pasta,
                     probe_host_loopback, probe_tcp_forward, probe_network_host, probe_nft_needs_net_admin,
-                    probe_limits, probe_project_mount)
+                    probe_seccomp_profile, probe_limits, probe_project_mount)
 # Probe names per container probe, to report them when no image could be had.
 CONTAINER_PROBE_NAMES = ("pasta", "map_host_loopback", "host_loopback_reachable", "tcp_forward", "tcp_forward_sandbox",
                          "network_host", "internal_network_blackout", "container_to_container",
-                         "nft_needs_net_admin") + SANDBOX_PROBES + ("limits", "bind_mount", "keep_id_owner")
+                         "nft_needs_net_admin", "seccomp_profile") + SANDBOX_PROBES + (
+                             "limits", "bind_mount", "keep_id_owner")
 # Order of the reasons: what other probes depend on comes first.
 ORDER = ("rootless", "subids", "tun", "selinux") + CONTAINER_PROBE_NAMES
 

@@ -22,6 +22,8 @@ FIXES = {
                     "rootless setup.",
     "nft_needs_net_admin": "nft changed the ruleset without CAP_NET_ADMIN: do not use this "
                            "runtime for sandboxes.",
+    "seccomp_profile": "The sandbox's seccomp profile did not hold (or nft failed under it): install podman "
+                       "and containers-common from the distribution (provision.yml does) and measure again.",
     "nft_default_drop": "The in-container default-drop table did not block a connection: install "
                         "nftables in the image and check the kernel's nf_tables support.",
     "table_allows_gate": "The gate's port was unreachable under the table: check pasta's "

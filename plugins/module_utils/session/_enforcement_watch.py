@@ -14,8 +14,10 @@ INTERVAL seconds and
 compares it (_ruleset's canonical form): the first reading with what the policy asks
 for, every later one with the first, handles included. A difference, or no good reading
 for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends the
-watch. nft reads its standard input: it ends when the session closes that pipe, and
-with the session's death (end of file, and a parent-death signal).
+watch. With each reading it reads that process's /proc/PID/status too: a sandbox that is
+not under its seccomp profile (filter mode, one filter more than the session's own
+process) is lost the same way. nft reads its standard input: it ends when the session
+closes that pipe, and with the session's death (end of file, and a parent-death signal).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import threading
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
 
@@ -80,6 +82,15 @@ def find_tools():
     return dict((tool, path) for tool, (path, _problem) in found.items()), "; ".join(problems) or None
 
 
+def process_status(pid):
+    """(/proc/PID/status's text, None) or (None, why it cannot be read)."""
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            return handle.read(), None
+    except OSError as error:
+        return None, "/proc/%d/status cannot be read (%s)" % (pid, error.strerror)
+
+
 def _alive(pid):
     """Whether process PID exists (the sandbox's first process runs as another user:
     kill -0 is refused while it exists)."""
@@ -95,9 +106,13 @@ def _alive(pid):
 class EnforcementWatch(object):
     """One session's watch; start() once the entrypoint has reported its table."""
 
-    def __init__(self, pidfile, policy_text, tools, on_lost, interval=INTERVAL, stale_after=STALE_AFTER):
+    def __init__(self, pidfile, policy_text, tools, on_lost, interval=INTERVAL, stale_after=STALE_AFTER,
+                 seccomp=None):
+        """SECCOMP: the seccomp fields the sandbox's /proc/PID/status must show
+        (_seccomp.wanted_status), or None where it runs under podman's default profile."""
         self.pidfile = pidfile
         self.wanted = _ruleset.expected(policy_text)
+        self.seccomp = seccomp
         self.tools = tools
         self.on_lost = on_lost
         self.interval = interval
@@ -134,7 +149,7 @@ class EnforcementWatch(object):
             "interval_s": self.interval, "stale_after_s": self.stale_after, "command": self.argv,
             "readings": self.readings, "first_reading_at": self.first_at, "last_good_reading_at": self.last_good_at,
             "table": [line.rsplit(" [handle ", 1)[0] for line in self.first or []],
-            "last_error": self.last_error, "lost": self.lost,
+            "last_error": self.last_error, "lost": self.lost, "seccomp": self.seccomp,
             "cpu_s": self.cpu,
         }
 
@@ -176,6 +191,10 @@ class EnforcementWatch(object):
                     with_handles, lines = _ruleset.parse(text)
                 except _ruleset.RulesetError as bad:
                     error = "nft printed no ruleset: %s" % bad
+            if error is None and self.seccomp is not None:
+                status, error = process_status(pid)
+                if error is None and self._seccomp_differs(status, now):
+                    return
             if error is not None:
                 self.last_error = "%s: %s" % (format_time(now), error)
                 failure = failure or error
@@ -208,6 +227,15 @@ class EnforcementWatch(object):
             self.first, self.first_at = with_handles, now
         self.readings += 1
         self.last_good_at = now
+        return False
+
+    def _seccomp_differs(self, status, now):
+        """Compare the sandbox's seccomp fields (STATUS, its /proc/PID/status) with what
+        its profile gives; on a difference call _lose and return True."""
+        change = _seccomp.status_difference(self.seccomp, status)
+        if change["removed"]:
+            self._lose("the sandbox is not under its seccomp profile", now, change)
+            return True
         return False
 
     def _lose(self, what, now, change=None):

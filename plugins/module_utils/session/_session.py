@@ -14,7 +14,7 @@ import os
 import time
 from typing import NamedTuple, Optional
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _session_record
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _seccomp, _session_record
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils.project import (
@@ -117,6 +117,14 @@ def start(inputs, facts, environ, run):
     return Started(plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept)
 
 
+def seccomp_report(plan):
+    """What the record keeps about the sandbox's seccomp profile."""
+    if plan.sandbox_options.seccomp_profile is None:
+        return None
+    return {"profile": plan.sandbox_options.seccomp_profile, "sha256": _seccomp.digest(plan.seccomp_profile),
+            "derived_from": _seccomp.HOST_DEFAULT_PROFILE}
+
+
 def credentials_report(inputs, injector, gate_log):
     """What the record keeps about the provider credentials: the entries without their
     keys, each request the injector relayed or refused, and each request the gate
@@ -138,8 +146,10 @@ def gate_report(policy, gate_log):
     return report
 
 
-def execute(inputs, facts, environ, run, terminal=None, parent=None):
+def execute(inputs, facts, environ, run, terminal=None, parent=None, warnings=()):
     """Run an admitted session to its end; return the record (also written to disk).
+
+    WARNINGS: the admission's (with allow_unenforced, each problem it started despite).
 
     RUN: a _runner.Runner for the short commands around the session (image labels).
     TERMINAL: a terminal's file descriptor for an interactive session; None runs
@@ -175,6 +185,11 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None):
         "policy": plan.policy_text,
         "facts_fingerprint": (facts.get("fingerprint") or {}).get("hash"),
         "limits": plan.limits,
+        # The sandbox's seccomp profile (its file in the session's directory) and the
+        # host's default it was rendered from; None: podman's default (allow_unenforced).
+        "seccomp": seccomp_report(plan),
+        # What the admission warned of: with allow_unenforced, what did not hold.
+        "admission_warnings": list(warnings),
         "environment_names": sorted(inputs.environment),
         # Provider keys the agent was handed as they are (the operator named them).
         "provider_keys_held": keys_held(inputs.environment),
@@ -281,8 +296,8 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     elif check_mode:
         result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
     else:
-        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent),
-                             answer=params["answer"])
+        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent,
+                                     warnings=warnings), answer=params["answer"])
         result["answer"] = hide_values(result["answer"], inputs.environment.values())
     result["commands"] = run.commands + result.get("commands", [])
     held = held_sentence(keys_held(inputs.environment)) if inputs is not None else None

@@ -24,6 +24,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env impo
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import (
     cached_fingerprint, check_host_facts)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_tools import resolve_all
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._seccomp import load_profile
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import (
     InputError, agent_trees, build_environment, check_command, check_operator_path, check_token_budget,
     resolve_project)
@@ -230,6 +231,10 @@ def admit(params, environ, run, interactive=False, now=None):
     host_tools.update((tool, path) for tool, path in watch_tools.items() if path)
     if missing_tools:
         problems.append(missing_tools)
+    # The sandbox's seccomp profile, from podman's default on this host as it is now.
+    seccomp_profile, seccomp_problem = load_profile()
+    if seccomp_problem:
+        problems.append(seccomp_problem)
     if problems and params["allow_unenforced"]:
         warnings.extend("allow_unenforced: starting anyway although " + p for p in problems)
         problems = []
@@ -260,6 +265,7 @@ def admit(params, environ, run, interactive=False, now=None):
         project_git=project_git, environment=environment, command=command, interactive=interactive,
         allow_unenforced=params["allow_unenforced"], limits=params.get("limits") or {},
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
+        seccomp_profile=seccomp_profile,
         host_tools=host_tools, executable=host_tools["podman"],
         ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,

@@ -34,6 +34,9 @@ class SessionInputs(typing.NamedTuple):
     require_limits: bool = False
     # network no-gate: {name: [address, ...]} as this host resolved them at admission.
     hosts: typing.Dict[str, typing.List[str]] = {}
+    # _seccomp.load_profile: the sandbox's seccomp profile (JSON text), rendered from the
+    # host's default; None only when the operator allowed running unenforced without it.
+    seccomp_profile: typing.Optional[str] = None
     # _enforcement_watch.find_tools: the host's nsenter, setpriv and nft.
     watch_tools: typing.Dict[str, str] = {}
     # _host_tools.resolve: podman (the executable option), bash and setpriv, and the watch's.

@@ -15,7 +15,7 @@ import os
 import posixpath
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials import _credential_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness._harness_config import SESSION_SUBDIR
@@ -67,6 +67,9 @@ class SessionPlan(NamedTuple):
     enforcement_watch: Optional[Dict[str, str]]
     limits: List[str]
     sandbox_options: _podman.SandboxOptions
+    # The sandbox's seccomp profile, written to its sandbox_options.seccomp_profile; None:
+    # podman's default (allow_unenforced on a host without one to derive it from).
+    seccomp_profile: Optional[str]
 
 
 def proxy_environment(proxy_url, direct=()):
@@ -213,6 +216,8 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
         state_overlays=list(state_overlays),
         # Paths inside the project covered by an empty read-only directory (project code off).
         hidden_dirs=["/project/" + name for name in inputs.hidden_dirs],
+        seccomp_profile=(os.path.join(session_dir, _seccomp.PROFILE_FILE)
+                         if inputs.seccomp_profile is not None else None),
     )
     gate_plan = None
     if gate is not None:
@@ -223,7 +228,7 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
         policy_text=render_sandbox_policy(policy, gate), session_files=sorted(session_files.items()),
         read_only_mounts=read_only_mounts, gate=gate_plan,
         enforcement_watch=None if inputs.allow_unenforced else inputs.watch_tools, limits=limits,
-        sandbox_options=sandbox_options)
+        sandbox_options=sandbox_options, seccomp_profile=inputs.seccomp_profile)
 
 
 def environment_bytes(environment):

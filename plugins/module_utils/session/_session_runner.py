@@ -18,9 +18,10 @@ import sys
 import threading
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _watchdog
-from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import EnforcementWatch, sandbox_pid
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import (
+    EnforcementWatch, process_status, sandbox_pid)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_unit import POLICY_LABEL
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
@@ -193,6 +194,8 @@ class SessionRunner(object):
         self.write(POLICY_FILE, self.plan.policy_text, 0o644)
         for name, text in self.plan.session_files:
             self.write(name, text, 0o644)
+        if self.plan.seccomp_profile is not None:
+            self.write(_seccomp.PROFILE_FILE, self.plan.seccomp_profile, 0o644)
         argv = _podman.sandbox_run(self.podman, self.plan.sandbox_options)
         self.commands.append(argv)
         self._started.append(self.plan.names.sandbox)
@@ -284,8 +287,13 @@ class SessionRunner(object):
         with self._watch_lock:
             if self.plan.enforcement_watch is None or self._finished or self.enforcement_watch is not None:
                 return
+            seccomp = None
+            if self.plan.seccomp_profile is not None:
+                # One filter more than this process is under (podman and its runtime descend from it).
+                seccomp = _seccomp.wanted_status(process_status(os.getpid())[0] or "")
             self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan.policy_text,
-                                                      self.plan.enforcement_watch, self._enforcement_lost)
+                                                      self.plan.enforcement_watch, self._enforcement_lost,
+                                                      seccomp=seccomp)
             self.enforcement_watch.start()
 
     def _enforcement_lost(self, lost):
