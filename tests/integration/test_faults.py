@@ -152,9 +152,15 @@ def test_podman_or_passt_changed_after_the_spike_is_refused(workstation, project
 
 def test_disk_full_while_writing_the_record(workstation, project, gate_path):
     sessions = f"{AISB_STATE}/sessions"
-    # Five pages: the gate's configuration, the policy and a two-page transcript fill
-    # four; the record (image labels, commands, the ruleset) needs more than the last.
-    workstation.run(["mount", "-t", "tmpfs", "-o", "size=20k,uid=1000,gid=1000,mode=0700", "tmpfs", sessions],
+    # Five pages and the sandbox's seccomp profile: the gate's configuration, the policy
+    # and a two-page transcript fill four; the record (image labels, commands, the
+    # ruleset) needs more than the last.
+    profile = int(workstation.run(
+        ["/opt/ansible/bin/python3", "-c", "from ansible_collections.aisb.sandbox.plugins.module_utils.common._seccomp "
+         "import load_profile; print(len(load_profile()[0].encode()))"],
+        env={"PYTHONPATH": "/home/dev/.ansible/collections"}).stdout)
+    size = 5 * 4096 + -(-profile // 4096) * 4096
+    workstation.run(["mount", "-t", "tmpfs", "-o", f"size={size},uid=1000,gid=1000,mode=0700", "tmpfs", sessions],
                     user="root")
     running = session_containers(workstation)
     try:

@@ -98,11 +98,16 @@ class SessionRunner(object):
         return out, err
 
     def write(self, name, text, mode=0o600):
-        """Write TEXT to NAME in the session's directory (NAME may name subdirectories)."""
+        """Write TEXT to NAME in the session's directory (NAME may name subdirectories).
+        SessionError naming the file when it cannot be (a full disk): the session ends
+        with that sentence, and its cleanup still runs."""
         path = os.path.join(self.session_dir, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as handle:
-            handle.write(text)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as handle:
+                handle.write(text)
+        except OSError as error:
+            raise SessionError("the session's file could not be written to %s: %s" % (path, error.strerror))
         return path
 
     # -- removal that outlives this process
