@@ -95,8 +95,8 @@ class ActionModule(ActionBase):
         if interactive:
             result.update(self._run_interactive(args))
             return result
-        # Nothing is left to report to once ansible-playbook is gone: leave, and the module
-        # sees its stdout lose its reader.
+        # Nothing is left to report to once ansible-playbook is gone: leave, and the session's
+        # process (forked or the module) sees its stdout lose its reader.
         watch = _controller.ControllerWatch(lambda _reason: os._exit(1), parent=os.getppid()).start()
         try:
             if runs_here(self):

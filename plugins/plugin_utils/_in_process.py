@@ -68,12 +68,9 @@ def forked_result(work):
     if pid == 0:  # pragma: no cover - the child leaves through os._exit; its effects are tested
         _child(work, read_end, write_end)
     os.close(write_end)
-    chunks = []
     with os.fdopen(read_end, "rb") as pipe:
-        for chunk in iter(lambda: pipe.read(65536), b""):
-            chunks.append(chunk)
+        text = pipe.read().strip()
     _pid, status = os.waitpid(pid, 0)
-    text = b"".join(chunks).strip()
     try:
         return json.loads(text)
     except ValueError:
