@@ -156,6 +156,9 @@ INJECTOR = [
 # (a tunnel that opened must carry the request to the provider's log).
 CODE = r"""code() { echo "RESULT $1 $(curl -k -s -m 15 -o /dev/null -w '%{http_code} %{http_connect}' "${@:2}")"; }"""
 SCRIPT = r"""
+# bash writes a redirected printf line by line: a server that answers a bad request line
+# and closes before the rest arrives must not end the script with SIGPIPE.
+trap '' PIPE
 injector=${AISB_CREDENTIAL_PROXY#http://}
 gate=${HTTPS_PROXY#http://}
 send() {  # LABEL HOST:PORT BYTES: the status codes of whatever came back, in order
