@@ -2,6 +2,7 @@
 """Fixtures for the integration tests: a provisioned disposable Debian 13 workstation.
 Their helpers live in tests/workstation (sessions.py, scenario.py, ...), not here."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -64,8 +65,28 @@ def project(workstation):
     return PROJECT
 
 
+def pytest_sessionfinish(session):
+    """On a pytest-xdist worker: hand its battery cases to the controller, which prints
+    the summary for the whole run."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["tally"] = json.dumps(tally.CASES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # pylint: disable=unused-argument
+    """pytest-xdist's: a worker ended; its battery cases join the run's."""
+    tally.merge(json.loads(getattr(node, "workeroutput", {}).get("tally", "{}")))
+
+
 def pytest_terminal_summary(terminalreporter):
     """The bypass battery's count of real-traffic cases and leaks, when it ran."""
     line = tally.summary()
     if line:
         terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(items):
+    """The integration tests before the unit tests, each part in its own order: spread over
+    workers (tests/run), the long files start first and the quick ones fill the end."""
+    items.sort(key=lambda item: "/tests/integration/" not in str(item.path))

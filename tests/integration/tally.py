@@ -11,6 +11,12 @@ def record(case_id, leaked, gate_path="map-host-loopback"):
     CASES.setdefault(gate_path, {})[case_id] = bool(leaked)
 
 
+def merge(cases):
+    """Add CASES (another process's CASES: a pytest-xdist worker's) to this one's."""
+    for path, results in cases.items():
+        CASES.setdefault(path, {}).update(results)
+
+
 def summary():
     """The summary line, one count per gate path, or None when no real-traffic case ran."""
     if not CASES:
