@@ -68,3 +68,65 @@ def test_on_a_restricting_host_the_role_grants_podman_alone_unless_told(workstat
         assert "kernel.apparmor_restrict_unprivileged_userns" not in out
         # Check mode: the profile would be written (its diff shows it), nothing is loaded.
         assert "changed: [localhost]" in grant and "+profile aisb-userns-usr-bin-podman /usr/bin/podman" in grant
+
+
+def task_output(out, task):
+    """What OUT says under the host role's task named TASK (to the next task)."""
+    return out.split(f"TASK [aisb.sandbox.host : {task}", 1)[1].split("TASK [", 1)[0]
+
+
+def run_userns_tasks(workstation, switches, sysctl=False):
+    """The role's userns tasks in check mode with --diff, over SWITCHES ({name: value}) as the kernel's."""
+    workstation.sh(f"rm -rf {SWITCHES} && mkdir -p {SWITCHES}")
+    for name, value in switches.items():
+        workstation.path(f"{SWITCHES}/{name}").write_text(f"{value}\n")
+    workstation.path("/home/dev/userns-play.yml").write_text(PLAY)
+    done = workstation.run(["ansible-playbook", "/home/dev/userns-play.yml", "--check", "--diff",
+                            "-e", json.dumps({"host_sysctl_dir": SWITCHES, "host_apparmor_userns_sysctl": sysctl})],
+                           check=False, env=ANSIBLE_ENV)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return done.stdout
+
+
+def test_a_switch_an_earlier_provision_turned_off_still_gets_the_profile(workstation):
+    """Ubuntu's switch reading 0 (an earlier provision wrote the sysctl): the profile is
+    installed all the same and the switch left out of the sysctl file, so the next boot,
+    which no longer lifts the restriction, keeps rootless podman working."""
+    out = run_userns_tasks(workstation, {"apparmor_restrict_unprivileged_userns": 0, "unprivileged_userns_clone": 1})
+    grant = task_output(out, "Grant user namespaces to rootless podman's programs only")
+    assert "changed: [localhost]" in grant and "+profile aisb-userns-usr-bin-podman /usr/bin/podman" in grant, grant
+    assert "kernel.apparmor_restrict_unprivileged_userns" not in task_output(out, "Set them")
+
+
+@pytest.fixture
+def old_sysctl_file(workstation):
+    """/etc/sysctl.d/60-aisb-userns.conf as an earlier provision with the AppArmor sysctl
+    left it; the workstation's own file is put back after."""
+    path = workstation.path("/etc/sysctl.d/60-aisb-userns.conf")
+    kept = path.read_text() if path.exists() else None
+    path.write_text("# aisb.sandbox: rootless podman needs unprivileged user namespaces.\n"
+                    "kernel.apparmor_restrict_unprivileged_userns = 0\n")
+    yield path
+    if kept is None:
+        path.unlink()
+    else:
+        path.write_text(kept)
+
+
+def test_the_old_sysctl_file_goes_when_no_switch_is_wanted(workstation, old_sysctl_file):
+    """A kernel with Ubuntu's switch alone and the sysctl not asked for: no switch is set,
+    so the file an earlier provision wrote (lifting the restriction for every program,
+    for good) is removed, and the profile takes its place."""
+    out = run_userns_tasks(workstation, {"apparmor_restrict_unprivileged_userns": 1})
+    assert "skipping:" in task_output(out, "Set them")
+    assert "changed: [localhost]" in task_output(out, "Remove the switches an earlier provision set")
+    assert "changed: [localhost]" in task_output(out, "Grant user namespaces to rootless podman's programs only")
+    # Check mode: the file is still there; the run said it would go.
+    assert old_sysctl_file.exists()
+
+
+def test_the_sysctl_file_stays_when_a_switch_is_wanted(workstation, old_sysctl_file):
+    """The control: with Debian's switch present the file is rewritten, not removed."""
+    out = run_userns_tasks(workstation, {"apparmor_restrict_unprivileged_userns": 1, "unprivileged_userns_clone": 0})
+    assert "skipping:" in task_output(out, "Remove the switches an earlier provision set")
+    assert "kernel.unprivileged_userns_clone = 1" in task_output(out, "Set them")
