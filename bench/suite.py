@@ -9,8 +9,8 @@ Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session st
 (bench/project_git.py), the spike (bench/spike.py), the gate
 (bench/gate.py), re-provisioning (bench/reprovision.py), every harness recipe's image
 and warm start (bench/recipes.py); then verify.yml over 1 to 3 of
-them (bench/verify.py). The credential injector (bench/credential_injector.py) runs on
-the build machine itself.
+them (bench/verify.py). The credential injector (bench/credential_injector.py) and the
+project's Ansible findings (bench/project_ansible.py) run on the build machine itself.
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
 PREFIX.md (default bench/results/latest); --update-docs also puts the table into
 docs/performance.md. Medians of N runs (default 5); full spikes,
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import credential_injector
 import gate
+import project_ansible
 import project_git
 import recipes
 import reprovision
@@ -143,7 +144,8 @@ def main():
                               ("gate", lambda: gate.measure(ws, args.runs)),
                               ("provision", lambda: reprovision.measure(ws, args.slow_runs)),
                               ("recipes", lambda: recipes.measure(ws, args.slow_runs)),
-                              ("credentials", lambda: credential_injector.measure(args.runs)[0])):
+                              ("credentials", lambda: credential_injector.measure(args.runs)[0]),
+                              ("project_ansible", lambda: project_ansible.measure(args.runs))):
             rows += timed_section(results, name, section)
         if fleet is not None:
             rows += timed_section(results, "verify", lambda: verify.measure(*fleet, args.slow_runs))
