@@ -165,7 +165,7 @@ def test_sessions_are_listed_and_picked_from_the_state_directory(tmp_path):
     ids = ["20261203T100000-0000000a", "20261203T110000-0000000b"]
     for session_id in ids + ["not-a-session"]:
         os.makedirs(_state_layout.session_directory(state, session_id))
-    _session_record.write(_state_layout.session_directory(state, ids[0]), record(ids[0]))
+    _session_record.write(_state_layout.session_directory(state, ids[0]), record(ids[0]), b"k" * 32)
     assert cli.session_ids(state) == ids
     assert cli.session_ids(str(tmp_path / "none")) == []
     assert cli.pick_session("last", ids) == (ids[1], None)
