@@ -294,7 +294,8 @@ def listing_row(session_id, record):
     return "  ".join([
         session_id, record.get("project", "?"), str(record.get("harness") or "-"), record.get("project_mode", "?"),
         status, record.get("started_at", "?"), duration(record),
-        "allowed %d denied %d" % (len(gate.get("allowed", [])), len(gate.get("denied", []))),
+        "allowed %d denied %d" % (len(gate.get("allowed", [])), len(gate.get("denied", [])))
+        + (" answered %d" % len(gate["answered"]) if gate.get("answered") else ""),
     ] + (["review pending"] if review_pending(record) else []))
 
 
@@ -308,8 +309,11 @@ def readable_record(record):
              "time     %s, %s" % (record.get("started_at"), duration(record)),
              "status   %s, exit %s%s" % (
                  record.get("status"), record.get("exit_code"), (": " + record["reason"]) if record.get("reason") else ""),
-             "gate     allowed %d, denied %d" % (len(gate.get("allowed", [])), len(gate.get("denied", [])))]
+             "gate     allowed %d, denied %d, answered by the gate %d" % (
+                 len(gate.get("allowed", [])), len(gate.get("denied", [])), len(gate.get("answered", [])))]
     lines += ["  denied %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("denied", [])]
+    lines += ["  answered %s %s %s: %s" % (entry.get("method", ""), entry.get("url", ""), entry.get("status", ""),
+                                           entry.get("reason", "")) for entry in gate.get("answered", [])]
     lines += ["  hint: %s" % hint for hint in gate.get("hints", [])]
     if review_pending(record):
         lines.append("review   pending: aisb review %s [show|apply|discard]" % record.get("session_id"))
@@ -323,7 +327,9 @@ def gate_lines(record):
     """LOGS' gate part: each of the gate's decisions, in order."""
     gate = record.get("gate") or {}
     return (["allowed %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("allowed", [])]
-            + ["denied  %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("denied", [])])
+            + ["denied  %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("denied", [])]
+            + ["answered %s %s %s: %s" % (entry.get("method", ""), entry.get("url", ""), entry.get("status", ""),
+                                          entry.get("reason", "")) for entry in gate.get("answered", [])])
 
 
 def doctor_lines(facts):

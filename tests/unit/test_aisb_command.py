@@ -194,6 +194,14 @@ def test_show_names_the_refusals_and_their_hints():
     assert cli.gate_lines(record("ID")) == ["allowed CONNECT a.test:443", "denied  CONNECT b.test:22"]
 
 
+def test_the_gates_own_answers_are_shown_apart_with_their_reason():
+    gate = {"allowed": [], "denied": [], "hints": [],
+            "answered": [{"method": "GET", "url": "/path", "status": "NONE_NONE/400", "reason": "not relayed"}]}
+    assert cli.listing_row("ID", record("ID", gate=gate)).endswith("allowed 0 denied 0 answered 1")
+    assert "  answered GET /path NONE_NONE/400: not relayed" in cli.readable_record(record("ID", gate=gate))
+    assert cli.gate_lines(record("ID", gate=gate)) == ["answered GET /path NONE_NONE/400: not relayed"]
+
+
 def test_doctor_says_the_verdict_and_what_to_fix():
     assert cli.doctor_lines(None) == (False, [
         "this workstation has not been measured: run ansible-playbook aisb.sandbox.provision -K"])

@@ -362,7 +362,8 @@ def task_result(record, answer=True):
         "session_id": record["session_id"], "record": record["record"],
         "transcript": record["transcript"], "answer": transcript_end(record["transcript"]) if answer else "",
         "commands": record["commands"],
-        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
+        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]),
+                 "answered": len(gate["answered"]), "hints": gate["hints"]},
         "token_budget": budget_note(record.get("tokens")),
         # Which of the agent's refs arrived under refs/aisb/<session id>/ (the play's last line).
         "commits": _project_commits.summary(record.get("commits")),
