@@ -84,6 +84,8 @@ def build_parser():
 
     verify = commands.add_parser("verify", help="measure hosts and write a fleet report (verify.yml)")
     verify.add_argument("-i", "--inventory", help="the hosts to verify (default: this workstation)")
+    verify.add_argument("--last", type=int, default=0, metavar="N",
+                        help="check each host's newest N session records (default: every one kept)")
     commands.add_parser("doctor", help="what this workstation's facts say, in plain words, and what to fix")
     return parser
 
@@ -105,6 +107,9 @@ def parse(argv):
                                  "a command runs instead of it")
     elif command:
         build_parser().error("only aisb run takes -- COMMAND")
+    if args.subcommand == "verify" and args.last < 0:
+        build_parser().error("--last is %d: how many of each host's newest records are checked, 0 or more "
+                             "(0: every one)" % args.last)
     return args
 
 
@@ -135,12 +140,12 @@ def run_variables(args, cwd, terminal):
     return variables
 
 
-def verify_inventory(inventory, cwd, python):
-    """(inventory, variables) of verify.yml for `aisb verify [-i INVENTORY]` started in CWD:
+def verify_inventory(inventory, cwd, python, last=0):
+    """(inventory, variables) of verify.yml for `aisb verify [-i INVENTORY] [--last LAST]` started in CWD:
     the report beside the user, as the playbook form writes it; without an inventory, this
     workstation, on a local connection with PYTHON (verify.yml refuses an implicit localhost:
     it is in no inventory)."""
-    variables = {"verify_report_dir": absolute("aisb-fleet-report", cwd)}
+    variables = {"verify_report_dir": absolute("aisb-fleet-report", cwd), "verify_records_last": last}
     if inventory:
         return absolute(inventory, cwd), variables
     variables.update(aisb_hosts="localhost", ansible_connection="local", ansible_python_interpreter=python)
@@ -248,15 +253,6 @@ def exit_code(playbook_rc, result):
     if result and result.get("rc") is not None:
         return result["rc"]
     return playbook_rc
-
-
-def session_ids(state):
-    """The session ids under STATE, oldest first."""
-    try:
-        names = os.listdir(_state_layout.sessions_dir(state))
-    except FileNotFoundError:
-        return []
-    return sorted(name for name in names if _state_layout.SESSION_ID.match(name))
 
 
 def pick_session(wanted, ids):
@@ -378,7 +374,7 @@ class TranscriptFollower(threading.Thread):
         self.stopped = threading.Event()
 
     def _find(self):
-        new = [session_id for session_id in session_ids(self.state) if session_id not in self.before]
+        new = [session_id for session_id in _state_layout.session_ids(self.state) if session_id not in self.before]
         if len(new) > 1:
             self.stopped.set()
         elif new:
@@ -475,7 +471,7 @@ def main(argv, cwd, python=sys.executable, environ=None):
     state = _state_layout.state_dir(environ)
     if args.subcommand == "run":
         terminal = sys.stdin.isatty() and sys.stdout.isatty()
-        follower = TranscriptFollower(state, session_ids(state), sys.stdout.buffer,
+        follower = TranscriptFollower(state, _state_layout.session_ids(state), sys.stdout.buffer,
                                       text=answer_text(sys.stdout.isatty()))
         follower.start()
         result = None
@@ -486,13 +482,13 @@ def main(argv, cwd, python=sys.executable, environ=None):
             follower.finish((result or {}).get("transcript"))
         return exit_code(rc, result)
     if args.subcommand == "verify":
-        inventory, variables = verify_inventory(args.inventory, cwd, python)
+        inventory, variables = verify_inventory(args.inventory, cwd, python, args.last)
         return playbook_run(python, environ, "aisb.sandbox.verify", variables, inventory=inventory)[0]
     if args.subcommand == "doctor":
         healthy, lines = doctor_lines(_host_facts.load(_state_layout.facts_path(environ)))
         print("\n".join(lines))
         return 0 if healthy else 1
-    ids = session_ids(state)
+    ids = _state_layout.session_ids(state)
     if args.subcommand == "ls":
         print("\n".join(listing_row(session_id, read_record(state, session_id)) for session_id in ids[-20:])
               or "no session has run on this workstation yet")

@@ -166,8 +166,8 @@ def test_sessions_are_listed_and_picked_from_the_state_directory(tmp_path):
     for session_id in ids + ["not-a-session"]:
         os.makedirs(_state_layout.session_directory(state, session_id))
     _session_record.write(_state_layout.session_directory(state, ids[0]), record(ids[0]), b"k" * 32)
-    assert cli.session_ids(state) == ids
-    assert cli.session_ids(str(tmp_path / "none")) == []
+    assert _state_layout.session_ids(state) == ids
+    assert _state_layout.session_ids(str(tmp_path / "none")) == []
     assert cli.pick_session("last", ids) == (ids[1], None)
     assert cli.pick_session(ids[0], ids) == (ids[0], None)
     assert "aisb ls lists them" in cli.pick_session("nope", ids)[1]
@@ -236,7 +236,7 @@ def new_transcript(state, session_id):
 def test_the_new_sessions_transcript_is_followed_as_it_is_written(tmp_path):
     state, out = str(tmp_path), Out()
     os.makedirs(_state_layout.session_directory(state, "20261203T100000-0000000a"))
-    follower = cli.TranscriptFollower(state, cli.session_ids(state), out, interval=0.01)
+    follower = cli.TranscriptFollower(state, _state_layout.session_ids(state), out, interval=0.01)
     follower.start()
     with new_transcript(state, "20261203T110000-0000000b") as transcript:
         transcript.write(b"first line\n")
@@ -260,7 +260,7 @@ def test_with_two_new_sessions_none_is_followed_and_the_runs_own_is_printed_at_i
         assert not follower.is_alive() and out.getvalue() == b""
     follower.finish(own.name)
     assert out.getvalue() == b"mine\n"
-    quiet = cli.TranscriptFollower(state, cli.session_ids(state), Out(), interval=0.01)
+    quiet = cli.TranscriptFollower(state, _state_layout.session_ids(state), Out(), interval=0.01)
     quiet.start()
     quiet.finish(None)
     assert quiet.out.getvalue() == b""
@@ -268,10 +268,17 @@ def test_with_two_new_sessions_none_is_followed_and_the_runs_own_is_printed_at_i
 
 def test_verify_takes_the_users_inventory_or_this_workstation():
     assert cli.verify_inventory("fleet.ini", CWD, "/opt/a/python3") == (
-        CWD + "/fleet.ini", {"verify_report_dir": CWD + "/aisb-fleet-report"})
-    assert cli.verify_inventory(None, CWD, "/opt/a/python3") == ("localhost,", {
-        "verify_report_dir": CWD + "/aisb-fleet-report", "aisb_hosts": "localhost", "ansible_connection": "local",
-        "ansible_python_interpreter": "/opt/a/python3"})
+        CWD + "/fleet.ini", {"verify_report_dir": CWD + "/aisb-fleet-report", "verify_records_last": 0})
+    assert cli.verify_inventory(None, CWD, "/opt/a/python3", 5) == ("localhost,", {
+        "verify_report_dir": CWD + "/aisb-fleet-report", "verify_records_last": 5, "aisb_hosts": "localhost",
+        "ansible_connection": "local", "ansible_python_interpreter": "/opt/a/python3"})
+    assert cli.parse(["verify", "--last", "5"]).last == 5
+
+
+def test_verify_refuses_a_negative_last(capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(["verify", "--last", "-1"])
+    assert "--last is -1: how many of each host's newest records are checked, 0 or more" in capsys.readouterr().err
 
 
 def test_on_a_terminal_the_answer_never_drives_it_and_to_a_file_it_is_verbatim(tmp_path):

@@ -16,7 +16,8 @@ from typing import List, NamedTuple
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_seal
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._files import write_whole
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import RECORD
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import (
+    RECORD, record_key_path, session_directory, session_ids)
 
 # The record's layout: raised when a field changes meaning or goes away, not when one is
 # added. Records written before it was kept have none and are version 1. 2: sealed (chain,
@@ -80,3 +81,16 @@ def check(session_dir, key):
         return RecordCheck(path(session_dir), "failed", ["cannot be read: %s" % error.strerror], "")
     state, problems, note = _record_seal.check(data, key)
     return RecordCheck(path(session_dir), state, problems, note)
+
+
+def check_kept(state, last=0):
+    """(the key's path, a RecordCheck for each record kept under the state directory STATE,
+    oldest first: the newest LAST sessions' when LAST > 0). A session directory without a
+    record (a session running now) has no check; KeyFileError for a key file this
+    collection does not use."""
+    key_path = record_key_path(state)
+    key = _record_seal.read_key(key_path)
+    ids = session_ids(state)
+    checks = [check(session_directory(state, session_id), key) for session_id in ids[-last if last > 0 else 0:]
+              if os.path.lexists(path(session_directory(state, session_id)))]
+    return key_path, checks

@@ -71,6 +71,15 @@ def sessions_dir(state):
     return os.path.join(state, SESSIONS)
 
 
+def session_ids(state):
+    """The session ids under STATE, oldest first (an id begins with its start)."""
+    try:
+        names = os.listdir(sessions_dir(state))
+    except FileNotFoundError:
+        return []
+    return sorted(name for name in names if SESSION_ID.match(name))
+
+
 def session_directory(state, session_id):
     """STATE/sessions/SESSION_ID: the session's record and working files."""
     return os.path.join(sessions_dir(state), session_id)
