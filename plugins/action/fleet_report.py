@@ -40,12 +40,11 @@ class ActionModule(ActionBase):
                       hosts=dict((entry["host"], entry["status"]) for entry in report["hosts"]))
         # Records are the proof of what ran: one failing its check fails the play whatever require_all says.
         edited = [entry["host"] for entry in report["hosts"] if not _fleet_report.records_intact(entry)]
-        if edited:
-            result.update(failed=True, msg="session records fail their check on %s (%s); see %s"
-                          % (", ".join(edited), line, paths["markdown_path"]))
-        elif args["require_all"] and not _fleet_report.all_hold(report):
-            result.update(failed=True, msg="the networking model does not hold on every host (%s); see %s"
-                          % (line, paths["markdown_path"]))
+        problems = (["session records fail their check on %s" % ", ".join(edited)] if edited else []) + (
+            ["the networking model does not hold on every host"]
+            if args["require_all"] and not _fleet_report.all_hold(report) else [])
+        if problems:
+            result.update(failed=True, msg="%s (%s); see %s" % ("; ".join(problems), line, paths["markdown_path"]))
         else:
             result["msg"] = line
         return result

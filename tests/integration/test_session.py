@@ -14,9 +14,12 @@ from terminal import interactive_bash, interrupt_a_foreground_command, open_term
 
 def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(workstation, internet, project):
     before = len(internet.requests())
+    # The last request is origin-form (GET /path, Host: allowed.test) sent to the gate's port:
+    # the gate answers it 400 itself, relaying nothing.
     script = ("curl -s http://allowed.test/; "
               "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/; "
-              "curl -sk https://allowed.test/ ; exit 7")
+              "curl -sk https://allowed.test/ ; "
+              "curl -s -o /dev/null -w 'origin=%{http_code}\\n' --request-target /path http://allowed.test/path; exit 7")
     result = run_agent(workstation, *allow("allowed.test"), command=["sh", "-c", script])
     assert result.returncode != 0  # the harness exited 7: the task fails with it
     record = record_of(workstation, result.stdout)
@@ -27,7 +30,12 @@ def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(worksta
     assert "hello from allowed.test port 443" in transcript  # TLS through CONNECT to 443 works
     seen = internet.requests()[before:]
     assert {(r["host"], r["port"]) for r in seen} == {("allowed.test", 80), ("allowed.test", 443)}
-    assert len(record["gate"]["allowed"]) == 2 and len(record["gate"]["denied"]) == 1
+    assert "origin=400" in transcript
+    assert len(record["gate"]["allowed"]) == 2 and len(record["gate"]["denied"]) == 1, record["gate"]
+    assert all(entry["dst"] != "-" for entry in record["gate"]["allowed"]), record["gate"]
+    [answered] = record["gate"]["answered"]
+    assert (answered["method"], answered["status"].split("/")[1]) == ("GET", "400"), answered
+    assert answered["reason"].startswith("not a request the gate relays"), answered
     assert record["ruleset"]["nftables"], "the ruleset as installed is recorded"
     assert session_containers(workstation) == []
 

@@ -127,11 +127,19 @@ def test_a_host_with_an_edited_record_fails_naming_it_and_the_others_pass():
     assert rows[1][-1] == "record /s/x/record.json its MAC does not match its content"
 
 
-def test_records_never_checked_on_a_host_fail_it():
-    built = _fleet_report.fleet_report([("a", probed(True)), ("b", probed(True))], "T",
-                                       {"a": UNREACHABLE, "b": {"failed": True, "msg": "the record key /k must be"}})
-    assert [_fleet_report.records_intact(entry) for entry in built["hosts"]] == [False, False]
+def test_records_a_reached_host_could_not_check_fail_it():
+    built = _fleet_report.fleet_report([("a", probed(True)), ("b", probed(True)), ("c", probed(True))], "T",
+                                       {"a": TIMED_OUT, "b": {"failed": True, "msg": "the record key /k must be"}})
+    assert [_fleet_report.records_intact(entry) for entry in built["hosts"]] == [False, False, False]
     assert _fleet_report.table_row(built["hosts"][1])[-1] == "session records not checked: the record key /k must be"
+    assert _fleet_report.table_row(built["hosts"][2])[-1] == \
+        "session records not checked: no result: the records were not checked"
+
+
+def test_an_unreachable_hosts_records_are_not_checked_and_its_row_says_why():
+    built = _fleet_report.fleet_report([("gone", UNREACHABLE)], "T", {"gone": UNREACHABLE})
+    assert _fleet_report.records_intact(built["hosts"][0]) and built["summary"]["records_failed"] == 0
+    assert built["hosts"][0]["records"] == {"checked": False, "why": UNREACHABLE["msg"]}
 
 
 def test_without_records_nothing_about_them_fails():

@@ -52,8 +52,11 @@ def host_entry(host, answer):
 def records_entry(answer):
     """A host's session records as its session_records task found them (ANSWER, None when
     it has none): counts, the records that failed and why, the unsigned ones, or the error
-    that kept them from being checked."""
-    if not answer or answer.get("unreachable") or not answer.get("records"):
+    that kept them from being checked. A host that could not be reached has its own row
+    (unreachable): its records are not checked, and verify_require_all says whether that fails."""
+    if answer and answer.get("unreachable"):
+        return {"checked": False, "why": answer.get("msg") or "unreachable"}
+    if not answer or not answer.get("records"):
         return {"checked": True, "counts": {}, "failed_records": [], "unsigned_records": [],
                 "error": (answer or {}).get("msg") or "no result: the records were not checked"}
     return {"checked": True, "counts": answer["records"], "failed_records": list(answer.get("failed_records") or []),
