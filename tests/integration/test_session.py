@@ -34,7 +34,8 @@ def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(worksta
     assert len(record["gate"]["allowed"]) == 2 and len(record["gate"]["denied"]) == 1, record["gate"]
     assert all(entry["dst"] != "-" for entry in record["gate"]["allowed"]), record["gate"]
     [answered] = record["gate"]["answered"]
-    assert (answered["method"], answered["status"].split("/")[1]) == ("GET", "400"), answered
+    # squid logs no method for a request it could not parse as one to relay.
+    assert answered["status"].endswith("/400") and answered["dst"] == "-", answered
     assert answered["reason"].startswith("not a request the gate relays"), answered
     assert record["ruleset"]["nftables"], "the ruleset as installed is recorded"
     assert session_containers(workstation) == []
