@@ -132,6 +132,21 @@ def test_the_watchdog_runs_isolated_and_names_itself():
     assert "def seal(" in argv[3] and "def main(" in argv[3]
 
 
+def test_a_source_the_loader_gives_as_bytes_is_text():
+    """Ansible's collection loader (the in-process session's) returns a module's source as
+    bytes: the program is text all the same."""
+    class Loader:
+        @staticmethod
+        def get_source(_name):
+            return "x = 1\n".encode("utf-8")
+
+    class Module:
+        __loader__ = Loader()
+        __name__ = "m"
+
+    assert _watchdog.module_text(Module()) == "x = 1\n"
+
+
 def test_a_command_started_to_die_with_the_session_dies_with_it():
     # A stand-in session starts a long command as the session starts podman run, then dies by SIGKILL.
     session = subprocess.Popen([sys.executable, "-c", (

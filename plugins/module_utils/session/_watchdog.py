@@ -36,10 +36,16 @@ REASON = ("the session's process ended before the session did (SIGKILL, or its c
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
+def module_text(module):
+    """MODULE's source text: Ansible's collection loader gives it as bytes, Python's own as str."""
+    text = module.__loader__.get_source(module.__name__)
+    return text.decode("utf-8") if isinstance(text, bytes) else text
+
+
 def source():
     """The program's text, _record_seal's then this file's, for python -c (a module inside
     Ansible's payload zip has no path another process can run)."""
-    return "\n".join(module.__loader__.get_source(module.__name__) for module in (_record_seal, sys.modules[__name__]))
+    return "\n".join(module_text(module) for module in (_record_seal, sys.modules[__name__]))
 
 
 def argv(python, record_path, key_path, remove_argv):
