@@ -56,7 +56,7 @@ records:
   type: dict
   sample: {checked: 14, signed: 12, unsigned: 1, failed: 1}
 failed_records:
-  description: Each record that failed, its C(record) path and its C(problems), each a clause about it.
+  description: Each record that failed, its C(record) path and its C(problems), each a phrase that follows the path and a colon.
   returned: always
   type: list
   elements: dict
@@ -91,7 +91,7 @@ def summary(key_path, checks):
     line = "%(checked)d records: %(signed)d signed, %(unsigned)d unsigned, %(failed)d failed" % counts
     if failed:
         return dict(result, failed=True, msg="%s: %s" % (line, "; ".join(
-            "%s %s" % (entry["record"], "; it ".join(entry["problems"])) for entry in failed)))
+            "%s: %s" % (entry["record"], "; ".join(entry["problems"])) for entry in failed)))
     return dict(result, msg=line)
 
 

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_seal, _session_record, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_tools import SYSTEM_PATH, resolve
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._terminal_text import TerminalText
@@ -319,6 +319,18 @@ def readable_record(record):
     return lines
 
 
+def seal_line(state, session_id):
+    """SHOW's last line: whether the record passes its check (_session_record.check)."""
+    try:
+        key = _record_seal.read_key(_state_layout.record_key_path(state))
+    except _record_seal.KeyFileError as error:
+        return "sealed   not checked: %s" % error
+    checked = _session_record.check(_state_layout.session_directory(state, session_id), key)
+    if checked.state == "failed":
+        return "sealed   FAILS its check: %s" % "; ".join(checked.problems)
+    return "sealed   %s" % ("yes, intact" if checked.state == "signed" else "no: " + checked.note)
+
+
 def gate_lines(record):
     """LOGS' gate part: each of the gate's decisions, in order."""
     gate = record.get("gate") or {}
@@ -504,7 +516,7 @@ def main(argv, cwd, python=sys.executable, environ=None):
         sys.stderr.write("aisb: session %s has no readable record yet (running, or ended without one)\n" % session_id)
         return 1
     if args.subcommand == "show":
-        print("\n".join(readable_record(record)))
+        print("\n".join(readable_record(record) + [seal_line(state, session_id)]))
         return 0
     if record.get("transcript"):
         with open(record["transcript"], "rb") as handle:

@@ -138,7 +138,7 @@ def test_a_record_edited_by_one_byte_fails_its_host_naming_it(fleet, report, row
     assert [failed["record"] for failed in records["failed_records"]] == [edited]
     assert "its MAC does not match its content" in " ".join(records["failed_records"][0]["problems"])
     assert rows["debian13"]["session records"] == "0 signed, 0 unsigned, **1 failed**"
-    assert f"record {edited} " in rows["debian13"]["reasons"]
+    assert f"record {edited}: " in rows["debian13"]["reasons"]
     fresh = fleet[2]
     assert fresh.returncode == 2
     assert "session records fail their check on debian13, debian12-hung" in fresh.stdout, fresh.stdout[-3000:]

@@ -11,7 +11,7 @@ import pytest
 from ansible.parsing.yaml.loader import AnsibleLoader
 
 from ansible_collections.aisb.sandbox.plugins.plugin_utils import _aisb_command as cli
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_seal, _session_record, _state_layout
 
 CWD = "/home/dev/src/my app"
 
@@ -192,6 +192,24 @@ def test_show_names_the_refusals_and_their_hints():
     assert "  denied CONNECT b.test:22" in lines and "  hint: allow b.test:22" in lines
     assert "review   pending: aisb review ID [show|apply|discard]" in lines
     assert cli.gate_lines(record("ID")) == ["allowed CONNECT a.test:443", "denied  CONNECT b.test:22"]
+
+
+def test_show_says_whether_the_record_passes_its_check(tmp_path):
+    state = str(tmp_path)
+    key = _record_seal.workstation_key(_state_layout.record_key_path(state))
+    session_dir = _state_layout.session_directory(state, "20261203T100000-0000000a")
+    os.makedirs(session_dir)
+    _session_record.write(session_dir, record("20261203T100000-0000000a", schema_version=2), key)
+    assert cli.seal_line(state, "20261203T100000-0000000a") == "sealed   yes, intact"
+    path = _session_record.path(session_dir)
+    with open(path) as handle:
+        text = handle.read()
+    with open(path, "w") as handle:
+        handle.write(text.replace('"exit_code": 0', '"exit_code": 1'))
+    assert cli.seal_line(state, "20261203T100000-0000000a").startswith(
+        "sealed   FAILS its check: event 4 (end) does not match its chain")
+    _session_record.write(session_dir, record("20261203T100000-0000000a"), key)
+    assert cli.seal_line(state, "20261203T100000-0000000a").startswith("sealed   no: written before records were sealed")
 
 
 def test_the_gates_own_answers_are_shown_apart_with_their_reason():

@@ -124,7 +124,7 @@ def test_a_host_with_an_edited_record_fails_naming_it_and_the_others_pass():
     column = _fleet_report.COLUMNS.index("session records")
     assert [row[column] for row in rows] == ["3 signed, 0 unsigned", "2 signed, 0 unsigned, **1 failed**",
                                              "3 signed, 1 unsigned"]
-    assert rows[1][-1] == "record /s/x/record.json its MAC does not match its content"
+    assert rows[1][-1] == "record /s/x/record.json: its MAC does not match its content"
 
 
 def test_records_a_reached_host_could_not_check_fail_it():

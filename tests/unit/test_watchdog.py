@@ -72,7 +72,7 @@ def test_a_watchdog_without_the_key_writes_a_record_that_fails_its_check(tmp_pat
     process.wait(timeout=10)
     assert "is gone" in json.loads(record.read_text())["seal_error"]
     result = _session_record.check(str(tmp_path), b"k" * 32)
-    assert result.state == "failed" and "has no MAC" in result.problems[0]
+    assert result.state == "failed" and result.problems[0].startswith("no MAC, which every record of schema_version 2 has")
 
 
 def test_anything_but_done_removes(tmp_path):

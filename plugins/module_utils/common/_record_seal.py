@@ -135,33 +135,33 @@ def enforcement_problems(record):
 def check(data, key):
     """(state, problems, note) for a record file's bytes DATA and the workstation's KEY (None
     when it has none): state "signed" (intact, by this workstation's key), "unsigned" (a
-    record from before seals, NOTE says so) or "failed" (PROBLEMS say why, each a clause
-    about the record)."""
+    record from before seals, NOTE says so) or "failed" (PROBLEMS say why, each a phrase
+    that follows the record's path and a colon)."""
     try:
         record = json.loads(data.decode("utf-8"))
     except ValueError as error:
-        return "failed", ["is not a session record: %s" % error], ""
+        return "failed", ["not a session record: %s" % error], ""
     if not isinstance(record, dict):
-        return "failed", ["is not a session record: it holds no JSON object"], ""
+        return "failed", ["not a session record: it holds no JSON object"], ""
     version = record.get("schema_version", 1)
     if not isinstance(version, int):
-        return "failed", ["has schema_version %r, no number" % (version,)], ""
+        return "failed", ["its schema_version %r is no number" % (version,)], ""
     if "mac" not in record and version < SEALED_SINCE:
         problems = enforcement_problems(record)
         return ("failed" if problems else "unsigned", problems,
                 "written before records were sealed (schema_version %d): whether it was changed cannot be checked"
                 % version)
     if "mac" not in record:
-        return "failed", ["has no MAC, which every record of schema_version %d has: its seal was taken off"
+        return "failed", ["no MAC, which every record of schema_version %d has: its seal was taken off"
                           % version], ""
     seal_value = record["mac"] if isinstance(record["mac"], dict) else {}
     if key is None:
-        return "failed", ["is signed but this host has no record key: its MAC cannot be checked"], ""
+        return "failed", ["signed, but this host has no record key: its MAC cannot be checked"], ""
     problems = chain_problems(record)
     if sorted(seal_value) != ["algorithm", "key_id", "value"] or seal_value["algorithm"] != MAC_ALGORITHM:
         problems.append("its MAC is not %s's {algorithm, key_id, value}: %s" % (MAC_ALGORITHM, json.dumps(seal_value)))
     if seal_value.get("key_id") != key_id(key):
-        problems.insert(0, "was signed with another key (key id %s; this workstation's is %s): not written here, "
+        problems.insert(0, "signed with another key (key id %s; this workstation's is %s): not written here, "
                            "or this workstation's key was replaced" % (seal_value.get("key_id"), key_id(key)))
     elif not hmac.compare_digest(str(seal_value.get("value")), mac(record, key)):
         problems.append("its MAC does not match its content: it was changed after the collection wrote it")

@@ -33,7 +33,7 @@ class RecordError(ValueError):
 
 class RecordCheck(NamedTuple):
     """One record's check: its PATH, STATE (signed, unsigned or failed), PROBLEMS (each a
-    clause about it) and NOTE (why an unsigned one cannot be checked)."""
+    phrase that follows its path and a colon) and NOTE (why an unsigned one cannot be checked)."""
     path: str
     state: str
     problems: List[str]
@@ -78,7 +78,7 @@ def check(session_dir, key):
         with open(path(session_dir), "rb") as handle:
             data = handle.read()
     except OSError as error:
-        return RecordCheck(path(session_dir), "failed", ["cannot be read: %s" % error.strerror], "")
+        return RecordCheck(path(session_dir), "failed", ["unreadable: %s" % error.strerror], "")
     state, problems, note = _record_seal.check(data, key)
     return RecordCheck(path(session_dir), state, problems, note)
 

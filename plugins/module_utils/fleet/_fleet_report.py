@@ -141,7 +141,7 @@ def records_reasons(records):
         return []
     if records["error"]:
         return ["session records not checked: %s" % records["error"]]
-    return ["record %s %s" % (failed["record"], "; it ".join(failed["problems"]))
+    return ["record %s: %s" % (failed["record"], "; ".join(failed["problems"]))
             for failed in records["failed_records"]]
 
 

@@ -153,8 +153,8 @@ def load_record(state, session_id):
         raise _project_review.ReviewError(str(error))
     checked = _session_record.check(session_dir, key)
     if checked.state == "failed":
-        raise _project_review.ReviewError("the record %s fails its check, so nothing of it is used: it %s"
-                                          % (checked.path, "; it ".join(checked.problems)))
+        raise _project_review.ReviewError("the record %s fails its check, so nothing of it is used: %s"
+                                          % (checked.path, "; ".join(checked.problems)))
     if record.get("project_mode") != "review" or not record.get("review"):
         raise _project_review.ReviewError("session %s did not run in review mode (aisb_project_mode=review): "
                                           "its changes went to the project directly" % session_id)
