@@ -136,6 +136,14 @@ def test_records_a_reached_host_could_not_check_fail_it():
         "session records not checked: no result: the records were not checked"
 
 
+def test_a_host_whose_probe_failed_still_shows_its_records():
+    built = _fleet_report.fleet_report([("hung", TIMED_OUT)], "T", {"hung": TIMED_OUT})
+    row = _fleet_report.table_row(built["hosts"][0])
+    assert row[_fleet_report.COLUMNS.index("session records")] == "**not checked**"
+    assert row[-1] == "%s<br>session records not checked: %s" % (TIMED_OUT["msg"], TIMED_OUT["msg"])
+    assert built["summary"]["records_failed"] == 1
+
+
 def test_an_unreachable_hosts_records_are_not_checked_and_its_row_says_why():
     built = _fleet_report.fleet_report([("gone", UNREACHABLE)], "T", {"gone": UNREACHABLE})
     assert _fleet_report.records_intact(built["hosts"][0]) and built["summary"]["records_failed"] == 0

@@ -147,8 +147,12 @@ def records_reasons(records):
 
 def table_row(entry):
     """ENTRY's cells, in COLUMNS order."""
-    if entry["status"] in (UNREACHABLE, FAILED):
+    if entry["status"] == UNREACHABLE:
         return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", "", "", _cell(entry["error"])]
+    if entry["status"] == FAILED:
+        # Reached: its records were checked, or why not is a reason of its own.
+        return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", "", records_cell(entry["records"]),
+                "<br>".join(_cell(reason) for reason in [entry["error"]] + records_reasons(entry["records"]))]
     fingerprint, verdict = entry["fingerprint"], entry["verdict"]
     return [entry["host"], fingerprint.get("distro", ""), fingerprint.get("podman", ""),
             fingerprint.get("passt", "") or "unknown", verdict.get("gate_path", ""),
