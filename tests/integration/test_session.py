@@ -7,9 +7,11 @@ import time
 
 import pytest
 
+from scenario import ANSIBLE_ENV
 from sessions import (FACTS, PROJECT, allow, image_recipes, images_and_policy, new_sandbox, processes, record_of, run_agent,
                       session_containers, session_dirs, session_module, start_in_background, through)
 from terminal import interactive_bash, interrupt_a_foreground_command, open_terminal, wait_for_screen
+from workstation import AISB_STATE
 
 
 def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(workstation, internet, project):
@@ -185,6 +187,14 @@ def test_sigkill_of_the_session_module_leaves_nothing_running(workstation, proje
         assert processes(workstation, "aisb-watchdog") == []
         output = playbook.communicate(timeout=120)[0]
         assert playbook.returncode != 0, output[-2000:]
+        # The watchdog's record is sealed with the workstation's key, as the session's would be.
+        path = f"{AISB_STATE}/sessions/{sandbox[len('aisb-sandbox-'):]}/record.json"
+        assert json.loads(workstation.path(path).read_text())["status"] == "controller-lost"
+        checked = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session_records", "-a", "last=50"],
+                                  check=False, env=ANSIBLE_ENV)
+        assert checked.returncode == 0, checked.stdout[-3000:]
+        result = json.loads(checked.stdout.split("=>", 1)[1])
+        assert result["failed_records"] == [] and path not in result["unsigned_records"], result
     finally:
         playbook.kill()
         playbook.wait()
