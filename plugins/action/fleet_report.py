@@ -26,7 +26,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=_fleet_report.argument_spec())
         report = _fleet_report.fleet_report(args["results"].items(),
-                                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), args["records"])
         dest = os.path.abspath(args["dest"])
         paths = {"json_path": os.path.join(dest, "fleet-report.json"),
                  "markdown_path": os.path.join(dest, "fleet-report.md")}
@@ -38,9 +38,13 @@ class ActionModule(ActionBase):
         line = _fleet_report.summary_line(report["summary"])
         result.update(paths, changed=not self._task.check_mode, summary=report["summary"], summary_line=line,
                       hosts=dict((entry["host"], entry["status"]) for entry in report["hosts"]))
-        if args["require_all"] and not _fleet_report.all_hold(report):
-            result.update(failed=True, msg="the networking model does not hold on every host (%s); see %s"
-                          % (line, paths["markdown_path"]))
+        # Records are the proof of what ran: one failing its check fails the play whatever require_all says.
+        edited = [entry["host"] for entry in report["hosts"] if not _fleet_report.records_intact(entry)]
+        problems = (["session records fail their check on %s" % ", ".join(edited)] if edited else []) + (
+            ["the networking model does not hold on every host"]
+            if args["require_all"] and not _fleet_report.all_hold(report) else [])
+        if problems:
+            result.update(failed=True, msg="%s (%s); see %s" % ("; ".join(problems), line, paths["markdown_path"]))
         else:
             result["msg"] = line
         return result

@@ -14,12 +14,14 @@ description:
   - An action that runs on the controller only. It turns what M(aisb.sandbox.host_capabilities)
     returned on every host into one report and writes it to O(dest) on the controller.
   - C(fleet-report.json) holds one object per host (status, fingerprint, every probe with
-    its evidence, verdict, reasons); C(fleet-report.md) one table (host, distro, podman,
-    passt, gate path, model holds, limits enforceable, reasons) and a summary line.
+    its evidence, verdict, reasons, session records); C(fleet-report.md) one table (host,
+    distro, podman, passt, gate path, model holds, seccomp profile, limits enforceable,
+    session records, reasons) and a summary line.
   - A host whose result says it was unreachable, or whose probe failed (an error, a task
     timeout), or that has no result at all, is a row of its own with the message.
   - Fails after writing the report when any host does not hold the model, unless
-    O(require_all=false).
+    O(require_all=false), and when any host's session records fail their check (an edited
+    record, or records that could not be checked), whatever O(require_all) says.
   - Playbook C(aisb.sandbox.verify) runs it once, after probing every host.
 author: aisb developers (@aisb)
 options:
@@ -40,6 +42,13 @@ options:
       - Fail when any host does not hold the model, was unreachable or could not be probed.
     type: bool
     default: true
+  records:
+    description:
+      - Host name to the result its M(aisb.sandbox.session_records) task registered (C(null)
+        when it has none). Each host's records get a column, each failed record is named
+        with why among the host's reasons. Omitted, records are not checked (the column
+        says so).
+    type: dict
 notes:
   - Check mode builds the report and returns it but writes no file.
 attributes:
@@ -79,11 +88,15 @@ markdown_path:
   returned: always
   type: str
 summary:
-  description: Counts of C(hosts), C(hold), C(do_not_hold), C(unreachable) and C(probe_failed).
+  description: >-
+    Counts of C(hosts), C(hold), C(do_not_hold), C(unreachable) and C(probe_failed), and with
+    O(records), C(records_failed), the hosts whose session records fail their check.
   returned: always
   type: dict
 summary_line:
-  description: The summary as one line, C(N hosts, N hold, N do not, N unreachable, N probe failed).
+  description: >-
+    The summary as one line, C(N hosts, N hold, N do not, N unreachable, N probe failed),
+    with O(records) C(, N with records failing their check).
   returned: always
   type: str
 hosts:

@@ -298,7 +298,7 @@ def apply_state(kept, named):
 
 def execute(params, environ, run, check_mode):
     """The module's result for PARAMS; raises ReviewError on a refusal."""
-    session_dir, record = _review_session.load_record(state_dir(environ), params["session"])
+    session_dir, record, key = _review_session.load_record(state_dir(environ), params["session"])
     review, project = record["review"], record["project"]
     result = dict(project=project, changes=[], summary=[], flagged=[], commands=run.commands, changed=False)
     if not os.path.isdir(review["upper"]):
@@ -312,7 +312,7 @@ def execute(params, environ, run, check_mode):
             rc, _out, err = run(_podman.remove_tree(podman, review_directory(session_dir)))
             if rc != 0:
                 raise _project_review.ReviewError("could not remove the upper directory: %s" % _podman.error_line(err))
-            _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())})
+            _review_session.note(session_dir, record, {"action": "discard", "at": format_time(time.time())}, key)
         return dict(result, changed=True)
     named_kept = named_state(params["apply_state"], review.get("state") or {})
     if params["action"] == "apply" and not check_mode:
@@ -353,7 +353,7 @@ def execute(params, environ, run, check_mode):
                          for name, state in kept.items())
     _review_session.note(session_dir, record, dict(outcome, action="apply", at=format_time(time.time()),
                                                    named=named, named_state=params["apply_state"],
-                                                   tree_hash=tree_hash, state=state_outcome))
+                                                   tree_hash=tree_hash, state=state_outcome), key)
     return dict(result, changed=bool(outcome["applied"]) or any(s["applied"] for s in kept.values()), **outcome)
 
 

@@ -221,7 +221,8 @@ answer:
   type: str
 gate:
   description: >-
-    How many requests the gate allowed and denied, and C(hints), a sentence for each refused
+    How many requests the gate allowed (relayed), denied and answered itself (C(answered):
+    no server contacted, as a 400 for an origin-form request), and C(hints), a sentence for each refused
     CONNECT to an allowed name on a port CONNECT may not use, naming the allow entry that
     would relay it (Node harnesses send http:// URLs as CONNECT); the hints are also warnings.
   returned: when a session started

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_seal, _session_record, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_tools import SYSTEM_PATH, resolve
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts
 from ansible_collections.aisb.sandbox.plugins.plugin_utils._terminal_text import TerminalText
@@ -84,6 +84,8 @@ def build_parser():
 
     verify = commands.add_parser("verify", help="measure hosts and write a fleet report (verify.yml)")
     verify.add_argument("-i", "--inventory", help="the hosts to verify (default: this workstation)")
+    verify.add_argument("--last", type=int, default=0, metavar="N",
+                        help="check each host's newest N session records (default: every one kept)")
     commands.add_parser("doctor", help="what this workstation's facts say, in plain words, and what to fix")
     return parser
 
@@ -105,6 +107,9 @@ def parse(argv):
                                  "a command runs instead of it")
     elif command:
         build_parser().error("only aisb run takes -- COMMAND")
+    if args.subcommand == "verify" and args.last < 0:
+        build_parser().error("--last is %d: how many of each host's newest records are checked, 0 or more "
+                             "(0: every one)" % args.last)
     return args
 
 
@@ -135,12 +140,12 @@ def run_variables(args, cwd, terminal):
     return variables
 
 
-def verify_inventory(inventory, cwd, python):
-    """(inventory, variables) of verify.yml for `aisb verify [-i INVENTORY]` started in CWD:
+def verify_inventory(inventory, cwd, python, last=0):
+    """(inventory, variables) of verify.yml for `aisb verify [-i INVENTORY] [--last LAST]` started in CWD:
     the report beside the user, as the playbook form writes it; without an inventory, this
     workstation, on a local connection with PYTHON (verify.yml refuses an implicit localhost:
     it is in no inventory)."""
-    variables = {"verify_report_dir": absolute("aisb-fleet-report", cwd)}
+    variables = {"verify_report_dir": absolute("aisb-fleet-report", cwd), "verify_records_last": last}
     if inventory:
         return absolute(inventory, cwd), variables
     variables.update(aisb_hosts="localhost", ansible_connection="local", ansible_python_interpreter=python)
@@ -250,15 +255,6 @@ def exit_code(playbook_rc, result):
     return playbook_rc
 
 
-def session_ids(state):
-    """The session ids under STATE, oldest first."""
-    try:
-        names = os.listdir(_state_layout.sessions_dir(state))
-    except FileNotFoundError:
-        return []
-    return sorted(name for name in names if _state_layout.SESSION_ID.match(name))
-
-
 def pick_session(wanted, ids):
     """(session id, None) for WANTED (an id, or last) among IDS, else (None, sentence)."""
     if wanted == "last":
@@ -294,7 +290,8 @@ def listing_row(session_id, record):
     return "  ".join([
         session_id, record.get("project", "?"), str(record.get("harness") or "-"), record.get("project_mode", "?"),
         status, record.get("started_at", "?"), duration(record),
-        "allowed %d denied %d" % (len(gate.get("allowed", [])), len(gate.get("denied", []))),
+        "allowed %d denied %d" % (len(gate.get("allowed", [])), len(gate.get("denied", [])))
+        + (" answered %d" % len(gate["answered"]) if gate.get("answered") else ""),
     ] + (["review pending"] if review_pending(record) else []))
 
 
@@ -308,8 +305,11 @@ def readable_record(record):
              "time     %s, %s" % (record.get("started_at"), duration(record)),
              "status   %s, exit %s%s" % (
                  record.get("status"), record.get("exit_code"), (": " + record["reason"]) if record.get("reason") else ""),
-             "gate     allowed %d, denied %d" % (len(gate.get("allowed", [])), len(gate.get("denied", [])))]
+             "gate     allowed %d, denied %d, answered by the gate %d" % (
+                 len(gate.get("allowed", [])), len(gate.get("denied", [])), len(gate.get("answered", [])))]
     lines += ["  denied %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("denied", [])]
+    lines += ["  answered %s %s %s: %s" % (entry.get("method", ""), entry.get("url", ""), entry.get("status", ""),
+                                           entry.get("reason", "")) for entry in gate.get("answered", [])]
     lines += ["  hint: %s" % hint for hint in gate.get("hints", [])]
     if review_pending(record):
         lines.append("review   pending: aisb review %s [show|apply|discard]" % record.get("session_id"))
@@ -319,11 +319,25 @@ def readable_record(record):
     return lines
 
 
+def seal_line(state, session_id):
+    """SHOW's last line: whether the record passes its check (_session_record.check)."""
+    try:
+        key = _record_seal.read_key(_state_layout.record_key_path(state))
+    except _record_seal.KeyFileError as error:
+        return "sealed   not checked: %s" % error
+    checked = _session_record.check(_state_layout.session_directory(state, session_id), key)
+    if checked.state == "failed":
+        return "sealed   FAILS its check: %s" % "; ".join(checked.problems)
+    return "sealed   %s" % ("yes, intact" if checked.state == "signed" else "no: " + checked.note)
+
+
 def gate_lines(record):
     """LOGS' gate part: each of the gate's decisions, in order."""
     gate = record.get("gate") or {}
     return (["allowed %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("allowed", [])]
-            + ["denied  %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("denied", [])])
+            + ["denied  %s %s" % (entry.get("method", ""), entry.get("url", "")) for entry in gate.get("denied", [])]
+            + ["answered %s %s %s: %s" % (entry.get("method", ""), entry.get("url", ""), entry.get("status", ""),
+                                          entry.get("reason", "")) for entry in gate.get("answered", [])])
 
 
 def doctor_lines(facts):
@@ -372,7 +386,7 @@ class TranscriptFollower(threading.Thread):
         self.stopped = threading.Event()
 
     def _find(self):
-        new = [session_id for session_id in session_ids(self.state) if session_id not in self.before]
+        new = [session_id for session_id in _state_layout.session_ids(self.state) if session_id not in self.before]
         if len(new) > 1:
             self.stopped.set()
         elif new:
@@ -469,7 +483,7 @@ def main(argv, cwd, python=sys.executable, environ=None):
     state = _state_layout.state_dir(environ)
     if args.subcommand == "run":
         terminal = sys.stdin.isatty() and sys.stdout.isatty()
-        follower = TranscriptFollower(state, session_ids(state), sys.stdout.buffer,
+        follower = TranscriptFollower(state, _state_layout.session_ids(state), sys.stdout.buffer,
                                       text=answer_text(sys.stdout.isatty()))
         follower.start()
         result = None
@@ -480,13 +494,13 @@ def main(argv, cwd, python=sys.executable, environ=None):
             follower.finish((result or {}).get("transcript"))
         return exit_code(rc, result)
     if args.subcommand == "verify":
-        inventory, variables = verify_inventory(args.inventory, cwd, python)
+        inventory, variables = verify_inventory(args.inventory, cwd, python, args.last)
         return playbook_run(python, environ, "aisb.sandbox.verify", variables, inventory=inventory)[0]
     if args.subcommand == "doctor":
         healthy, lines = doctor_lines(_host_facts.load(_state_layout.facts_path(environ)))
         print("\n".join(lines))
         return 0 if healthy else 1
-    ids = session_ids(state)
+    ids = _state_layout.session_ids(state)
     if args.subcommand == "ls":
         print("\n".join(listing_row(session_id, read_record(state, session_id)) for session_id in ids[-20:])
               or "no session has run on this workstation yet")
@@ -502,7 +516,7 @@ def main(argv, cwd, python=sys.executable, environ=None):
         sys.stderr.write("aisb: session %s has no readable record yet (running, or ended without one)\n" % session_id)
         return 1
     if args.subcommand == "show":
-        print("\n".join(readable_record(record)))
+        print("\n".join(readable_record(record) + [seal_line(state, session_id)]))
         return 0
     if record.get("transcript"):
         with open(record["transcript"], "rb") as handle:

@@ -3,21 +3,52 @@
 model holds, one where it holds on the tcp-forward gate path (Debian 13 with Debian 12's
 passt, old_passt.py), a Debian 12 one (no pasta), a Debian 13 one whose /dev/net/tun the
 user cannot open; plus inventory entries nothing answers on: a closed port, a port that
-accepts and stays silent, and a host whose module hangs."""
+accepts and stays silent, and a host whose module hangs. The first two ran a real session
+each; the first one's record was then edited by one byte, as whoever lacks the
+workstation's key would, and the second keeps a record from before records were sealed."""
 
 import json
 import re
 import socket
+import subprocess
 from contextlib import ExitStack
 
 import pytest
 
+from concurrent.futures import ThreadPoolExecutor
+
 from fleet import HANGING_PYTHON, inventory, prepare, run_verify, ssh_key
 from old_passt import FINGERPRINT as OLD_PASST, install_old_passt
 from scenario import closed_port
-from workstation import Workstation
+from sessions import PROJECT, record_path, run_agent
+from workstation import AISB_STATE, USER_UID, Workstation
 
 TIMEOUT = 20
+# A record as the collection wrote it before records were sealed (no schema_version: 1).
+UNSEALED = {"session_id": "20261101T090000-0000000a", "status": "exited", "exit_code": 0, "gate": None}
+
+
+def real_session(ws):
+    """One session through run_agent.yml on WS (the harness provision built): its record's path."""
+    ws.run(["mkdir", "-p", PROJECT])
+    done = run_agent(ws, "-e", "aisb_harness=shell", command=["true"])
+    assert done.returncode == 0, done.stdout[-3000:]
+    return record_path(done.stdout)
+
+
+def edit_one_byte(ws, path):
+    """The record at PATH with its exit code's one digit changed, as its user could."""
+    data = ws.path(path).read_bytes()
+    assert data.count(b'"exit_code": 0,') == 1, data
+    ws.path(path).write_bytes(data.replace(b'"exit_code": 0,', b'"exit_code": 1,'))
+
+
+def leave_an_unsealed_record(ws, record):
+    """A session directory holding RECORD, as an older collection left it."""
+    directory = ws.path(f"{AISB_STATE}/sessions/{record['session_id']}")
+    directory.mkdir(mode=0o700)
+    (directory / "record.json").write_text(json.dumps(record, indent=2))
+    subprocess.run(["chown", "-R", f"{USER_UID}:{USER_UID}", str(directory)], check=True)
 
 
 def markdown_rows(text):
@@ -42,6 +73,10 @@ def fleet(tmp_path_factory):
             "debian13-tun": (stack.enter_context(Workstation("trixie")), (), "chmod 0600 /dev/net/tun"),
         }
         ports = prepare(hosts, f"{key}.pub")
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            edited, intact = pool.map(real_session, [hosts["debian13"][0], hosts["debian13-old-passt"][0]])
+        edit_one_byte(hosts["debian13"][0], edited)
+        leave_an_unsealed_record(hosts["debian13-old-passt"][0], UNSEALED)
         # Accepts TCP and never speaks SSH: a host that hangs before it can be asked anything.
         silent.bind(("127.0.0.1", 0))
         silent.listen(4)
@@ -56,12 +91,12 @@ def fleet(tmp_path_factory):
             "silent": {"ansible_port": silent.getsockname()[1]},
         })
         fresh = run_verify(directory, path)
-        yield directory, path, fresh
+        yield directory, path, fresh, {"edited": edited, "intact": intact}
 
 
 @pytest.fixture(scope="module")
 def report(fleet):
-    directory, _path, fresh = fleet
+    directory, _path, fresh, _records = fleet
     assert (directory / "aisb-fleet-report" / "fleet-report.json").exists(), fresh.stdout[-4000:] + fresh.stderr
     return json.loads((directory / "aisb-fleet-report" / "fleet-report.json").read_text())
 
@@ -82,15 +117,46 @@ def test_every_inventory_host_is_a_row_in_inventory_order(report, rows):
 
 
 def test_summary_counts_every_outcome(fleet, report):
-    assert report["summary"] == {"hosts": 7, "hold": 2, "do_not_hold": 2, "unreachable": 2, "probe_failed": 1}
+    assert report["summary"] == {"hosts": 7, "hold": 2, "do_not_hold": 2, "unreachable": 2, "probe_failed": 1,
+                                 "records_failed": 2}
     markdown = (fleet[0] / "aisb-fleet-report" / "fleet-report.md").read_text()
-    assert "7 hosts, 2 hold, 2 do not, 2 unreachable, 1 probe failed" in markdown
+    assert "7 hosts, 2 hold, 2 do not, 2 unreachable, 1 probe failed, 2 with records failing their check" in markdown
 
 
 def test_a_host_that_does_not_hold_fails_the_run(fleet):
     fresh = fleet[2]
     assert fresh.returncode == 2, fresh.stdout[-3000:]
     assert "the networking model does not hold on every host" in fresh.stdout
+
+
+def test_a_record_edited_by_one_byte_fails_its_host_naming_it(fleet, report, rows):
+    """The attacker's edit: one digit of a real session's record. That host fails, naming
+    the record; its own task says so too; the play fails."""
+    edited = fleet[3]["edited"]
+    records = entry(report, "debian13")["records"]
+    assert records["counts"] == {"checked": 1, "signed": 0, "unsigned": 0, "failed": 1}, records
+    assert [failed["record"] for failed in records["failed_records"]] == [edited]
+    assert "its MAC does not match its content" in " ".join(records["failed_records"][0]["problems"])
+    assert rows["debian13"]["session records"] == "0 signed, 0 unsigned, **1 failed**"
+    assert f"record {edited}: " in rows["debian13"]["reasons"]
+    fresh = fleet[2]
+    assert fresh.returncode == 2
+    assert "session records fail their check on debian13, debian12-hung" in fresh.stdout, fresh.stdout[-3000:]
+    task = fresh.stdout.split("TASK [Check the session records kept on the host]")[1].split("TASK [")[0]
+    failed = task.split("fatal: [debian13]: FAILED!")[1].split("fatal: [")[0]
+    assert edited in failed and "fatal: [debian13-old-passt]" not in task, task[:3000]
+
+
+def test_the_other_hosts_records_pass_an_unsealed_one_reported_as_such(fleet, report, rows):
+    records = entry(report, "debian13-old-passt")["records"]
+    assert records["counts"] == {"checked": 2, "signed": 1, "unsigned": 1, "failed": 0}, records
+    assert records["unsigned_records"] == [
+        f"{AISB_STATE}/sessions/{UNSEALED['session_id']}/record.json"]
+    assert rows["debian13-old-passt"]["session records"] == "1 signed, 1 unsigned"
+    for host in ("debian12", "debian13-tun"):
+        assert entry(report, host)["records"]["counts"]["failed"] == 0
+        assert rows[host]["session records"] == "0 signed, 0 unsigned"
+    assert rows["closed"]["session records"] == ""
 
 
 def test_debian13_holds(report, rows):
@@ -158,12 +224,12 @@ def test_a_hung_module_is_bounded_by_verify_timeout(report, rows):
 
 
 def test_cached_run_can_be_told_not_to_fail(fleet):
-    directory, path, _fresh = fleet
-    again = run_verify(directory, path, "--limit", "debian13,debian12,debian13-tun,closed",
+    directory, path, _fresh, _records = fleet
+    again = run_verify(directory, path, "--limit", "debian13-old-passt,debian12,debian13-tun,closed",
                        "-e", "verify_cached=true", "-e", "verify_require_all=false",
                        "-e", "verify_report_dir=cached")
     assert again.returncode == 0, again.stdout[-3000:]
     cached = json.loads((directory / "cached" / "fleet-report.json").read_text())
-    assert [item["host"] for item in cached["hosts"]] == ["debian13", "debian12", "debian13-tun", "closed"]
+    assert [item["host"] for item in cached["hosts"]] == ["debian13-old-passt", "debian12", "debian13-tun", "closed"]
     assert all(item["cached"] for item in cached["hosts"][:3])
     assert [item["status"] for item in cached["hosts"]] == ["holds", "does not hold", "does not hold", "unreachable"]

@@ -7,16 +7,21 @@ import time
 
 import pytest
 
+from scenario import ANSIBLE_ENV
 from sessions import (FACTS, PROJECT, allow, image_recipes, images_and_policy, new_sandbox, processes, record_of, run_agent,
                       session_containers, session_dirs, session_module, start_in_background, through)
 from terminal import interactive_bash, interrupt_a_foreground_command, open_terminal, wait_for_screen
+from workstation import AISB_STATE
 
 
 def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(workstation, internet, project):
     before = len(internet.requests())
+    # The last request is origin-form (GET /path, Host: allowed.test) sent to the gate's port:
+    # the gate answers it 400 itself, relaying nothing.
     script = ("curl -s http://allowed.test/; "
               "curl -s -o /dev/null -w 'other=%{http_code}\\n' http://other.test/; "
-              "curl -sk https://allowed.test/ ; exit 7")
+              "curl -sk https://allowed.test/ ; "
+              "curl -s -o /dev/null -w 'origin=%{http_code}\\n' --request-target /path http://allowed.test/path; exit 7")
     result = run_agent(workstation, *allow("allowed.test"), command=["sh", "-c", script])
     assert result.returncode != 0  # the harness exited 7: the task fails with it
     record = record_of(workstation, result.stdout)
@@ -27,7 +32,13 @@ def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(worksta
     assert "hello from allowed.test port 443" in transcript  # TLS through CONNECT to 443 works
     seen = internet.requests()[before:]
     assert {(r["host"], r["port"]) for r in seen} == {("allowed.test", 80), ("allowed.test", 443)}
-    assert len(record["gate"]["allowed"]) == 2 and len(record["gate"]["denied"]) == 1
+    assert "origin=400" in transcript
+    assert len(record["gate"]["allowed"]) == 2 and len(record["gate"]["denied"]) == 1, record["gate"]
+    assert all(entry["dst"] != "-" for entry in record["gate"]["allowed"]), record["gate"]
+    [answered] = record["gate"]["answered"]
+    # squid logs no method for a request it could not parse as one to relay.
+    assert answered["status"].endswith("/400") and answered["dst"] == "-", answered
+    assert answered["reason"].startswith("not a request the gate relays"), answered
     assert record["ruleset"]["nftables"], "the ruleset as installed is recorded"
     assert session_containers(workstation) == []
 
@@ -176,6 +187,14 @@ def test_sigkill_of_the_session_module_leaves_nothing_running(workstation, proje
         assert processes(workstation, "aisb-watchdog") == []
         output = playbook.communicate(timeout=120)[0]
         assert playbook.returncode != 0, output[-2000:]
+        # The watchdog's record is sealed with the workstation's key, as the session's would be.
+        path = f"{AISB_STATE}/sessions/{sandbox[len('aisb-sandbox-'):]}/record.json"
+        assert json.loads(workstation.path(path).read_text())["status"] == "controller-lost"
+        checked = workstation.run(["ansible", "localhost", "-m", "aisb.sandbox.session_records", "-a", "last=50"],
+                                  check=False, env=ANSIBLE_ENV)
+        assert checked.returncode == 0, checked.stdout[-3000:]
+        result = json.loads(checked.stdout.split("=>", 1)[1])
+        assert result["failed_records"] == [] and path not in result["unsigned_records"], result
     finally:
         playbook.kill()
         playbook.wait()

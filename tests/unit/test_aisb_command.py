@@ -11,7 +11,7 @@ import pytest
 from ansible.parsing.yaml.loader import AnsibleLoader
 
 from ansible_collections.aisb.sandbox.plugins.plugin_utils import _aisb_command as cli
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record, _state_layout
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_seal, _session_record, _state_layout
 
 CWD = "/home/dev/src/my app"
 
@@ -165,9 +165,9 @@ def test_sessions_are_listed_and_picked_from_the_state_directory(tmp_path):
     ids = ["20261203T100000-0000000a", "20261203T110000-0000000b"]
     for session_id in ids + ["not-a-session"]:
         os.makedirs(_state_layout.session_directory(state, session_id))
-    _session_record.write(_state_layout.session_directory(state, ids[0]), record(ids[0]))
-    assert cli.session_ids(state) == ids
-    assert cli.session_ids(str(tmp_path / "none")) == []
+    _session_record.write(_state_layout.session_directory(state, ids[0]), record(ids[0]), b"k" * 32)
+    assert _state_layout.session_ids(state) == ids
+    assert _state_layout.session_ids(str(tmp_path / "none")) == []
     assert cli.pick_session("last", ids) == (ids[1], None)
     assert cli.pick_session(ids[0], ids) == (ids[0], None)
     assert "aisb ls lists them" in cli.pick_session("nope", ids)[1]
@@ -192,6 +192,32 @@ def test_show_names_the_refusals_and_their_hints():
     assert "  denied CONNECT b.test:22" in lines and "  hint: allow b.test:22" in lines
     assert "review   pending: aisb review ID [show|apply|discard]" in lines
     assert cli.gate_lines(record("ID")) == ["allowed CONNECT a.test:443", "denied  CONNECT b.test:22"]
+
+
+def test_show_says_whether_the_record_passes_its_check(tmp_path):
+    state = str(tmp_path)
+    key = _record_seal.workstation_key(_state_layout.record_key_path(state))
+    session_dir = _state_layout.session_directory(state, "20261203T100000-0000000a")
+    os.makedirs(session_dir)
+    _session_record.write(session_dir, record("20261203T100000-0000000a", schema_version=2), key)
+    assert cli.seal_line(state, "20261203T100000-0000000a") == "sealed   yes, intact"
+    path = _session_record.path(session_dir)
+    with open(path) as handle:
+        text = handle.read()
+    with open(path, "w") as handle:
+        handle.write(text.replace('"exit_code": 0', '"exit_code": 1'))
+    assert cli.seal_line(state, "20261203T100000-0000000a").startswith(
+        "sealed   FAILS its check: event 4 (end) does not match its chain")
+    _session_record.write(session_dir, record("20261203T100000-0000000a"), key)
+    assert cli.seal_line(state, "20261203T100000-0000000a").startswith("sealed   no: written before records were sealed")
+
+
+def test_the_gates_own_answers_are_shown_apart_with_their_reason():
+    gate = {"allowed": [], "denied": [], "hints": [],
+            "answered": [{"method": "GET", "url": "/path", "status": "NONE_NONE/400", "reason": "not relayed"}]}
+    assert cli.listing_row("ID", record("ID", gate=gate)).endswith("allowed 0 denied 0 answered 1")
+    assert "  answered GET /path NONE_NONE/400: not relayed" in cli.readable_record(record("ID", gate=gate))
+    assert cli.gate_lines(record("ID", gate=gate)) == ["answered GET /path NONE_NONE/400: not relayed"]
 
 
 def test_doctor_says_the_verdict_and_what_to_fix():
@@ -228,7 +254,7 @@ def new_transcript(state, session_id):
 def test_the_new_sessions_transcript_is_followed_as_it_is_written(tmp_path):
     state, out = str(tmp_path), Out()
     os.makedirs(_state_layout.session_directory(state, "20261203T100000-0000000a"))
-    follower = cli.TranscriptFollower(state, cli.session_ids(state), out, interval=0.01)
+    follower = cli.TranscriptFollower(state, _state_layout.session_ids(state), out, interval=0.01)
     follower.start()
     with new_transcript(state, "20261203T110000-0000000b") as transcript:
         transcript.write(b"first line\n")
@@ -252,7 +278,7 @@ def test_with_two_new_sessions_none_is_followed_and_the_runs_own_is_printed_at_i
         assert not follower.is_alive() and out.getvalue() == b""
     follower.finish(own.name)
     assert out.getvalue() == b"mine\n"
-    quiet = cli.TranscriptFollower(state, cli.session_ids(state), Out(), interval=0.01)
+    quiet = cli.TranscriptFollower(state, _state_layout.session_ids(state), Out(), interval=0.01)
     quiet.start()
     quiet.finish(None)
     assert quiet.out.getvalue() == b""
@@ -260,10 +286,17 @@ def test_with_two_new_sessions_none_is_followed_and_the_runs_own_is_printed_at_i
 
 def test_verify_takes_the_users_inventory_or_this_workstation():
     assert cli.verify_inventory("fleet.ini", CWD, "/opt/a/python3") == (
-        CWD + "/fleet.ini", {"verify_report_dir": CWD + "/aisb-fleet-report"})
-    assert cli.verify_inventory(None, CWD, "/opt/a/python3") == ("localhost,", {
-        "verify_report_dir": CWD + "/aisb-fleet-report", "aisb_hosts": "localhost", "ansible_connection": "local",
-        "ansible_python_interpreter": "/opt/a/python3"})
+        CWD + "/fleet.ini", {"verify_report_dir": CWD + "/aisb-fleet-report", "verify_records_last": 0})
+    assert cli.verify_inventory(None, CWD, "/opt/a/python3", 5) == ("localhost,", {
+        "verify_report_dir": CWD + "/aisb-fleet-report", "verify_records_last": 5, "aisb_hosts": "localhost",
+        "ansible_connection": "local", "ansible_python_interpreter": "/opt/a/python3"})
+    assert cli.parse(["verify", "--last", "5"]).last == 5
+
+
+def test_verify_refuses_a_negative_last(capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(["verify", "--last", "-1"])
+    assert "--last is -1: how many of each host's newest records are checked, 0 or more" in capsys.readouterr().err
 
 
 def test_on_a_terminal_the_answer_never_drives_it_and_to_a_file_it_is_verbatim(tmp_path):

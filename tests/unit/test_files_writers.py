@@ -18,7 +18,7 @@ from test_host_facts_cache import environment, podman_like
 
 
 def session_record(tmp_path):
-    return _session_record.write(str(tmp_path), {"schema_version": _session_record.SCHEMA_VERSION})
+    return _session_record.write(str(tmp_path), {"schema_version": _session_record.SCHEMA_VERSION}, b"k" * 32)
 
 
 def host_facts(tmp_path):

@@ -79,11 +79,11 @@ def test_markdown_table_one_row_per_host_with_escaped_cells():
     assert "3 hosts, 1 hold, 1 do not, 1 unreachable, 0 probe failed" in lines[2]
     table = [line for line in lines if line.startswith("|")]
     assert table[0] == ("| host | distro | podman | passt | gate path | model holds | seccomp profile "
-                        "| limits enforceable | reasons |")
+                        "| limits enforceable | session records | reasons |")
     assert table[2] == ("| ok | debian 13 | 5.4.2 | passt_0.0~git20250503 | map-host-loopback | yes | not measured "
-                        "| no |  |")
-    assert table[3].endswith("| **no** | not measured | no | pasta: a \\| b c.<br>gate_path is none. |")
-    assert table[4] == "| gone |  |  |  |  | **unreachable** |  |  | %s |" % UNREACHABLE["msg"]
+                        "| no | not checked |  |")
+    assert table[3].endswith("| **no** | not measured | no | not checked | pasta: a \\| b c.<br>gate_path is none. |")
+    assert table[4] == "| gone |  |  |  |  | **unreachable** |  |  |  | %s |" % UNREACHABLE["msg"]
     assert len(table) == 5
 
 
@@ -102,3 +102,54 @@ def test_the_seccomp_profile_column_says_whether_it_held(probe, cell):
         answer["ansible_facts"]["aisb_host"]["probes"] = {"seccomp_profile": probe}
     row = _fleet_report.table_row(report(("h", answer))["hosts"][0])
     assert row[_fleet_report.COLUMNS.index("seccomp profile")] == cell
+
+
+def records(signed=3, unsigned=0, failed=()):
+    """What session_records registers on a host."""
+    return dict({"changed": False, "records": {"checked": signed + unsigned + len(failed), "signed": signed,
+                                               "unsigned": unsigned, "failed": len(failed)},
+                 "failed_records": [{"record": path, "problems": ["its MAC does not match its content"]}
+                                    for path in failed], "unsigned_records": ["/old"] * unsigned, "key": "/k"},
+                **({"failed": True, "msg": "failed"} if failed else {}))
+
+
+def test_a_host_with_an_edited_record_fails_naming_it_and_the_others_pass():
+    built = _fleet_report.fleet_report(
+        [("a", probed(True)), ("b", probed(True)), ("c", probed(True))], "T",
+        {"a": records(), "b": records(signed=2, failed=["/s/x/record.json"]), "c": records(unsigned=1)})
+    assert [_fleet_report.records_intact(entry) for entry in built["hosts"]] == [True, False, True]
+    assert built["summary"]["records_failed"] == 1
+    assert _fleet_report.summary_line(built["summary"]).endswith(", 1 with records failing their check")
+    rows = [_fleet_report.table_row(entry) for entry in built["hosts"]]
+    column = _fleet_report.COLUMNS.index("session records")
+    assert [row[column] for row in rows] == ["3 signed, 0 unsigned", "2 signed, 0 unsigned, **1 failed**",
+                                             "3 signed, 1 unsigned"]
+    assert rows[1][-1] == "record /s/x/record.json: its MAC does not match its content"
+
+
+def test_records_a_reached_host_could_not_check_fail_it():
+    built = _fleet_report.fleet_report([("a", probed(True)), ("b", probed(True)), ("c", probed(True))], "T",
+                                       {"a": TIMED_OUT, "b": {"failed": True, "msg": "the record key /k must be"}})
+    assert [_fleet_report.records_intact(entry) for entry in built["hosts"]] == [False, False, False]
+    assert _fleet_report.table_row(built["hosts"][1])[-1] == "session records not checked: the record key /k must be"
+    assert _fleet_report.table_row(built["hosts"][2])[-1] == \
+        "session records not checked: no result: the records were not checked"
+
+
+def test_a_host_whose_probe_failed_still_shows_its_records():
+    built = _fleet_report.fleet_report([("hung", TIMED_OUT)], "T", {"hung": TIMED_OUT})
+    row = _fleet_report.table_row(built["hosts"][0])
+    assert row[_fleet_report.COLUMNS.index("session records")] == "**not checked**"
+    assert row[-1] == "%s<br>session records not checked: %s" % (TIMED_OUT["msg"], TIMED_OUT["msg"])
+    assert built["summary"]["records_failed"] == 1
+
+
+def test_an_unreachable_hosts_records_are_not_checked_and_its_row_says_why():
+    built = _fleet_report.fleet_report([("gone", UNREACHABLE)], "T", {"gone": UNREACHABLE})
+    assert _fleet_report.records_intact(built["hosts"][0]) and built["summary"]["records_failed"] == 0
+    assert built["hosts"][0]["records"] == {"checked": False, "why": UNREACHABLE["msg"]}
+
+
+def test_without_records_nothing_about_them_fails():
+    built = report(("a", probed(True)))
+    assert _fleet_report.records_intact(built["hosts"][0]) and "records_failed" not in built["summary"]

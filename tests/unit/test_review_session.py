@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _record_seal, _session_record, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state, _recipes
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils.review._project_review import ReviewError
@@ -136,6 +136,23 @@ def test_unknown_sessions_are_refused(session, session_id, message):
 def test_direct_sessions_are_refused(session):
     (session["dir"] / "record.json").write_text(json.dumps({"project": "/x", "project_mode": "direct"}))
     with pytest.raises(ReviewError, match="did not run in review mode"):
+        execute(params("show"), session["environ"], fake_run(), False)
+
+
+def test_a_signed_record_rewritten_stays_signed_and_an_edited_one_is_refused(session):
+    """The record's review section names the directories review reads and writes: an
+    edited record (here, its upper directory pointed elsewhere) must not choose them."""
+    state = str(session["dir"].parent.parent)
+    key = _record_seal.workstation_key(_state_layout.record_key_path(state))
+    _session_record.write(str(session["dir"]), dict(session["record"], schema_version=2), key)
+    execute(params("show"), session["environ"], fake_run(), False)
+    execute(params("apply", apply_flagged=["nothing"]), session["environ"], fake_run(), False)
+    assert _session_record.check(str(session["dir"]), key).state == "signed"
+    assert _session_record.read(str(session["dir"]))["review"]["history"][0]["action"] == "apply"
+    edited = _session_record.read(str(session["dir"]))
+    edited["review"]["upper"] = "/home/dev/.ssh"
+    (session["dir"] / "record.json").write_text(json.dumps(edited, indent=2, sort_keys=True) + "\n")
+    with pytest.raises(ReviewError, match="fails its check, so nothing of it is used: .*MAC does not match"):
         execute(params("show"), session["environ"], fake_run(), False)
 
 

@@ -32,7 +32,7 @@ def test_long_environment_values_are_hidden_in_the_answer_and_short_ones_kept():
 
 def finished(transcript):
     return {"session_id": "sid", "exit_code": 0, "status": "exited", "reason": "", "record": "/s/record.json",
-            "transcript": transcript, "commands": [], "gate": {"allowed": [], "denied": [], "hints": []}}
+            "transcript": transcript, "commands": [], "gate": {"allowed": [], "denied": [], "answered": [], "hints": []}}
 
 
 def test_the_answer_is_read_only_when_wanted(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admi
 
 def record(**overrides):
     base = {"session_id": "sid", "exit_code": 0, "status": "exited", "reason": "", "record": "/s/record.json",
-            "transcript": "/s/transcript.log", "commands": [], "gate": {"allowed": [], "denied": [], "hints": []}}
+            "transcript": "/s/transcript.log", "commands": [], "gate": {"allowed": [], "denied": [], "answered": [], "hints": []}}
     base.update(overrides)
     return base
 

@@ -274,7 +274,7 @@ def test_the_helper_gets_the_raw_client_hello_and_nothing_is_cached():
 def test_gate_log_skips_connections_that_sent_no_request():
     log = ("1764490000.123 session=sid client=127.0.0.1 NONE_NONE/000 - error:transaction-end-before-headers"
            " dst=- hier=HIER_NONE tls=- sni=-")
-    assert parse_gate_log(log) == {"allowed": [], "denied": []}
+    assert parse_gate_log(log) == {"allowed": [], "denied": [], "answered": []}
 
 
 def test_a_private_entry_goes_to_its_address_on_its_port_only_and_is_never_resolved():
@@ -311,3 +311,28 @@ def test_a_private_entry_goes_to_its_address_on_its_port_only_and_is_never_resol
 def test_no_peer_without_a_private_entry():
     lines = render_policy_conf(parse_policy(["example.com", "git.example.org:2222"])).splitlines()
     assert not [line for line in lines if "private" in line or line.startswith(("cache_peer", "never_direct"))]
+
+
+def test_the_gates_own_answers_are_their_own_kind_each_with_its_reason():
+    """Allowed means relayed to a destination: a request the gate answered itself (an
+    origin-form GET sent to its port: 400; a destination it could not reach: 503) is
+    no decision to relay anything, and says why; an allowed tunnel's verdict is still allowed."""
+    def line(t, status, method, url, hier, tls="-", sni="-", dst="-"):
+        return ("%s session=sid client=127.0.0.1 %s %s %s dst=%s hier=%s tls=%s sni=%s"
+                % (t, status, method, url, dst, hier, tls, sni))
+    log = "\n".join([
+        line("1.001", "NONE_NONE/400", "GET", "/path", "HIER_NONE"),
+        line("2.001", "TCP_MISS/503", "GET", "http://allowed.test/", "HIER_NONE"),
+        line("3.001", "TCP_TUNNEL/503", "CONNECT", "git.test:2222", "HIER_NONE"),
+        line("4.001", "TCP_MISS/200", "GET", "http://allowed.test/", "HIER_DIRECT", dst="198.18.0.10"),
+        line("5.001", "TCP_MISS/503", "GET", "http://allowed.test/", "HIER_DIRECT", dst="198.18.0.10"),
+        line("6.001", "NONE_NONE/200", "CONNECT", "b-tls.test:443", "HIER_NONE", tls="splice", sni="b-tls.test"),
+    ])
+    decisions = parse_gate_log(log)
+    assert [(d["time"], d["url"]) for d in decisions["allowed"]] == [
+        (4.001, "http://allowed.test/"), (5.001, "http://allowed.test/"), (6.001, "b-tls.test:443")]
+    assert [(d["time"], d["status"]) for d in decisions["answered"]] == [
+        (1.001, "NONE_NONE/400"), (2.001, "TCP_MISS/503"), (3.001, "TCP_TUNNEL/503")]
+    reasons = [d["reason"] for d in decisions["answered"]]
+    assert "not a request the gate relays" in reasons[0] and "could not reach" in reasons[1] == reasons[2]
+    assert decisions["denied"] == []

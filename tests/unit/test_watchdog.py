@@ -11,21 +11,26 @@ import subprocess
 import sys
 import time
 
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_seal, _session_record
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _watchdog
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_runner import die_with_session
 
-PREPARED = {"session_id": "20261130T090000-abcdef01", "started_at": "2026-11-30T09:00:00Z",
+PREPARED = {"schema_version": _session_record.SCHEMA_VERSION, "session_id": "20261130T090000-abcdef01", "started_at": "2026-11-30T09:00:00Z",
             "command": ["pi", "-p", "fix it"], "record": "/s/20261130T090000-abcdef01/record.json"}
 
 
-def start(tmp_path, prepared=True):
+def start(tmp_path, prepared=True, key=True):
     """A watchdog (the real program, as the session runs it) whose 'removal' creates a file
-    and that writes its record in TMP_PATH; PREPARED: the prepared record is already sent.
-    Returns (process, write end, that file, the record's path)."""
+    and that writes its record in TMP_PATH; PREPARED: the prepared record is already sent;
+    KEY: the record key exists (tmp_path's parent's, so that the directory holds only what
+    the watchdog wrote). Returns (process, write end, that file, the record's path)."""
     marker = tmp_path / "removed"
     record = tmp_path / "record.json"
+    key_path = str(tmp_path.parent / ("%s.key" % tmp_path.name))
+    if key:
+        _record_seal.workstation_key(key_path)
     read_end, write_end = os.pipe()
-    process = subprocess.Popen(_watchdog.argv(sys.executable, str(record), ["touch", str(marker)]),
+    process = subprocess.Popen(_watchdog.argv(sys.executable, str(record), key_path, ["touch", str(marker)]),
                                stdin=read_end)
     os.close(read_end)
     if prepared:
@@ -57,6 +62,17 @@ def test_a_holder_killed_by_sigkill_leaves_the_removal_and_the_record_to_the_wat
     assert written["exit_code"] is None and written["gate"] is None and written["ended_at"]
     assert "watchdog removed" in written["reason"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["record.json", "removed"]
+    key = _record_seal.read_key(str(tmp_path.parent / ("%s.key" % tmp_path.name)))
+    assert _session_record.check(str(tmp_path), key)[1:] == ("signed", [], "")
+
+
+def test_a_watchdog_without_the_key_writes_a_record_that_fails_its_check(tmp_path):
+    process, write_end, _marker, record = start(tmp_path, key=False)
+    os.close(write_end)
+    process.wait(timeout=10)
+    assert "is gone" in json.loads(record.read_text())["seal_error"]
+    result = _session_record.check(str(tmp_path), b"k" * 32)
+    assert result.state == "failed" and result.problems[0].startswith("no MAC, which every record of schema_version 2 has")
 
 
 def test_anything_but_done_removes(tmp_path):
@@ -97,7 +113,7 @@ def test_complete_keeps_the_prepared_record_and_adds_the_end():
 def test_main_removes_then_writes(tmp_path):
     ran = []
     path = str(tmp_path / "record.json")
-    rc = _watchdog.main([path, "--", "podman", "rm", "x"], io.BytesIO(json.dumps(PREPARED).encode() + b"\n"),
+    rc = _watchdog.main([path, str(tmp_path / "k"), "--", "podman", "rm", "x"], io.BytesIO(json.dumps(PREPARED).encode() + b"\n"),
                         run=lambda argv, **_kw: ran.append(argv) or 0, now=lambda: 0)
     assert rc == 0 and ran == [["podman", "rm", "x"]]
     assert json.loads(open(path).read())["ended_at"] == "1970-01-01T00:00:00Z"
@@ -105,15 +121,30 @@ def test_main_removes_then_writes(tmp_path):
 
 def test_main_does_nothing_when_done(tmp_path):
     path = str(tmp_path / "record.json")
-    _watchdog.main([path, "--", "false"], io.BytesIO(b"{}\ndone"), run=lambda *_a, **_k: 1 / 0)
+    _watchdog.main([path, str(tmp_path / "k"), "--", "false"], io.BytesIO(b"{}\ndone"), run=lambda *_a, **_k: 1 / 0)
     assert not os.path.exists(path)
 
 
 def test_the_watchdog_runs_isolated_and_names_itself():
-    argv = _watchdog.argv("/usr/bin/python3", "/s/record.json", ["podman", "rm", "a"])
+    argv = _watchdog.argv("/usr/bin/python3", "/s/record.json", "/s/record.key", ["podman", "rm", "a"])
     assert argv[:3] == ["/usr/bin/python3", "-I", "-c"]
-    assert argv[4:] == [_watchdog.NAME, "/s/record.json", "--", "podman", "rm", "a"]
-    assert "import" in argv[3] and "def main(" in argv[3]
+    assert argv[4:] == [_watchdog.NAME, "/s/record.json", "/s/record.key", "--", "podman", "rm", "a"]
+    assert "def seal(" in argv[3] and "def main(" in argv[3]
+
+
+def test_a_source_the_loader_gives_as_bytes_is_text():
+    """Ansible's collection loader (the in-process session's) returns a module's source as
+    bytes: the program is text all the same."""
+    class Loader:
+        @staticmethod
+        def get_source(_name):
+            return "x = 1\n".encode("utf-8")
+
+    class Module:
+        __loader__ = Loader()
+        __name__ = "m"
+
+    assert _watchdog.module_text(Module()) == "x = 1\n"
 
 
 def test_a_command_started_to_die_with_the_session_dies_with_it():

@@ -23,6 +23,9 @@ SESSION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
 TRANSCRIPT = "transcript.log"
 # The record every session directory ends with.
 RECORD = "record.json"
+# The workstation's key that signs every session record (_record_seal), mode 0600: in the
+# state directory's top, which no sandbox mounts (only directories below it).
+RECORD_KEY = "record.key"
 # sessions/<id>/review/: a review-mode session's overlays and manifest (_review_session),
 # what keeps the session directory from retention until review.yml decides.
 REVIEW = "review"
@@ -59,8 +62,22 @@ def new_session_id():
     return time.strftime(SESSION_TIME_FORMAT, time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
+def record_key_path(state):
+    """STATE/record.key: the key that signs this workstation's session records."""
+    return os.path.join(state, RECORD_KEY)
+
+
 def sessions_dir(state):
     return os.path.join(state, SESSIONS)
+
+
+def session_ids(state):
+    """The session ids under STATE, oldest first (an id begins with its start)."""
+    try:
+        names = os.listdir(sessions_dir(state))
+    except FileNotFoundError:
+        return []
+    return sorted(name for name in names if SESSION_ID.match(name))
 
 
 def session_directory(state, session_id):

@@ -16,7 +16,7 @@ UNREACHABLE = "unreachable"
 FAILED = "probe failed"
 # The Markdown table, in this order.
 COLUMNS = ("host", "distro", "podman", "passt", "gate path", "model holds", "seccomp profile", "limits enforceable",
-           "reasons")
+           "session records", "reasons")
 
 
 def argument_spec():
@@ -24,6 +24,7 @@ def argument_spec():
         results=dict(type="dict", required=True),
         dest=dict(type="path", required=True),
         require_all=dict(type="bool", default=True),
+        records=dict(type="dict"),
     )
 
 
@@ -48,25 +49,55 @@ def host_entry(host, answer):
                 verdict=verdict, reasons=list(verdict.get("reasons") or []))
 
 
-def fleet_report(answers, generated_at):
-    """The report for ANSWERS, (host, registered result) pairs in inventory order."""
-    hosts = [host_entry(host, answer) for host, answer in answers]
+def records_entry(answer):
+    """A host's session records as its session_records task found them (ANSWER, None when
+    it has none): counts, the records that failed and why, the unsigned ones, or the error
+    that kept them from being checked. A host that could not be reached has its own row
+    (unreachable): its records are not checked, and verify_require_all says whether that fails."""
+    if answer and answer.get("unreachable"):
+        return {"checked": False, "why": answer.get("msg") or "unreachable"}
+    if not answer or not answer.get("records"):
+        return {"checked": True, "counts": {}, "failed_records": [], "unsigned_records": [],
+                "error": (answer or {}).get("msg") or "no result: the records were not checked"}
+    return {"checked": True, "counts": answer["records"], "failed_records": list(answer.get("failed_records") or []),
+            "unsigned_records": list(answer.get("unsigned_records") or []), "error": ""}
+
+
+def records_intact(entry):
+    """Whether a host's report ENTRY has no record that failed its check (True when the
+    play did not check records)."""
+    records = entry["records"]
+    return not records["checked"] or (not records["error"] and not records["failed_records"])
+
+
+def fleet_report(answers, generated_at, records=None):
+    """The report for ANSWERS, (host, registered result) pairs in inventory order, and
+    RECORDS, host to its session_records result (None: records were not checked)."""
+    hosts = [dict(host_entry(host, answer), records={"checked": False} if records is None else
+                  records_entry(records.get(host))) for host, answer in answers]
     counts = dict((status, 0) for status in (HOLDS, DOES_NOT_HOLD, UNREACHABLE, FAILED))
     for entry in hosts:
         counts[entry["status"]] += 1
+    summary = {"hosts": len(hosts), "hold": counts[HOLDS], "do_not_hold": counts[DOES_NOT_HOLD],
+               "unreachable": counts[UNREACHABLE], "probe_failed": counts[FAILED]}
+    if records is not None:
+        summary["records_failed"] = len([entry for entry in hosts if not records_intact(entry)])
     return {
         "report_version": REPORT_VERSION,
         "generated_at": generated_at,
-        "summary": {"hosts": len(hosts), "hold": counts[HOLDS], "do_not_hold": counts[DOES_NOT_HOLD],
-                    "unreachable": counts[UNREACHABLE], "probe_failed": counts[FAILED]},
+        "summary": summary,
         "hosts": hosts,
     }
 
 
 def summary_line(summary):
-    """"N hosts, N hold, N do not, N unreachable, N probe failed"."""
-    return "%(hosts)d hosts, %(hold)d hold, %(do_not_hold)d do not, %(unreachable)d unreachable, " \
-           "%(probe_failed)d probe failed" % summary
+    """"N hosts, N hold, N do not, N unreachable, N probe failed", and ", N with records
+    failing their check" when records were checked."""
+    line = "%(hosts)d hosts, %(hold)d hold, %(do_not_hold)d do not, %(unreachable)d unreachable, " \
+        "%(probe_failed)d probe failed" % summary
+    if "records_failed" in summary:
+        line += ", %d with records failing their check" % summary["records_failed"]
+    return line
 
 
 def all_hold(report):
@@ -93,10 +124,35 @@ def seccomp_cell(probe):
     return "holds" if probe.get("ok") is True else "**no**"
 
 
+def records_cell(records):
+    """A host's session records: counts, any failure in bold."""
+    if not records["checked"]:
+        return "not checked"
+    if records["error"]:
+        return "**not checked**"
+    counts = records["counts"]
+    cell = "%d signed, %d unsigned" % (counts.get("signed", 0), counts.get("unsigned", 0))
+    return cell + (", **%d failed**" % counts.get("failed", 0) if records["failed_records"] else "")
+
+
+def records_reasons(records):
+    """The reasons column's lines for a host's session records: each failed record and why."""
+    if not records["checked"]:
+        return []
+    if records["error"]:
+        return ["session records not checked: %s" % records["error"]]
+    return ["record %s: %s" % (failed["record"], "; ".join(failed["problems"]))
+            for failed in records["failed_records"]]
+
+
 def table_row(entry):
     """ENTRY's cells, in COLUMNS order."""
-    if entry["status"] in (UNREACHABLE, FAILED):
-        return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", "", _cell(entry["error"])]
+    if entry["status"] == UNREACHABLE:
+        return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", "", "", _cell(entry["error"])]
+    if entry["status"] == FAILED:
+        # Reached: its records were checked, or why not is a reason of its own.
+        return [entry["host"], "", "", "", "", "**%s**" % entry["status"], "", "", records_cell(entry["records"]),
+                "<br>".join(_cell(reason) for reason in [entry["error"]] + records_reasons(entry["records"]))]
     fingerprint, verdict = entry["fingerprint"], entry["verdict"]
     return [entry["host"], fingerprint.get("distro", ""), fingerprint.get("podman", ""),
             fingerprint.get("passt", "") or "unknown", verdict.get("gate_path", ""),
@@ -104,7 +160,8 @@ def table_row(entry):
             seccomp_cell(entry["probes"].get("seccomp_profile")),
             # Limits are informational (the model holds without them): no alarm in bold.
             "yes" if verdict.get("limits_enforceable") is True else "no",
-            "<br>".join(_cell(reason) for reason in entry["reasons"])]
+            records_cell(entry["records"]),
+            "<br>".join(_cell(reason) for reason in entry["reasons"] + records_reasons(entry["records"]))]
 
 
 def render_markdown(report):

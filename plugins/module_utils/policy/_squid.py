@@ -247,9 +247,22 @@ def _peeking():
     ]
 
 
+# Why the gate answered a request itself, by the code it answered with (no server contacted).
+ANSWER_REASONS = {
+    "400": "not a request the gate relays: no absolute URL (origin-form, sent to the gate's port as to a server) "
+           "or malformed",
+    "503": "the gate could not reach the destination: its name did not resolve or the connection failed",
+}
+ANSWER_REASON = "the gate answered it itself, contacting no server"
+
+
 def parse_gate_log(text):
-    """The gate's decisions from its access log: {"allowed": [...], "denied": [...]},
-    each a log_entry with the address squid connected to (dst).
+    """The gate's decisions from its access log: {"allowed": [...], "denied": [...],
+    "answered": [...]}, each a log_entry with the address squid connected to (dst).
+    Allowed: relayed to a destination (or, for a tunnel, its verdict: relay). Denied:
+    refused by the policy. Answered: answered by the gate itself with no server contacted
+    (a 400 for what is no proxy request, a 503 for a destination it could not reach),
+    each with its reason.
 
     One per request of the sandbox: a CONNECT whose ClientHello was read counts once, as
     the verdict on it (logged before any server is contacted, sni set); the spliced
@@ -259,7 +272,7 @@ def parse_gate_log(text):
     that miss_access refused instead (403, no server contacted: the check gave no
     answer) is the denial in place of that verdict.
     """
-    decisions = {"allowed": [], "denied": []}
+    decisions = {"allowed": [], "denied": [], "answered": []}
     # (url, sni) -> the allowed verdicts whose tunnel has not ended yet, oldest first.
     open_tunnels = {}
     for line in text.splitlines():
@@ -281,7 +294,11 @@ def parse_gate_log(text):
         entry = dict(log_entry(match), dst=match.group("dst"))
         if match.group("reason") not in (None, "-"):
             entry["reason"] = match.group("reason")
-        decisions["denied" if denied else "allowed"].append(entry)
+        # No server contacted and no tunnel's verdict (those name their SNI): the gate's own answer.
+        answered = not denied and match.group("hier") == "HIER_NONE" and match.group("sni") == "-"
+        if answered:
+            entry["reason"] = ANSWER_REASONS.get(match.group("code"), ANSWER_REASON)
+        decisions["denied" if denied else "answered" if answered else "allowed"].append(entry)
         if not denied and match.group("sni") != "-":
             open_tunnels.setdefault(tunnel, []).append(entry)
     return decisions

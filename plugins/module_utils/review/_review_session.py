@@ -20,10 +20,11 @@ import os
 import threading
 import time
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _session_record
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_seal, _session_record
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import (
     _project_manifest, _project_review, _review_flags)
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import SESSION_ID, review_directory, session_directory
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import (
+    SESSION_ID, record_key_path, review_directory, session_directory)
 
 REVIEW_DIR_MODE = 0o700
 # Under the review directory: one directory per kept state, by its name.
@@ -135,22 +136,29 @@ def state_changes(name, state):
 
 
 def load_record(state, session_id):
-    """(session directory, record) of review session SESSION_ID under the state directory
-    STATE; ReviewError when there is none, it has not ended, or it ran in direct mode."""
+    """(session directory, record, the workstation's record key) of review session
+    SESSION_ID under the state directory STATE; ReviewError when there is none, it has not
+    ended, it ran in direct mode, or it fails its check (its paths say where review reads
+    and writes: an edited record must not choose them)."""
     if not SESSION_ID.match(session_id or ""):
         raise _project_review.ReviewError("%r is not a session id (like 20261130T230455-1a2b3c4d)" % session_id)
     session_dir = session_directory(state, session_id)
     try:
         record = _session_record.read(session_dir)
+        key = _record_seal.read_key(record_key_path(state))
     except FileNotFoundError:
         raise _project_review.ReviewError(
             "session %s has no record in %s: it has not ended, or never ran" % (session_id, session_dir))
-    except _session_record.RecordError as error:
+    except (_session_record.RecordError, _record_seal.KeyFileError) as error:
         raise _project_review.ReviewError(str(error))
+    checked = _session_record.check(session_dir, key)
+    if checked.state == "failed":
+        raise _project_review.ReviewError("the record %s fails its check, so nothing of it is used: %s"
+                                          % (checked.path, "; ".join(checked.problems)))
     if record.get("project_mode") != "review" or not record.get("review"):
         raise _project_review.ReviewError("session %s did not run in review mode (aisb_project_mode=review): "
                                           "its changes went to the project directly" % session_id)
-    return session_dir, record
+    return session_dir, record, key
 
 
 def host_changes(review, project, what="the project"):
@@ -173,7 +181,8 @@ def retake_manifest(review, project):
     return _project_manifest.save(review["manifest"], _project_manifest.take(project))
 
 
-def note(session_dir, record, entry):
-    """Add ENTRY (what an apply or discard did) to the record's review history, on disk."""
+def note(session_dir, record, entry, key):
+    """Add ENTRY (what an apply or discard did) to the record's review history, on disk,
+    sealed again with KEY."""
     record["review"].setdefault("history", []).append(entry)
-    _session_record.write(session_dir, record)
+    _session_record.write(session_dir, record, key)

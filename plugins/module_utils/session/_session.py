@@ -14,7 +14,8 @@ import os
 import time
 from typing import NamedTuple, Optional
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _seccomp, _session_record
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import (
+    _host_tools, _podman, _record_seal, _seccomp, _session_record)
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils.project import (
@@ -38,7 +39,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_runner import SessionRunner
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import (
-    TRANSCRIPT, images_dir, new_session_id, session_directory, state_dir)
+    TRANSCRIPT, images_dir, new_session_id, record_key_path, session_directory, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import Interrupted, signals_raise
 
 SESSION_DIR_MODE = 0o700
@@ -146,8 +147,9 @@ def gate_report(policy, gate_log):
     return report
 
 
-def execute(inputs, facts, environ, run, terminal=None, parent=None, warnings=()):
-    """Run an admitted session to its end; return the record (also written to disk).
+def execute(inputs, facts, environ, run, key, terminal=None, parent=None, warnings=()):
+    """Run an admitted session to its end; return the record (also written to disk,
+    sealed with KEY, the workstation's record key).
 
     WARNINGS: the admission's (with allow_unenforced, each problem it started despite).
 
@@ -210,7 +212,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None, warnings=()
     ended = Outcome("exited", None, "")
     try:
         with signals_raise():
-            runner.start_watchdog(record)
+            runner.start_watchdog(record, record_key_path(state_dir(environ)))
             watch.start()
             if injector is not None:
                 injector.start()
@@ -255,7 +257,7 @@ def execute(inputs, facts, environ, run, terminal=None, parent=None, warnings=()
     # The agent's branches and HEAD as data, under refs/aisb/<session id>/ of each repository.
     record["commits"] = bring_back(inputs, plan, runner, run, review, environ)
     try:
-        _session_record.write(runner.session_dir, record)
+        _session_record.write(runner.session_dir, record, key)
     except OSError as error:
         # Everything has stopped already; say so instead of failing without a status.
         record["record_error"] = "the record could not be written to %s: %s" % (record["record"], error.strerror)
@@ -291,12 +293,20 @@ def run_session(params, environ, check_mode, terminal=None, parent=None):
     refusal), with the admission's warnings in its "warnings"."""
     run = Runner(subprocess_execute(host_environment(environ)))
     inputs, facts, problems, warnings = admit(params, environ, run, interactive=terminal is not None)
+    key = None
+    if not problems and not check_mode:
+        try:
+            # Before anything starts: a session whose record cannot be signed does not run.
+            key = _record_seal.workstation_key(record_key_path(state_dir(environ)))
+        except (OSError, _record_seal.KeyFileError) as error:
+            problems = [str(error) if isinstance(error, _record_seal.KeyFileError) else
+                        "the record key %s cannot be made: %s" % (record_key_path(state_dir(environ)), error)]
     if problems:
         result = refused_result(" ".join(problems), problems=problems)
     elif check_mode:
         result = {"changed": False, "status": "planned", "msg": "check mode: nothing started"}
     else:
-        result = task_result(execute(inputs, facts, environ, run, terminal=terminal, parent=parent,
+        result = task_result(execute(inputs, facts, environ, run, key, terminal=terminal, parent=parent,
                                      warnings=warnings), answer=params["answer"])
         result["answer"] = hide_values(result["answer"], inputs.environment.values())
     result["commands"] = run.commands + result.get("commands", [])
@@ -352,7 +362,8 @@ def task_result(record, answer=True):
         "session_id": record["session_id"], "record": record["record"],
         "transcript": record["transcript"], "answer": transcript_end(record["transcript"]) if answer else "",
         "commands": record["commands"],
-        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]), "hints": gate["hints"]},
+        "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]),
+                 "answered": len(gate["answered"]), "hints": gate["hints"]},
         "token_budget": budget_note(record.get("tokens")),
         # Which of the agent's refs arrived under refs/aisb/<session id>/ (the play's last line).
         "commits": _project_commits.summary(record.get("commits")),

@@ -111,13 +111,13 @@ class SessionRunner(object):
         return path
 
     # -- removal that outlives this process
-    def start_watchdog(self, record):
+    def start_watchdog(self, record, key_path):
         """Start a process (_watchdog) that removes this session's containers and writes
-        RECORD, the record as prepared at start, if this one dies without saying it has
-        (release_watchdog). Its own session: a signal to this process group or terminal
+        RECORD, the record as prepared at start, sealed with the key in KEY_PATH, if this
+        one dies without saying it has (release_watchdog). Its own session: a signal to this process group or terminal
         does not reach it."""
         names = [self.plan.names.sandbox] + ([self.plan.names.gate] if self.plan.gate else [])
-        argv = _watchdog.argv(sys.executable, record["record"], _podman.remove(self.podman, names))
+        argv = _watchdog.argv(sys.executable, record["record"], key_path, _podman.remove(self.podman, names))
         read_end, write_end = os.pipe()
         try:
             # It must outlive this process, in a session of its own: run_command waits for it.
