@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from sessions import (PROJECT, images_and_policy, processes, provisioned_sandbox_image, record_of, run_agent, session_containers,
-                      session_module, start_in_background)
+from sessions import (PROJECT, images_and_policy, new_sandbox, processes, provisioned_sandbox_image, record_of,
+                      run_agent, session_containers, session_module, start_in_background)
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
 HELPER = "nft --json --interactive"
@@ -140,3 +140,63 @@ def test_a_host_without_nft_refuses_the_session(workstation, project):
         and "aisb.sandbox.provision" in result.stdout, result.stdout[-3000:]
     assert "harness-ran" not in result.stdout
     assert session_containers(workstation) == []
+
+
+# Changes made from the host side, in the sandbox's user and network namespaces (as any
+# process holding NET_ADMIN there would), each undone within a second: the polling alone
+# saw neither of the first two (issue 34).
+HOST_SIDE = {
+    "policy-accept": ("nft add chain inet aisb output '{ policy accept; }'; sleep 0.8; "
+                      "nft add chain inet aisb output '{ policy drop; }'", "policy accept"),
+    "rule-replaced": ("h=$(nft -a list chain inet aisb output | sed -n 's/.*oif \"lo\" accept # handle \\([0-9]*\\)$/\\1/p'); "
+                      "[ -n \"$h\" ] || exit 9; nft replace rule inet aisb output handle $h accept; sleep 0.8; "
+                      "nft replace rule inet aisb output handle $h oif lo accept", "accept"),
+    "table-restored": ("t=$(nft list table inet aisb); nft delete table inet aisb; sleep 0.5; "
+                       "printf '%s\\n' \"$t\" | nft -f -", "table inet aisb"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOST_SIDE))
+def test_a_change_from_the_host_side_undone_within_a_second_is_seen(workstation, internet, project, case):
+    change, named = HOST_SIDE[case]
+    before_containers = session_containers(workstation)
+    before = len(internet.requests())
+    # Four loops of direct requests for 40 s (short timeouts: a dropped one does not hold a loop).
+    loop = (f"end=$(($(date +%s) + 40)); i=0; while [ $(date +%s) -lt $end ]; do i=$((i+1)); "
+            f"curl -s -m 0.3 --noproxy '*' -o /dev/null http://{internet.address}/{case}-direct-$w-$i; done")
+    playbook = start_in_background(workstation, ["sh", "-c", f"for w in 1 2 3 4; do ( {loop} ) & done; wait"])
+    try:
+        sandbox = new_sandbox(workstation, before_containers)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not processes(workstation, HELPER):
+            time.sleep(0.2)
+        assert processes(workstation, HELPER), "the watch never started"
+        time.sleep(3)  # a few readings first
+        pid = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", sandbox]).stdout.strip()
+        # The session's user enters the sandbox's user namespace (as root of it, with every
+        # capability there) and its network namespace: what the watch's helper does too.
+        done = workstation.run(["nsenter", "--target", pid, "--user", "--net", "--", "sh", "-c",
+                                f"export PATH=/usr/sbin:/usr/bin:/sbin:/bin; date +%s.%N; {change}; date +%s.%N"],
+                               check=False)
+        assert done.returncode == 0, done.stderr
+        changed, restored = (float(t) for t in done.stdout.split()[:2])
+        output, _ = playbook.communicate(timeout=120)
+    finally:
+        if playbook.poll() is None:
+            playbook.kill()
+            playbook.wait()
+    record = record_of(workstation, output)
+    direct = [r for r in internet.requests()[before:] if r["path"].startswith(f"/{case}-direct")]
+    watch = record["enforcement_watch"]
+    lost = watch["lost"] or {}
+    print(f"{case}: changed for {restored - changed:.3f} s, status {record['status']}, detected "
+          f"{(lost['at'] - changed) if lost else float('nan'):.3f} s after the change, {len(direct)} direct requests "
+          f"got out, {len([r for r in direct if lost and r['at'] > lost['at']])} of them after the detection")
+    assert record["status"] == "enforcement-lost", record["reason"]
+    assert record["exit_code"] == 77
+    assert any(named in entry for entry in lost["added"] + lost["removed"]), lost
+    # Seen within a second of the change, with 1 s of slack for a loaded machine (a
+    # correctness bound, not a speed test: the polling alone reads every 2 s).
+    assert changed <= lost["at"] <= changed + 2.0, (changed, lost)
+    assert session_containers(workstation) == before_containers
+    assert processes(workstation, HELPER) == []
