@@ -266,7 +266,7 @@ class SessionRunner(object):
             text = report.readline()
             if text.strip():
                 self._reported.set()
-                self._start_enforcement_watch()
+                self._start_enforcement_watch(text)
             text += report.read()
         try:
             self.ruleset = json.loads(text) if text.strip() else None
@@ -288,7 +288,8 @@ class SessionRunner(object):
         self._stop_wanted.set()
 
     # -- the enforcement watch (_enforcement_watch.py)
-    def _start_enforcement_watch(self):
+    def _start_enforcement_watch(self, reported):
+        """REPORTED: the entrypoint's report of its table (its first line)."""
         with self._watch_lock:
             if self.plan.enforcement_watch is None or self._finished or self.enforcement_watch is not None:
                 return
@@ -298,7 +299,7 @@ class SessionRunner(object):
                 seccomp = _seccomp.wanted_status(process_status(os.getpid())[0] or "")
             self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan.policy_text,
                                                       self.plan.enforcement_watch, self._enforcement_lost,
-                                                      seccomp=seccomp)
+                                                      seccomp=seccomp, reported=reported)
             self.enforcement_watch.start()
 
     def _enforcement_lost(self, lost):
