@@ -99,6 +99,10 @@ def test_a_normal_session_is_watched_and_not_stopped(workstation, project):
     assert watch["watched"] is True and watch["lost"] is None
     assert watch["readings"] > 0
     assert "table inet aisb" in watch["table"] and "rule inet aisb output: oif lo" in watch["table"]
+    # Its pasta was found (the sandbox's namespace among its arguments), its routes read.
+    assert watch["pasta"]["argv"][0].endswith(("pasta", "pasta.avx2")) and "--config-net" in watch["pasta"]["argv"]
+    assert any(line.startswith("fib_trie") for line in watch["network"])
+    assert watch["monitor_command"][-2:] == ["/usr/sbin/nft", "monitor"] and watch["lost"] is None
     # Read with the host's nft, in the sandbox's namespaces.
     assert watch["command"][0].endswith("/nsenter") and watch["command"][-3:-2] == ["/usr/sbin/nft"]
     assert "done-42" in workstation.path(record["transcript"]).read_text()
@@ -143,22 +147,28 @@ def test_a_host_without_nft_refuses_the_session(workstation, project):
 
 
 # Changes made from the host side, in the sandbox's user and network namespaces (as any
-# process holding NET_ADMIN there would), each undone within a second: the polling alone
-# saw neither of the first two (issue 34).
+# process holding NET_ADMIN there would), the nft ones undone within a second: the
+# polling alone saw neither of the first two (issue 34). Each: the change, what the
+# record names, whether it runs in the sandbox's namespaces, the bound on its detection
+# (nft: events; routes and pasta: the readings, every 2 s).
 HOST_SIDE = {
     "policy-accept": ("nft add chain inet aisb output '{ policy accept; }'; sleep 0.8; "
-                      "nft add chain inet aisb output '{ policy drop; }'", "policy accept"),
-    "rule-replaced": ("h=$(nft -a list chain inet aisb output | sed -n 's/.*oif \"lo\" accept # handle \\([0-9]*\\)$/\\1/p'); "
-                      "[ -n \"$h\" ] || exit 9; nft replace rule inet aisb output handle $h accept; sleep 0.8; "
-                      "nft replace rule inet aisb output handle $h oif lo accept", "accept"),
+                      "nft add chain inet aisb output '{ policy drop; }'", "policy accept", True, 1),
+    "rule-replaced": ("h=$(nft -a list chain inet aisb output "
+                      "| sed -n 's/.*oif \"lo\" accept # handle \\([0-9]*\\)$/\\1/p'); [ -n \"$h\" ] || exit 9; "
+                      "nft replace rule inet aisb output handle $h accept; sleep 0.8; "
+                      "nft replace rule inet aisb output handle $h oif lo accept", "accept", True, 1),
     "table-restored": ("t=$(nft list table inet aisb); nft delete table inet aisb; sleep 0.5; "
-                       "printf '%s\\n' \"$t\" | nft -f -", "table inet aisb"),
+                       "printf '%s\\n' \"$t\" | nft -f -", "table inet aisb", True, 1),
+    "route-added": ("ip route add 203.0.113.0/24 dev lo", "203.0.113.0", True, 3),
+    "pasta-killed": ("p=$(pgrep -u dev -x 'pasta|pasta.avx2'); [ $(echo $p | wc -w) = 1 ] || exit 9; kill $p",
+                     "pasta pid", False, 3),
 }
 
 
 @pytest.mark.parametrize("case", sorted(HOST_SIDE))
-def test_a_change_from_the_host_side_undone_within_a_second_is_seen(workstation, internet, project, case):
-    change, named = HOST_SIDE[case]
+def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation, internet, project, case):
+    change, named, in_netns, bound = HOST_SIDE[case]
     before_containers = session_containers(workstation)
     before = len(internet.requests())
     # Four loops of direct requests for 40 s (short timeouts: a dropped one does not hold a loop).
@@ -175,9 +185,9 @@ def test_a_change_from_the_host_side_undone_within_a_second_is_seen(workstation,
         pid = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", sandbox]).stdout.strip()
         # The session's user enters the sandbox's user namespace (as root of it, with every
         # capability there) and its network namespace: what the watch's helper does too.
-        done = workstation.run(["nsenter", "--target", pid, "--user", "--net", "--", "sh", "-c",
-                                f"export PATH=/usr/sbin:/usr/bin:/sbin:/bin; date +%s.%N; {change}; date +%s.%N"],
-                               check=False)
+        enter = ["nsenter", "--target", pid, "--user", "--net", "--"] if in_netns else []
+        done = workstation.run(enter + ["sh", "-c", "export PATH=/usr/sbin:/usr/bin:/sbin:/bin; "
+                                        f"date +%s.%N; {change}; date +%s.%N"], check=False)
         assert done.returncode == 0, done.stderr
         changed, restored = (float(t) for t in done.stdout.split()[:2])
         output, _ = playbook.communicate(timeout=120)
@@ -195,8 +205,8 @@ def test_a_change_from_the_host_side_undone_within_a_second_is_seen(workstation,
     assert record["status"] == "enforcement-lost", record["reason"]
     assert record["exit_code"] == 77
     assert any(named in entry for entry in lost["added"] + lost["removed"]), lost
-    # Seen within a second of the change, with 1 s of slack for a loaded machine (a
+    # Seen within BOUND of the change, with 1 s of slack for a loaded machine (a
     # correctness bound, not a speed test: the polling alone reads every 2 s).
-    assert changed <= lost["at"] <= changed + 2.0, (changed, lost)
+    assert changed <= lost["at"] <= changed + bound + 1, (changed, lost)
     assert session_containers(workstation) == before_containers
     assert processes(workstation, HELPER) == []

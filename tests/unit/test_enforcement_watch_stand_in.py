@@ -303,3 +303,33 @@ def test_a_sandbox_without_its_filter_is_lost_at_the_first_reading(stand):
     assert "Seccomp_filters: %s" % wanted["Seccomp_filters"] in lost["removed"]
     assert "Seccomp_filters: %s" % own_seccomp()["Seccomp_filters"] in lost["added"]
     assert watch.report()["readings"] == 0
+
+
+def test_the_sandboxs_pasta_is_found_at_the_first_reading_and_its_exit_is_lost(stand, tmp_path):
+    pasta = tmp_path / "pasta"
+    pasta.write_text("#!/bin/sh\nsleep 600\n")
+    pasta.chmod(0o755)
+    process = subprocess.Popen([str(pasta), "--netns", "/proc/%d/ns/net" % os.getpid()], start_new_session=True)
+    try:
+        assert wait_for(lambda: open("/proc/%d/comm" % process.pid).read().strip() == "pasta")
+        watch = stand.watch()
+        assert wait_for(lambda: watch.readings >= 2)
+        assert watch.report()["pasta"]["pid"] == process.pid
+        assert any(line.startswith("netns ") for line in watch.report()["network"])
+        os.killpg(process.pid, 9)
+        assert stand.called.wait(10)
+        watch.stop()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+        process.wait()
+    lost = stand.lost[0]
+    assert lost["what"] == "the sandbox's pasta has exited" and lost["added"] == []
+    assert lost["removed"][0].startswith("pasta pid %d started " % process.pid) and "--netns" in lost["removed"][0]
+
+
+def test_without_a_pasta_nothing_is_lost_and_the_record_says_none_was_found(stand):
+    watch = stand.watch()
+    assert wait_for(lambda: watch.readings >= 3)
+    watch.stop()
+    assert stand.lost == [] and watch.report()["pasta"] is None and watch.report()["network"]

@@ -22,7 +22,8 @@ back: the same text at the next reading). A difference, an event, or no good rea
 for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends the
 watch. With each reading it reads that process's /proc/PID/status too: a sandbox that is
 not under its seccomp profile (filter mode, one filter more than the session's own
-process) is lost the same way. nft reads its standard input: it ends when the session
+process) is lost the same way, and so are routes or addresses or a pasta other than at
+the first reading (_netns_state). nft reads its standard input: it ends when the session
 closes that pipe, and with the session's death (end of file, and a parent-death signal).
 """
 
@@ -37,6 +38,7 @@ import time
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _netns_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
 
 # Seconds between two readings; a change is seen at most this long after it was made.
@@ -137,6 +139,8 @@ class EnforcementWatch(object):
         self.readings = 0
         self.monitor_notes = []
         self.first = None          # the first reading's lines, handles included
+        self.network = None        # the first reading's routes and addresses (_netns_state)
+        self.pasta = None          # pasta's process at the first reading, if found
         self.first_at = None
         self.last_good_at = None
         self.last_error = None
@@ -176,6 +180,7 @@ class EnforcementWatch(object):
             "readings": self.readings, "first_reading_at": self.first_at, "last_good_reading_at": self.last_good_at,
             "table": [line.rsplit(" [handle ", 1)[0] for line in self.first or []],
             "last_error": self.last_error, "lost": self.lost, "seccomp": self.seccomp,
+            "network": self.network, "pasta": self.pasta,
             "cpu_s": self.cpu,
         }
 
@@ -230,6 +235,8 @@ class EnforcementWatch(object):
                 status, error = process_status(pid)
                 if error is None and self._seccomp_differs(status, now):
                     return
+            if error is None:
+                network, error = _netns_state.network_lines(pid)
             if error is not None:
                 self.last_error = "%s: %s" % (format_time(now), error)
                 failure = failure or error
@@ -241,7 +248,7 @@ class EnforcementWatch(object):
                         self._lose("the table cannot be read: no good reading for %.1f s: %s"
                                    % (self.stale_after, failure), now)
                     return
-            elif self._differs(with_handles, lines, now):
+            elif self._differs(with_handles, lines, now) or self._network_differs(network, pid, now):
                 return
             else:
                 deadline, failure = time.monotonic() + self.stale_after, None
@@ -319,6 +326,26 @@ class EnforcementWatch(object):
             self.first, self.first_at = with_handles, now
         self.readings += 1
         self.last_good_at = now
+        return False
+
+    def _network_differs(self, network, pid, now):
+        """Compare the sandbox's routes and addresses (NETWORK) and its pasta with the
+        first reading's (keep them at the first); on a difference call _lose and return
+        True."""
+        if self.network is None:
+            self.network, self.pasta = network, _netns_state.find_pasta(pid)
+            return False
+        change = _ruleset.difference(self.network, network)
+        if change["removed"] or change["added"]:
+            self._lose("the sandbox's routes or addresses changed", now, change)
+            return True
+        if self.pasta is not None:
+            pasta = _netns_state.process_identity(self.pasta["pid"])
+            if pasta != self.pasta and _alive(pid):
+                self._lose("the sandbox's pasta has exited" if pasta is None
+                           else "the sandbox's pasta changed", now,
+                           {"removed": [_pasta_line(self.pasta)], "added": [_pasta_line(pasta)] if pasta else []})
+                return True
         return False
 
     def _seccomp_differs(self, status, now):
@@ -403,6 +430,10 @@ class EnforcementWatch(object):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
+
+
+def _pasta_line(identity):
+    return "pasta pid %d started %d: %s" % (identity["pid"], identity["started"], " ".join(identity["argv"]))
 
 
 def _reported_lines(text):
