@@ -103,6 +103,13 @@ def test_a_normal_session_is_watched_and_not_stopped(workstation, project):
     assert watch["pasta"]["argv"][0].endswith(("pasta", "pasta.avx2")) and "--config-net" in watch["pasta"]["argv"]
     assert any(line.startswith("fib_trie") for line in watch["network"])
     assert watch["monitor_command"][-2:] == ["/usr/sbin/nft", "monitor"] and watch["lost"] is None
+    # The canaries ran in its namespaces: each direct probe refused, the gate answered 403.
+    canaries = watch["canaries"]
+    assert canaries["rounds"] >= 1 and canaries["failed"] is None and canaries["last"]["gate"] == "403", canaries
+    assert all(canaries["last"][probe] not in ("connected", "ECONNREFUSED", "sent") for probe in
+               ("tcp4", "tcp6", "udp4", "udp6")), canaries
+    print(f"normal session: {watch['readings']} readings, {canaries['rounds']} canary rounds, last {canaries['last']}, "
+          f"CPU {watch['cpu_s']}")
     # Read with the host's nft, in the sandbox's namespaces.
     assert watch["command"][0].endswith("/nsenter") and watch["command"][-3:-2] == ["/usr/sbin/nft"]
     assert "done-42" in workstation.path(record["transcript"]).read_text()
@@ -182,7 +189,13 @@ def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation
             time.sleep(0.2)
         assert processes(workstation, HELPER), "the watch never started"
         time.sleep(3)  # a few readings first
-        pid = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", sandbox]).stdout.strip()
+        inspected = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", sandbox], check=False)
+        if inspected.returncode != 0:  # the session ended before the change: nothing may stop it
+            output, _ = playbook.communicate(timeout=120)
+            early = record_of(workstation, output)
+            raise AssertionError(f"the session ended before the change: {early['reason']} "
+                                 f"{early['enforcement_watch'].get('lost')}")
+        pid = inspected.stdout.strip()
         # The session's user enters the sandbox's user namespace (as root of it, with every
         # capability there) and its network namespace: what the watch's helper does too.
         enter = ["nsenter", "--target", pid, "--user", "--net", "--"] if in_netns else []

@@ -307,7 +307,7 @@ def test_a_sandbox_without_its_filter_is_lost_at_the_first_reading(stand):
 
 def test_the_sandboxs_pasta_is_found_at_the_first_reading_and_its_exit_is_lost(stand, tmp_path):
     pasta = tmp_path / "pasta"
-    pasta.write_text("#!/bin/sh\nsleep 600\n")
+    pasta.write_text("#!/bin/sh\nfor a; do last=$a; done\nexec 7<\"$last\"\nsleep 600\n")
     pasta.chmod(0o755)
     process = subprocess.Popen([str(pasta), "--netns", "/proc/%d/ns/net" % os.getpid()], start_new_session=True)
     try:

@@ -84,11 +84,12 @@ def test_this_machines_own_network_reads(tmp_path):
     assert any(line.startswith("fib_trie") for line in found)
 
 
-def test_pasta_is_found_by_the_namespace_among_its_arguments_and_its_identity_read(tmp_path):
+def test_pasta_is_found_by_the_namespace_it_holds_open_and_its_identity_read(tmp_path):
     pasta = tmp_path / "pasta"
-    pasta.write_text("#!/bin/sh\nsleep 600\n")
+    # As pasta does: the namespace open on a descriptor (here, this process's own).
+    pasta.write_text("#!/bin/sh\nfor a; do last=$a; done\nexec 7<\"$last\"\nsleep 600\n")
     pasta.chmod(0o755)
-    other = subprocess.Popen([str(pasta), "--netns", "/nonexistent"], start_new_session=True)
+    other = subprocess.Popen([str(pasta), "--netns", "/dev/null"], start_new_session=True)
     mine = subprocess.Popen([str(pasta), "--config-net", "--netns", "/proc/%d/ns/net" % os.getpid()],
                             start_new_session=True)
     try:

@@ -38,7 +38,7 @@ import time
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
-from ansible_collections.aisb.sandbox.plugins.module_utils.session import _netns_state
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries, _netns_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
 
 # Seconds between two readings; a change is seen at most this long after it was made.
@@ -59,7 +59,7 @@ _GENERATION = "# new generation"
 TRANSACTION_WAIT = 0.2
 # The host tools the helper runs, found in the system directories only (_host_tools:
 # never through the caller's PATH, which may name the project's directories).
-TOOLS = ("nsenter", "setpriv", "nft")
+TOOLS = ("nsenter", "setpriv", "nft", "python3")
 # The helper's environment: set here, nothing from the session's.
 HELPER_ENV = {"PATH": _host_tools.SYSTEM_PATH, "LC_ALL": "C"}
 
@@ -87,13 +87,14 @@ def unprovisioned(podman):
 
 
 def find_tools():
-    """({tool: absolute path or None}, problem or None): the host's nsenter, setpriv and
-    nft, in the system's directories (_host_tools)."""
+    """({tool: absolute path or None}, problem or None): the host's nsenter, setpriv, nft
+    and python3 (the canaries'), in the system's directories (_host_tools)."""
     found = dict((tool, _host_tools.resolve(tool)) for tool in TOOLS)
     problems = [problem for _path, problem in found.values() if problem]
     if problems:
-        problems.append("the session reads the sandbox's table from outside with the host's nft and nsenter; run "
-                        "provision.yml (the host role installs nftables and util-linux)")
+        problems.append("the session reads the sandbox's table from outside with the host's nft and nsenter, and "
+                        "probes its network with the host's python3; run provision.yml (the host role installs "
+                        "nftables and util-linux)")
     return dict((tool, path) for tool, (path, _problem) in found.items()), "; ".join(problems) or None
 
 
@@ -122,12 +123,17 @@ class EnforcementWatch(object):
     """One session's watch; start() once the entrypoint has reported its table."""
 
     def __init__(self, pidfile, policy_text, tools, on_lost, interval=INTERVAL, stale_after=STALE_AFTER,
-                 seccomp=None, reported=None):
+                 seccomp=None, reported=None, canaries=False):
         """SECCOMP: the seccomp fields the sandbox's /proc/PID/status must show
         (_seccomp.wanted_status), or None where it runs under podman's default profile.
-        REPORTED: the entrypoint's report of its table (nft's JSON), or None."""
+        REPORTED: the entrypoint's report of its table (nft's JSON), or None. CANARIES:
+        whether the host's python3 (TOOLS) runs the canaries (_canaries) in the
+        sandbox's namespaces."""
         self.pidfile = pidfile
         self.wanted = _ruleset.expected(policy_text)
+        self.policy_text = policy_text
+        self.with_canaries = canaries
+        self.canaries = None
         self.reported = _reported_lines(reported)
         self.seccomp = seccomp
         self.tools = tools
@@ -145,7 +151,8 @@ class EnforcementWatch(object):
         self.last_good_at = None
         self.last_error = None
         self.lost = None
-        self.cpu = {"helper_s": None, "monitor_s": None, "thread_s": None}
+        self.cpu = {"helper_s": None, "monitor_s": None, "canaries_s": None, "thread_s": None}
+        self._lost_lock = threading.Lock()
         self._stopping = threading.Event()
         # stop() writes here: it wakes the wait for the monitor's next line at once.
         self._wake_read, self._wake_write = os.pipe()
@@ -181,6 +188,7 @@ class EnforcementWatch(object):
             "table": [line.rsplit(" [handle ", 1)[0] for line in self.first or []],
             "last_error": self.last_error, "lost": self.lost, "seccomp": self.seccomp,
             "network": self.network, "pasta": self.pasta,
+            "canaries": self.canaries.report() if self.canaries is not None else None,
             "cpu_s": self.cpu,
         }
 
@@ -193,6 +201,9 @@ class EnforcementWatch(object):
             # A watcher that cannot go on must not leave the sandbox unwatched.
             self._lose("the watcher failed: %s: %s" % (type(error).__name__, error), time.time())
         finally:
+            if self.canaries is not None:
+                self.canaries.stop()
+                self.cpu["canaries_s"] = _end(self.canaries.process, close_input=True)
             self.cpu["helper_s"] = _end(self._process, close_input=True)
             self.cpu["monitor_s"] = _end(self._monitor, close_input=False)
             for fd in (self._wake_read, self._wake_write):
@@ -219,6 +230,15 @@ class EnforcementWatch(object):
         self._process = subprocess.Popen(  # pylint: disable=ansible-bad-function
             self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=HELPER_ENV,
             close_fds=True)
+        if self.with_canaries:
+            probes = _podman.netns_helper(self.tools["nsenter"], pid, self.tools["setpriv"],
+                                          _canaries.probe_argv(self.tools["python3"], _ruleset.gate(self.policy_text)))
+            self.canaries = _canaries.Canaries(
+                subprocess.Popen(  # pylint: disable=ansible-bad-function
+                    probes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=HELPER_ENV,
+                    close_fds=True),
+                _canaries.judged(self.policy_text), self._lose)
+            self.canaries.start()
         failure = None  # the first failed reading since the last good one: the cause
         while not self._stopping.is_set():
             asked = time.monotonic()
@@ -358,10 +378,11 @@ class EnforcementWatch(object):
         return False
 
     def _lose(self, what, now, change=None):
-        if self.lost is not None:
-            return
-        self.lost = {"what": what, "at": now, "at_text": format_time(now), "last_good_at": self.last_good_at,
-                     "removed": (change or {}).get("removed", []), "added": (change or {}).get("added", [])}
+        with self._lost_lock:  # the canaries' thread calls it too
+            if self.lost is not None:
+                return
+            self.lost = {"what": what, "at": now, "at_text": format_time(now), "last_good_at": self.last_good_at,
+                         "removed": (change or {}).get("removed", []), "added": (change or {}).get("added", [])}
         self.on_lost(self.lost)
 
     def _sandbox_pid(self, deadline):

@@ -11,8 +11,8 @@ and reference counts, an address's flags while duplicate detection runs); everyt
 else is kept, so a route or an address added, removed or changed is a difference.
 
 pasta is the process podman started for the sandbox's network: the session's user's,
-named pasta, with the sandbox's network namespace among its arguments (podman gives it
-that namespace's path). It is found once; every later reading is its command line and
+named pasta, holding the sandbox's network namespace open (it enters it for each spliced
+connection). It is found once; every later reading is its command line and
 start time again: pasta restarted or replaced is another process.
 """
 
@@ -82,7 +82,7 @@ def find_pasta(pid, proc="/proc"):
     """The identity (process_identity) of the pasta process that serves the network
     namespace of process PID, or None."""
     try:
-        wanted = os.stat("%s/%d/ns/net" % (proc, pid))
+        wanted = os.readlink("%s/%d/ns/net" % (proc, pid))
         entries = os.listdir(proc)
     except OSError:
         return None
@@ -94,19 +94,15 @@ def find_pasta(pid, proc="/proc"):
             if os.stat("%s/%s" % (proc, entry)).st_uid != uid or _read("%s/%s/comm" % (proc, entry)).strip() \
                     not in PASTA_NAMES:
                 continue
+            if any(_link("%s/%s/fd/%s" % (proc, entry, fd)) == wanted for fd in os.listdir("%s/%s/fd" % (proc, entry))):
+                return process_identity(int(entry), proc)
         except OSError:
             continue
-        identity = process_identity(int(entry), proc)
-        if identity is not None and any(_same_file(arg, wanted) for arg in identity["argv"][1:]):
-            return identity
     return None
 
 
-def _same_file(path, wanted):
-    if not path.startswith("/"):
-        return False
+def _link(path):
     try:
-        found = os.stat(path)
+        return os.readlink(path)
     except OSError:
-        return False
-    return (found.st_dev, found.st_ino) == (wanted.st_dev, wanted.st_ino)
+        return None

@@ -299,7 +299,7 @@ class SessionRunner(object):
                 seccomp = _seccomp.wanted_status(process_status(os.getpid())[0] or "")
             self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan.policy_text,
                                                       self.plan.enforcement_watch, self._enforcement_lost,
-                                                      seccomp=seccomp, reported=reported)
+                                                      seccomp=seccomp, reported=reported, canaries=True)
             self.enforcement_watch.start()
 
     def _enforcement_lost(self, lost):
