@@ -25,6 +25,12 @@ IPV6_ROUTE = (
     "00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n"
     "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
     "fe800000000000000000000000000001 00000400 00000002 00000007 00450003     eth0\n")
+# The route the kernel adds for a link-local address once its duplicate detection ends
+# (measured: 1 to 2 s after the sandbox started), and an anycast one.
+LOCAL = ("fe800000000000008426a3fffe62b3fc 80 00000000000000000000000000000000 00 "
+         "00000000000000000000000000000000 00000000 00000002 00000000 80200001     eth0\n"
+         "fe800000000000000000000000000000 80 00000000000000000000000000000000 00 "
+         "00000000000000000000000000000000 00000000 00000002 00000000 00300001     eth0\n")
 CACHED = ("20010db8000000000000000000000099 80 00000000000000000000000000000000 00 "
           "fe800000000000000000000000000001 00000000 00000001 00000003 01000003     eth0\n")
 IF_INET6 = "20010db8000000000000000000000005 02 40 00 80     eth0\n"
@@ -54,9 +60,10 @@ def test_routes_and_addresses_are_kept_and_what_changes_by_itself_is_not(tmp_pat
            "00000000000000000000000000000000 00000100 00000001 eth0" in first
     assert "if_inet6 20010db8000000000000000000000005 02 40 00 eth0" in first
     assert any(line.endswith("/32 host LOCAL") for line in first)
-    # Traffic's cached clones, use and reference counts, duplicate detection's flags: no difference.
+    # Traffic's cached clones, use and reference counts, duplicate detection's flags and
+    # the local routes it adds at its end: no difference.
     counted = IPV6_ROUTE.replace("00000002 00000007", "00000005 00000099")
-    assert lines(tmp_path, ipv6_route=counted + CACHED, if_inet6=IF_INET6.replace(" 80 ", " 40 ")) == first
+    assert lines(tmp_path, ipv6_route=counted + CACHED + LOCAL, if_inet6=IF_INET6.replace(" 80 ", " 40 ")) == first
 
 
 @pytest.mark.parametrize("texts", [

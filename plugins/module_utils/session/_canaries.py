@@ -8,7 +8,7 @@ entered from the host, in no process the agent can see or signal) runs PROBE_COD
 the session's own Python: for each line the session writes to it, one round of probes
 and one line of JSON with what each saw. verdict() judges a round (pure):
 
-- direct TCP to a documentation address, IPv4 and IPv6 (192.0.2.1, 2001:db8::1, port
+- direct TCP to a documentation address, IPv4 and IPv6 (198.51.100.1, 2001:db8::1, port
   TCP_PORT): the table drops it (a timeout, EPERM, no route); connected or refused
   means the SYN left the sandbox and pasta answered (a policy that pins that address
   and port lets it through: that probe is not judged);
@@ -44,7 +44,7 @@ GATE_SILENT_ROUNDS = 3
 # A round's answer that has not come this long after it was asked is a silent round.
 ROUND_TIMEOUT = 10.0
 CANARY_NAME = "aisb-canary.invalid"
-V4, V6 = "192.0.2.1", "2001:db8::1"
+V4, V6 = "198.51.100.1", "2001:db8::1"
 TCP_PORT = 9
 # What a direct probe sees when what it sent left the sandbox (any error else, a
 # timeout, EPERM, no route, no IPv6, is the table or the network refusing it).
@@ -153,6 +153,7 @@ class Canaries(object):
         self.gate_answered = False
         self.last = None
         self.failed = None
+        self.cpu_s = None  # its thread's
         self._stopping = threading.Event()
         self._thread = None
         self._buffer = b""
@@ -169,9 +170,10 @@ class Canaries(object):
     def report(self):
         return {"interval_s": self.interval, "probes": dict((p, PROBES[p]) for p in self.judged + ("gate",)),
                 "rounds": self.rounds, "gate_answered": self.gate_answered, "last": self.last,
-                "failed": self.failed}
+                "failed": self.failed, "cpu_s": self.cpu_s}
 
     def _run(self):
+        started_cpu = time.thread_time()
         try:
             while not self._stopping.is_set() and self.failed is None:
                 asked = time.monotonic()
@@ -185,6 +187,8 @@ class Canaries(object):
         except (OSError, ValueError) as error:
             if not self._stopping.is_set():
                 self._fail("canaries", "the probes failed: %s" % (getattr(error, "strerror", None) or error))
+        finally:
+            self.cpu_s = round(time.thread_time() - started_cpu, 4)
 
     def _judge(self, seen):
         if seen is not None:

@@ -355,10 +355,7 @@ class EnforcementWatch(object):
         if self.network is None:
             self.network, self.pasta = network, _netns_state.find_pasta(pid)
             return False
-        change = _ruleset.difference(self.network, network)
-        if change["removed"] or change["added"]:
-            self._lose("the sandbox's routes or addresses changed", now, change)
-            return True
+        # pasta first: without it the sandbox's interface goes, and with it its routes.
         if self.pasta is not None:
             pasta = _netns_state.process_identity(self.pasta["pid"])
             if pasta != self.pasta and _alive(pid):
@@ -366,6 +363,10 @@ class EnforcementWatch(object):
                            else "the sandbox's pasta changed", now,
                            {"removed": [_pasta_line(self.pasta)], "added": [_pasta_line(pasta)] if pasta else []})
                 return True
+        change = _ruleset.difference(self.network, network)
+        if change["removed"] or change["added"]:
+            self._lose("the sandbox's routes or addresses changed", now, change)
+            return True
         return False
 
     def _seccomp_differs(self, status, now):

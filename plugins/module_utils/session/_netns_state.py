@@ -7,12 +7,16 @@ The routes and addresses come from /proc/PID/net, which shows the network namesp
 process PID (the sandbox's first process): fib_trie holds every IPv4 route and local
 address of every table, ipv6_route every IPv6 route, if_inet6 every IPv6 address. What
 changes by itself is left out (the cached clones traffic makes of IPv6 routes, their use
-and reference counts, an address's flags while duplicate detection runs); everything
-else is kept, so a route or an address added, removed or changed is a difference.
+and reference counts, an address's flags while duplicate detection runs, and the local
+and anycast routes the kernel adds for an address once its detection ends: measured, a
+link-local address's route came 1 to 2 s after the sandbox's start; the address itself
+is in if_inet6); everything else is kept, so a route or an address added, removed or
+changed is a difference.
 
 pasta is the process podman started for the sandbox's network: the session's user's,
 named pasta, holding the sandbox's network namespace open (it enters it for each spliced
-connection). It is found once; every later reading is its command line and
+connection; its descriptor's target is that namespace: podman's path for it exists only in
+podman's mount namespace, so its command line cannot name it for the host). It is found once; every later reading is its command line and
 start time again: pasta restarted or replaced is another process.
 """
 
@@ -22,8 +26,9 @@ import os
 
 # fib_trie, ipv6_route and if_inet6 as the kernel prints them.
 NETWORK_FILES = ("fib_trie", "ipv6_route", "if_inet6")
-# An IPv6 route's flag for a clone made by traffic (a path MTU, a redirect).
-RTF_CACHE = 0x01000000
+# An IPv6 route's flags for a clone made by traffic (a path MTU, a redirect), and for
+# the routes of the sandbox's own addresses (local, anycast).
+RTF_CACHE, RTF_LOCAL, RTF_ANYCAST = 0x01000000, 0x80000000, 0x00100000
 # pasta's process names (the AVX2 build runs under its own name).
 PASTA_NAMES = ("pasta", "pasta.avx2")
 
@@ -49,7 +54,7 @@ def network_lines(pid, proc="/proc"):
         fields = line.split()
         if len(fields) != 10:
             lines.append("ipv6_route ? %s" % line.strip())
-        elif not int(fields[8], 16) & RTF_CACHE:
+        elif not int(fields[8], 16) & (RTF_CACHE | RTF_LOCAL | RTF_ANYCAST):
             # dest, its length, source, its length, next hop, metric; then flags and device.
             lines.append("ipv6_route %s" % " ".join(fields[:6] + fields[8:]))
     for line in texts["if_inet6"].splitlines():
@@ -82,7 +87,7 @@ def find_pasta(pid, proc="/proc"):
     """The identity (process_identity) of the pasta process that serves the network
     namespace of process PID, or None."""
     try:
-        wanted = os.readlink("%s/%d/ns/net" % (proc, pid))
+        wanted = _identity("%s/%d/ns/net" % (proc, pid))
         entries = os.listdir(proc)
     except OSError:
         return None
@@ -94,15 +99,18 @@ def find_pasta(pid, proc="/proc"):
             if os.stat("%s/%s" % (proc, entry)).st_uid != uid or _read("%s/%s/comm" % (proc, entry)).strip() \
                     not in PASTA_NAMES:
                 continue
-            if any(_link("%s/%s/fd/%s" % (proc, entry, fd)) == wanted for fd in os.listdir("%s/%s/fd" % (proc, entry))):
+            if any(_identity("%s/%s/fd/%s" % (proc, entry, fd)) == wanted
+                   for fd in os.listdir("%s/%s/fd" % (proc, entry))):
                 return process_identity(int(entry), proc)
         except OSError:
             continue
     return None
 
 
-def _link(path):
+def _identity(path):
+    """(device, inode) of what PATH leads to (a namespace, for /proc's links), or None."""
     try:
-        return os.readlink(path)
+        found = os.stat(path)
     except OSError:
         return None
+    return found.st_dev, found.st_ino
