@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -306,6 +307,15 @@ class SessionRunner(object):
         if not self._finished:
             self.enforcement_lost = lost
             self.stop_sandbox(at_once=True)
+            # podman stop takes a few tenths of a second to kill it, during which traffic the
+            # change let through still gets out: its first process (the init of its PID
+            # namespace, so all of it goes) is the session user's to kill now.
+            pid = sandbox_pid(self._pidfile)
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass  # gone already, or not this user's: podman stop still runs
 
     def _end_enforcement_watch(self):
         with self._watch_lock:
