@@ -17,6 +17,7 @@ import pytest
 
 from sessions import (PROJECT, images_and_policy, new_sandbox, processes, provisioned_sandbox_image, record_of,
                       run_agent, session_containers, session_module, start_in_background)
+from workstation import AISB_STATE
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
 HELPER = "nft --json --interactive"
@@ -223,3 +224,40 @@ def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation
     assert changed <= lost["at"] <= changed + bound + 1, (changed, lost)
     assert session_containers(workstation) == before_containers
     assert processes(workstation, HELPER) == []
+
+
+def test_a_gate_reconfigured_to_let_everything_through_is_caught_by_the_canaries(workstation, internet, project):
+    # The host user edits the gate's session file (the sandbox cannot reach it) so that no
+    # CONNECT is refused, and has squid read it again: nothing in the sandbox's namespaces
+    # changes, only what the gate does.
+    before_containers = session_containers(workstation)
+    playbook = start_in_background(workstation, ["sleep", "90"])
+    try:
+        sandbox = new_sandbox(workstation, before_containers)
+        session = sandbox[len("aisb-sandbox-"):]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not processes(workstation, HELPER):
+            time.sleep(0.2)
+        time.sleep(8)  # a canary round or two first: the gate has answered 403
+        conf = f"{AISB_STATE}/sessions/{session}/gate-session.conf"
+        done = workstation.run(["sh", "-c", f"date +%s.%N; sed -i '1a miss_access allow all' {conf} && "
+                                f"podman kill --signal HUP aisb-gate-{session} >/dev/null"], check=False)
+        assert done.returncode == 0, done.stderr
+        changed = float(done.stdout.split()[0])
+        output, _ = playbook.communicate(timeout=120)
+    finally:
+        if playbook.poll() is None:
+            playbook.kill()
+            playbook.wait()
+    record = record_of(workstation, output)
+    watch = record["enforcement_watch"]
+    lost = watch["lost"] or {}
+    print(f"gate-allows-all: status {record['status']}, detected "
+          f"{(lost['at'] - changed) if lost else float('nan'):.3f} s after the change: {lost.get('what')}")
+    assert record["status"] == "enforcement-lost", record["reason"]
+    assert record["exit_code"] == 77
+    assert lost["what"].startswith("a canary failed: a CONNECT to aisb-canary.invalid"), lost
+    assert watch["canaries"]["failed"]["probe"] == "gate" and watch["canaries"]["failed"]["saw"] != "403"
+    # Within two rounds and their timeouts (a correctness bound, not a speed test).
+    assert changed <= lost["at"] <= changed + 2 * (watch["canaries"]["interval_s"] + 10), (changed, lost)
+    assert session_containers(workstation) == before_containers
