@@ -174,42 +174,54 @@ HOST_SIDE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOST_SIDE))
-def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation, internet, project, case):
-    change, named, in_netns, bound = HOST_SIDE[case]
+def changed_during_a_session(workstation, command, settle, change):
+    """Run a session of COMMAND in the background; SETTLE seconds after its watch started,
+    CHANGE(sandbox's name, its first process's PID) (the session must still run then).
+    (the session's record, what CHANGE returned)."""
     before_containers = session_containers(workstation)
-    before = len(internet.requests())
-    # Four loops of direct requests for 40 s (short timeouts: a dropped one does not hold a loop).
-    loop = (f"end=$(($(date +%s) + 40)); i=0; while [ $(date +%s) -lt $end ]; do i=$((i+1)); "
-            f"curl -s -m 0.3 --noproxy '*' -o /dev/null http://{internet.address}/{case}-direct-$w-$i; done")
-    playbook = start_in_background(workstation, ["sh", "-c", f"for w in 1 2 3 4; do ( {loop} ) & done; wait"])
+    playbook = start_in_background(workstation, command)
     try:
         sandbox = new_sandbox(workstation, before_containers)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not processes(workstation, HELPER):
             time.sleep(0.2)
         assert processes(workstation, HELPER), "the watch never started"
-        time.sleep(3)  # a few readings first
+        time.sleep(settle)
         inspected = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", sandbox], check=False)
         if inspected.returncode != 0:  # the session ended before the change: nothing may stop it
-            output, _ = playbook.communicate(timeout=120)
-            early = record_of(workstation, output)
+            early = record_of(workstation, playbook.communicate(timeout=120)[0])
             raise AssertionError(f"the session ended before the change: {early['reason']} "
                                  f"{early['enforcement_watch'].get('lost')}")
-        pid = inspected.stdout.strip()
+        made = change(sandbox, inspected.stdout.strip())
+        output, _ = playbook.communicate(timeout=120)
+    finally:
+        if playbook.poll() is None:
+            playbook.kill()
+            playbook.wait()
+    assert session_containers(workstation) == before_containers
+    return record_of(workstation, output), made
+
+
+@pytest.mark.parametrize("case", sorted(HOST_SIDE))
+def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation, internet, project, case):
+    change, named, in_netns, bound = HOST_SIDE[case]
+    before = len(internet.requests())
+    # Four loops of direct requests for 40 s (short timeouts: a dropped one does not hold a loop).
+    loop = (f"end=$(($(date +%s) + 40)); i=0; while [ $(date +%s) -lt $end ]; do i=$((i+1)); "
+            f"curl -s -m 0.3 --noproxy '*' -o /dev/null http://{internet.address}/{case}-direct-$w-$i; done")
+
+    def make(_sandbox, pid):
         # The session's user enters the sandbox's user namespace (as root of it, with every
         # capability there) and its network namespace: what the watch's helper does too.
         enter = ["nsenter", "--target", pid, "--user", "--net", "--"] if in_netns else []
         done = workstation.run(enter + ["sh", "-c", "export PATH=/usr/sbin:/usr/bin:/sbin:/bin; "
                                         f"date +%s.%N; {change}; date +%s.%N"], check=False)
         assert done.returncode == 0, done.stderr
-        changed, restored = (float(t) for t in done.stdout.split()[:2])
-        output, _ = playbook.communicate(timeout=120)
-    finally:
-        if playbook.poll() is None:
-            playbook.kill()
-            playbook.wait()
-    record = record_of(workstation, output)
+        return [float(t) for t in done.stdout.split()[:2]]
+
+    # A few readings first.
+    record, (changed, restored) = changed_during_a_session(
+        workstation, ["sh", "-c", f"for w in 1 2 3 4; do ( {loop} ) & done; wait"], 3, make)
     direct = [r for r in internet.requests()[before:] if r["path"].startswith(f"/{case}-direct")]
     watch = record["enforcement_watch"]
     lost = watch["lost"] or {}
@@ -222,34 +234,23 @@ def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation
     # Seen within BOUND of the change, with 1 s of slack for a loaded machine (a
     # correctness bound, not a speed test: the polling alone reads every 2 s).
     assert changed <= lost["at"] <= changed + bound + 1, (changed, lost)
-    assert session_containers(workstation) == before_containers
     assert processes(workstation, HELPER) == []
 
 
-def test_a_gate_reconfigured_to_let_everything_through_is_caught_by_the_canaries(workstation, internet, project):
+def test_a_gate_reconfigured_to_let_everything_through_is_caught_by_the_canaries(workstation, project):
     # The host user edits the gate's session file (the sandbox cannot reach it) so that no
     # CONNECT is refused, and has squid read it again: nothing in the sandbox's namespaces
     # changes, only what the gate does.
-    before_containers = session_containers(workstation)
-    playbook = start_in_background(workstation, ["sleep", "90"])
-    try:
-        sandbox = new_sandbox(workstation, before_containers)
+    def make(sandbox, _pid):
         session = sandbox[len("aisb-sandbox-"):]
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not processes(workstation, HELPER):
-            time.sleep(0.2)
-        time.sleep(8)  # a canary round or two first: the gate has answered 403
         conf = f"{AISB_STATE}/sessions/{session}/gate-session.conf"
         done = workstation.run(["sh", "-c", f"date +%s.%N; sed -i '1a miss_access allow all' {conf} && "
                                 f"podman kill --signal HUP aisb-gate-{session} >/dev/null"], check=False)
         assert done.returncode == 0, done.stderr
-        changed = float(done.stdout.split()[0])
-        output, _ = playbook.communicate(timeout=120)
-    finally:
-        if playbook.poll() is None:
-            playbook.kill()
-            playbook.wait()
-    record = record_of(workstation, output)
+        return float(done.stdout.split()[0])
+
+    # A canary round or two first: the gate has answered 403.
+    record, changed = changed_during_a_session(workstation, ["sleep", "90"], 8, make)
     watch = record["enforcement_watch"]
     lost = watch["lost"] or {}
     print(f"gate-allows-all: status {record['status']}, detected "
@@ -260,4 +261,3 @@ def test_a_gate_reconfigured_to_let_everything_through_is_caught_by_the_canaries
     assert watch["canaries"]["failed"]["probe"] == "gate" and watch["canaries"]["failed"]["saw"] != "403"
     # Within two rounds and their timeouts (a correctness bound, not a speed test).
     assert changed <= lost["at"] <= changed + 2 * (watch["canaries"]["interval_s"] + 10), (changed, lost)
-    assert session_containers(workstation) == before_containers
