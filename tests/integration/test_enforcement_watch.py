@@ -244,7 +244,9 @@ def test_a_gate_reconfigured_to_let_everything_through_is_caught_by_the_canaries
     def make(sandbox, _pid):
         session = sandbox[len("aisb-sandbox-"):]
         conf = f"{AISB_STATE}/sessions/{session}/gate-session.conf"
-        done = workstation.run(["sh", "-c", f"date +%s.%N; sed -i '1a miss_access allow all' {conf} && "
+        # Written in place: the gate mounts that file, and sed -i would make a new one.
+        done = workstation.run(["sh", "-c", f"date +%s.%N; t=$(cat {conf}) && "
+                                f"printf '%s\\n' 'miss_access allow all' \"$t\" >{conf} && "
                                 f"podman kill --signal HUP aisb-gate-{session} >/dev/null"], check=False)
         assert done.returncode == 0, done.stderr
         return float(done.stdout.split()[0])
