@@ -193,7 +193,7 @@ def changed_during_a_session(workstation, command, settle, change):
             raise AssertionError(f"the session ended before the change: {early['reason']} "
                                  f"{early['enforcement_watch'].get('lost')}")
         made = change(sandbox, inspected.stdout.strip())
-        output, _ = playbook.communicate(timeout=120)
+        output = playbook.communicate(timeout=120)[0]
     finally:
         if playbook.poll() is None:
             playbook.kill()
