@@ -85,7 +85,7 @@ def test_a_harness_that_changes_its_table_is_stopped_and_recorded(
     else:
         assert lost["what"] in ("the table changed", "the first reading differs from the table the policy asks for")
     assert any(line in entry for entry in lost[side]), lost
-    assert line in record["reason"] and "the sandbox was stopped" in record["reason"]
+    assert record["reason"].startswith(lost["what"]) and "the sandbox was stopped" in record["reason"]
     # Detected within one interval of the change (a correctness bound with 1 s of slack for
     # a loaded machine, not a speed test): changed_at was written just before the change.
     changed = float(workstation.path(f"{PROJECT}/{case}.changed-at").read_text())
