@@ -64,7 +64,7 @@ options:
     description:
       - Fail at once, measuring nothing, with one sentence naming C(aisb.sandbox.provision)
         when the host lacks podman (O(executable)) or the host tools a session's
-        enforcement watch needs (C(nsenter), C(setpriv), C(nft)). C(run_agent.yml) sets
+        enforcement watch needs (C(nsenter), C(setpriv), C(nft), C(python3)). C(run_agent.yml) sets
         it; C(verify.yml) does not, so an unprovisioned host still gets its report row.
     type: bool
     default: false

@@ -33,12 +33,17 @@ description:
   - Once the sandbox's entrypoint has reported its table, reads the sandbox's whole nftables
     ruleset from outside the sandbox every 2 seconds, with the host's C(nft) in the
     sandbox's network namespace, until the sandbox exits. The first reading must be the
-    table the policy asks for and every later one the same as the first; a difference, or
-    no reading for 4 seconds, kills the sandbox at once and ends the session with status
-    C(enforcement-lost) and exit code 77. A sandbox whose entrypoint has not reported its
-    table 30 seconds after its container started (however long podman took to create
-    it) is stopped, with status C(enforcement-unreported) and exit code 77. Refuses to start
-    when the host has no C(nft), C(nsenter) or C(setpriv) (C(provision.yml) installs them).
+    table the policy asks for and every later one the same as the first; every change to
+    that ruleset is also heard as it is made (C(nft monitor)), the sandbox's routes,
+    addresses and pasta process are compared with the first reading's, and canaries
+    (direct TCP and UDP, a CONNECT to a name on no list through the gate) are tried from
+    the sandbox's namespaces with the host's C(python3) every 5 seconds; a difference, an
+    event, a failed canary, or no reading for 4 seconds, kills the sandbox at once and
+    ends the session with status C(enforcement-lost) and exit code 77. A sandbox whose
+    entrypoint has not reported its table 30 seconds after its container started
+    (however long podman took to create it) is stopped, with status
+    C(enforcement-unreported) and exit code 77. Refuses to start when the host has no
+    C(nft), C(nsenter), C(setpriv) or C(python3) (C(provision.yml) installs them).
     Not with O(allow_unenforced=true).
   - Runs the sandbox under a seccomp profile of its own, rendered from podman's default
     (C(/usr/share/containers/seccomp.json)) less new namespaces, keyrings, bpf, perf,

@@ -15,8 +15,9 @@ import time
 
 import pytest
 
-from sessions import (PROJECT, images_and_policy, processes, provisioned_sandbox_image, record_of, run_agent, session_containers,
-                      session_module, start_in_background)
+from sessions import (PROJECT, images_and_policy, new_sandbox, processes, provisioned_sandbox_image, record_of,
+                      run_agent, session_containers, session_module, start_in_background)
+from workstation import AISB_STATE
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
 HELPER = "nft --json --interactive"
@@ -28,13 +29,15 @@ while [ "$#" -gt 0 ] && [ "$1" != -- ]; do shift; done
 exec /usr/bin/setpriv.real --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all,+net_admin \\
   --ambient-caps=-all,+net_admin --bounding-set=-all,+net_admin -- "$@"
 """
+# Each: the change; the line a reading shows, and on which side; what nft monitor prints.
 CASES = {
-    "delete-table": ("nft delete table inet aisb", "table inet aisb", "removed"),
-    "flush-chain": ("nft flush chain inet aisb output", "rule inet aisb output: oif lo", "removed"),
+    "delete-table": ("nft delete table inet aisb", "table inet aisb", "removed", "delete table inet aisb"),
+    "flush-chain": ("nft flush chain inet aisb output", "rule inet aisb output: oif lo", "removed",
+                    "delete rule inet aisb output"),
     "accept-rule": ("nft add rule inet aisb output accept", 'rule inet aisb output: unexpected [{"accept": null}]',
-                    "added"),
+                    "added", "add rule inet aisb output accept"),
     "policy-accept": ("nft add chain inet aisb output '{ policy accept; }'",
-                      "chain inet aisb output type filter hook output prio 0 policy accept", "added"),
+                      "chain inet aisb output type filter hook output prio 0 policy accept", "added", "policy accept;"),
 }
 
 
@@ -55,7 +58,7 @@ def weakened_image(workstation):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_harness_that_changes_its_table_is_stopped_and_recorded(
         workstation, internet, project, weakened_image, case):
-    change, line, side = CASES[case]
+    change, line, side, event = CASES[case]
     # The same files inside the sandbox (the project is mounted at /project) and here.
     changed_at, beats = f"/project/{case}.changed-at", f"/project/{case}.alive"
     workstation.sh(f"rm -f {PROJECT}/{case}.changed-at {PROJECT}/{case}.alive")
@@ -75,17 +78,24 @@ def test_a_harness_that_changes_its_table_is_stopped_and_recorded(
     assert record["exit_code"] == 77
     watch = record["enforcement_watch"]
     lost = watch["lost"]
-    assert lost["what"] in ("the table changed", "the first reading differs from the table the policy asks for")
-    assert any(entry.startswith(line) for entry in lost[side]), lost
-    assert line in record["reason"] and "the sandbox was stopped" in record["reason"]
+    # Heard as it was made (nft monitor); a reading that came in the same milliseconds may
+    # see it first.
+    if lost["what"] == "the ruleset changed (nft monitor)":
+        line, side = event, "added"
+    else:
+        assert lost["what"] in ("the table changed", "the first reading differs from the table the policy asks for")
+    assert any(line in entry for entry in lost[side]), lost
+    assert record["reason"].startswith(lost["what"]) and "the sandbox was stopped" in record["reason"]
     # Detected within one interval of the change (a correctness bound with 1 s of slack for
     # a loaded machine, not a speed test): changed_at was written just before the change.
     changed = float(workstation.path(f"{PROJECT}/{case}.changed-at").read_text())
     assert changed <= lost["at"] <= changed + watch["interval_s"] + 1, (changed, lost)
-    last_beat = float(workstation.path(f"{PROJECT}/{case}.alive").read_text().split()[-1])
+    # No heartbeat at all: the sandbox was killed before the harness's next command.
+    beats = workstation.path(f"{PROJECT}/{case}.alive")
+    last_beat = f"{float(beats.read_text().split()[-1]) - changed:.3f} s" if beats.exists() else "never"
     direct = [r for r in internet.requests()[before:] if r["path"].startswith(f"/{case}-direct")]
     print(f"{case}: detected {lost['at'] - changed:.3f} s after the change, harness last alive "
-          f"{last_beat - changed:.3f} s after it, {len(direct)} direct requests got through before the stop")
+          f"{last_beat} after it, {len(direct)} direct requests got through before the stop")
     assert session_containers(workstation) == []
     assert processes(workstation, HELPER) == []
 
@@ -99,6 +109,17 @@ def test_a_normal_session_is_watched_and_not_stopped(workstation, project):
     assert watch["watched"] is True and watch["lost"] is None
     assert watch["readings"] > 0
     assert "table inet aisb" in watch["table"] and "rule inet aisb output: oif lo" in watch["table"]
+    # Its pasta was found (the sandbox's namespace among its arguments), its routes read.
+    assert watch["pasta"]["argv"][0].endswith(("pasta", "pasta.avx2")) and "--config-net" in watch["pasta"]["argv"]
+    assert any(line.startswith("fib_trie") for line in watch["network"])
+    assert watch["monitor_command"][-2:] == ["/usr/sbin/nft", "monitor"] and watch["lost"] is None
+    # The canaries ran in its namespaces: each direct probe refused, the gate answered 403.
+    canaries = watch["canaries"]
+    assert canaries["rounds"] >= 1 and canaries["failed"] is None and canaries["last"]["gate"] == "403", canaries
+    assert all(canaries["last"][probe] not in ("connected", "ECONNREFUSED", "sent") for probe in
+               ("tcp4", "tcp6", "udp4", "udp6")), canaries
+    print(f"normal session: {watch['readings']} readings, {canaries['rounds']} canary rounds, last {canaries['last']}, "
+          f"CPU {watch['cpu_s']}")
     # Read with the host's nft, in the sandbox's namespaces.
     assert watch["command"][0].endswith("/nsenter") and watch["command"][-3:-2] == ["/usr/sbin/nft"]
     assert "done-42" in workstation.path(record["transcript"]).read_text()
@@ -140,3 +161,114 @@ def test_a_host_without_nft_refuses_the_session(workstation, project):
         and "aisb.sandbox.provision" in result.stdout, result.stdout[-3000:]
     assert "harness-ran" not in result.stdout
     assert session_containers(workstation) == []
+
+
+# Changes made from the host side, in the sandbox's user and network namespaces (as any
+# process holding NET_ADMIN there would), the nft ones undone within a second: the
+# polling alone saw neither of the first two (issue 34). Each: the change, what the
+# record names, whether it runs in the sandbox's namespaces, the bound on its detection
+# (nft: events; routes and pasta: the readings, every 2 s).
+HOST_SIDE = {
+    "policy-accept": ("nft add chain inet aisb output '{ policy accept; }'; sleep 0.8; "
+                      "nft add chain inet aisb output '{ policy drop; }'", "policy accept", True, 1),
+    "rule-replaced": ("h=$(nft -a list chain inet aisb output "
+                      "| sed -n 's/.*oif \"lo\" accept # handle \\([0-9]*\\)$/\\1/p'); [ -n \"$h\" ] || exit 9; "
+                      "nft replace rule inet aisb output handle $h accept; sleep 0.8; "
+                      "nft replace rule inet aisb output handle $h oif lo accept", "accept", True, 1),
+    "table-restored": ("t=$(nft list table inet aisb); nft delete table inet aisb; sleep 0.5; "
+                       "printf '%s\\n' \"$t\" | nft -f -", "table inet aisb", True, 1),
+    "route-added": ("ip route add 203.0.113.0/24 dev lo", "203.0.113.0", True, 3),
+    "pasta-killed": ("p=$(pgrep -u dev -x 'pasta|pasta.avx2'); [ $(echo $p | wc -w) = 1 ] || exit 9; kill $p",
+                     "pasta pid", False, 3),
+}
+
+
+def changed_during_a_session(workstation, command, settle, change):
+    """Run a session of COMMAND in the background; SETTLE seconds after its watch started,
+    CHANGE(sandbox's name, its first process's PID) (the session must still run then).
+    (the session's record, what CHANGE returned)."""
+    before_containers = session_containers(workstation)
+    playbook = start_in_background(workstation, command)
+    try:
+        sandbox = new_sandbox(workstation, before_containers)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not processes(workstation, HELPER):
+            time.sleep(0.2)
+        assert processes(workstation, HELPER), "the watch never started"
+        time.sleep(settle)
+        inspected = workstation.run(["podman", "inspect", "--format", "{{.State.Pid}}", sandbox], check=False)
+        if inspected.returncode != 0:  # the session ended before the change: nothing may stop it
+            early = record_of(workstation, playbook.communicate(timeout=120)[0])
+            raise AssertionError(f"the session ended before the change: {early['reason']} "
+                                 f"{early['enforcement_watch'].get('lost')}")
+        made = change(sandbox, inspected.stdout.strip())
+        output = playbook.communicate(timeout=120)[0]
+    finally:
+        if playbook.poll() is None:
+            playbook.kill()
+            playbook.wait()
+    assert session_containers(workstation) == before_containers
+    return record_of(workstation, output), made
+
+
+@pytest.mark.parametrize("case", sorted(HOST_SIDE))
+def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation, internet, project, case):
+    change, named, in_netns, bound = HOST_SIDE[case]
+    before = len(internet.requests())
+    # Four loops of direct requests for 40 s (short timeouts: a dropped one does not hold a loop).
+    loop = (f"end=$(($(date +%s) + 40)); i=0; while [ $(date +%s) -lt $end ]; do i=$((i+1)); "
+            f"curl -s -m 0.3 --noproxy '*' -o /dev/null http://{internet.address}/{case}-direct-$w-$i; done")
+
+    def make(_sandbox, pid):
+        # The session's user enters the sandbox's user namespace (as root of it, with every
+        # capability there) and its network namespace: what the watch's helper does too.
+        enter = ["nsenter", "--target", pid, "--user", "--net", "--"] if in_netns else []
+        done = workstation.run(enter + ["sh", "-c", "export PATH=/usr/sbin:/usr/bin:/sbin:/bin; "
+                                        f"date +%s.%N; {change}; date +%s.%N"], check=False)
+        assert done.returncode == 0, done.stderr
+        return [float(t) for t in done.stdout.split()[:2]]
+
+    # A few readings first.
+    record, (changed, restored) = changed_during_a_session(
+        workstation, ["sh", "-c", f"for w in 1 2 3 4; do ( {loop} ) & done; wait"], 3, make)
+    direct = [r for r in internet.requests()[before:] if r["path"].startswith(f"/{case}-direct")]
+    watch = record["enforcement_watch"]
+    lost = watch["lost"] or {}
+    print(f"{case}: changed for {restored - changed:.3f} s, status {record['status']}, detected "
+          f"{(lost['at'] - changed) if lost else float('nan'):.3f} s after the change, {len(direct)} direct requests "
+          f"got out, {len([r for r in direct if lost and r['at'] > lost['at']])} of them after the detection")
+    assert record["status"] == "enforcement-lost", record["reason"]
+    assert record["exit_code"] == 77
+    assert any(named in entry for entry in lost["added"] + lost["removed"]), lost
+    # Seen within BOUND of the change, with 1 s of slack for a loaded machine (a
+    # correctness bound, not a speed test: the polling alone reads every 2 s).
+    assert changed <= lost["at"] <= changed + bound + 1, (changed, lost)
+    assert processes(workstation, HELPER) == []
+
+
+def test_a_gate_reconfigured_to_let_everything_through_is_caught_by_the_canaries(workstation, project):
+    # The host user edits the gate's session file (the sandbox cannot reach it) so that no
+    # CONNECT is refused, and has squid read it again: nothing in the sandbox's namespaces
+    # changes, only what the gate does.
+    def make(sandbox, _pid):
+        session = sandbox[len("aisb-sandbox-"):]
+        conf = f"{AISB_STATE}/sessions/{session}/gate-session.conf"
+        # Written in place: the gate mounts that file, and sed -i would make a new one.
+        done = workstation.run(["sh", "-c", f"date +%s.%N; t=$(cat {conf}) && "
+                                f"printf '%s\\n' 'miss_access allow all' \"$t\" >{conf} && "
+                                f"podman kill --signal HUP aisb-gate-{session} >/dev/null"], check=False)
+        assert done.returncode == 0, done.stderr
+        return float(done.stdout.split()[0])
+
+    # A canary round or two first: the gate has answered 403.
+    record, changed = changed_during_a_session(workstation, ["sleep", "90"], 8, make)
+    watch = record["enforcement_watch"]
+    lost = watch["lost"] or {}
+    print(f"gate-allows-all: status {record['status']}, detected "
+          f"{(lost['at'] - changed) if lost else float('nan'):.3f} s after the change: {lost.get('what')}")
+    assert record["status"] == "enforcement-lost", record["reason"]
+    assert record["exit_code"] == 77
+    assert lost["what"].startswith("a canary failed: a CONNECT to aisb-canary.invalid"), lost
+    assert watch["canaries"]["failed"]["probe"] == "gate" and watch["canaries"]["failed"]["saw"] != "403"
+    # Within two rounds and their timeouts (a correctness bound, not a speed test).
+    assert changed <= lost["at"] <= changed + 2 * (watch["canaries"]["interval_s"] + 10), (changed, lost)

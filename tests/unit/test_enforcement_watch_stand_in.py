@@ -2,7 +2,8 @@
 """The enforcement watch with a stand-in for the sandbox: real helper processes, the
 real loop and comparison; nsenter replaced by a script that only runs its command and
 nft by one that, like nft --interactive, answers each line on its input (with what
-`respond` prints: a file the test changes). The real thing runs in
+`respond` prints: a file the test changes) and, like nft monitor, prints what the test
+adds to its events file. The real thing runs in
 tests/integration/test_enforcement_watch.py."""
 
 import json
@@ -37,7 +38,12 @@ class Stand:
         nsenter = tmp_path / "nsenter"
         nsenter.write_text('#!/bin/sh\nwhile [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n')
         nft = tmp_path / "nft"
-        nft.write_text(f'#!/bin/sh\nwhile read -r _; do sh {tmp_path}/respond; done\n')
+        self.events = tmp_path / "events"
+        self.events.write_text("")
+        self.monitor = tmp_path / "monitor"
+        self.monitor.write_text(f"exec tail -n +1 -f {self.events}\n")
+        nft.write_text(f'#!/bin/sh\n[ "$1" = monitor ] && exec sh {self.monitor}\n'
+                       f'while read -r _; do sh {tmp_path}/respond; done\n')
         self.respond = tmp_path / "respond"
         self.nft_says(f'cat {self.table}')
         for tool in (nsenter, nft):
@@ -53,13 +59,18 @@ class Stand:
         """What nft answers to each request from now on."""
         self.respond.write_text(script + "\n")
 
+    def event(self, *lines):
+        """What nft monitor prints next."""
+        with open(self.events, "a") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+
     def on_lost(self, lost):
         self.lost.append(lost)
         self.called.set()
 
-    def watch(self, policy=POLICY, seccomp=None):
-        watch = EnforcementWatch(str(self.pidfile), policy, self.tools, self.on_lost, interval=INTERVAL,
-                                 stale_after=STALE_AFTER, seccomp=seccomp)
+    def watch(self, policy=POLICY, seccomp=None, reported=None, interval=INTERVAL):
+        watch = EnforcementWatch(str(self.pidfile), policy, self.tools, self.on_lost, interval=interval,
+                                 stale_after=max(STALE_AFTER, 2 * interval), seccomp=seccomp, reported=reported)
         watch.start()
         return watch
 
@@ -84,7 +95,7 @@ def helper_running(watch):
 def test_a_steady_table_is_read_again_and_again_and_never_lost(stand):
     watch = stand.watch()
     assert wait_for(lambda: watch.readings >= 5)
-    process = watch._process  # pylint: disable=protected-access
+    process, monitor = watch._process, watch._monitor  # pylint: disable=protected-access
     watch.stop()
     report = watch.report()
     assert stand.lost == [] and report["lost"] is None
@@ -92,7 +103,72 @@ def test_a_steady_table_is_read_again_and_again_and_never_lost(stand):
     assert report["command"][0] == stand.tools["nsenter"] and report["command"][-3] == stand.tools["nft"]
     # The helper is gone and was reaped; its CPU time (and its readings') is kept.
     assert process.returncode is not None and not os.path.exists("/proc/%d" % process.pid)
-    assert report["cpu_s"]["helper_s"] >= 0 and report["cpu_s"]["thread_s"] >= 0
+    assert monitor.returncode is not None and not os.path.exists("/proc/%d" % monitor.pid)
+    assert report["monitor_command"][-2:] == [stand.tools["nft"], "monitor"]
+    assert report["cpu_s"]["helper_s"] >= 0 and report["cpu_s"]["monitor_s"] >= 0 and report["cpu_s"]["thread_s"] >= 0
+
+
+# What nft 1.1 monitor prints for a policy set to accept (and back), from another process.
+POLICY_EVENTS = ["add chain inet aisb output { type filter hook output priority filter; policy accept; }",
+                 "# new generation 7 by process 4242 (nft)"]
+
+
+def test_an_event_between_two_readings_is_lost_at_once_with_its_transaction(stand):
+    # Readings 60 s apart: only the monitor can see this change before the session ends.
+    watch = stand.watch(interval=60)
+    assert wait_for(lambda: watch.readings == 1)
+    changed_at = time.time()
+    stand.event(*POLICY_EVENTS)
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = watch.report()["lost"]
+    assert stand.lost == [lost] and lost["what"] == "the ruleset changed (nft monitor)"
+    assert lost["added"] == POLICY_EVENTS and lost["removed"] == []
+    assert changed_at <= lost["at"] and watch.readings == 1
+
+
+def test_an_event_with_no_generation_line_is_lost_all_the_same(stand):
+    watch = stand.watch(interval=60)
+    assert wait_for(lambda: watch.readings == 1)
+    stand.event("delete table inet aisb")
+    assert stand.called.wait(10)
+    watch.stop()
+    assert stand.lost[0]["added"] == ["delete table inet aisb"]
+
+
+def test_the_monitors_note_at_its_start_is_no_event(stand):
+    note = "# Cannot set up netlink receive socket buffer size to 16777216 bytes, falling back to 212992 bytes"
+    stand.event(note)
+    watch = stand.watch()
+    assert wait_for(lambda: watch.readings >= 5 and watch.monitor_notes)
+    watch.stop()
+    assert stand.lost == [] and watch.report()["monitor_notes"] == [note]
+
+
+def test_a_monitor_that_exits_while_the_sandbox_runs_is_lost(stand):
+    stand.monitor.write_text("printf 'netlink: Error: cannot open socket'; exit 1\n")
+    watch = stand.watch()
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"].startswith("the ruleset's monitor exited") and "cannot open socket" in lost["what"], lost
+
+
+def test_a_first_reading_with_other_handles_than_the_report_is_lost(stand):
+    # The table was deleted and added again between the entrypoint's report and the first reading.
+    watch = stand.watch(reported=json.dumps(reading(table_handle=2)) + "\n")
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"] == "the first reading differs from the table the entrypoint reported"
+    assert lost["removed"] == ["table inet aisb [handle 2]"] and lost["added"] == ["table inet aisb [handle 1]"]
+
+
+def test_a_first_reading_as_reported_is_not_lost(stand):
+    watch = stand.watch(reported=json.dumps(reading()) + "\n")
+    assert wait_for(lambda: watch.readings >= 3)
+    watch.stop()
+    assert stand.lost == []
 
 
 @pytest.mark.parametrize("change, removed, added", [
@@ -183,6 +259,8 @@ def test_the_helper_reads_in_the_sandboxs_namespaces_with_the_hosts_nft():
     # The parent-death signal is set after nsenter changed the credentials (which clears it).
     assert argv[6:10] == ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--"]
     assert argv[10:] == ["/usr/sbin/nft", "--json", "--interactive"]
+    assert _podman.netns_monitor("/usr/bin/nsenter", 4242, "/usr/bin/setpriv", "/usr/sbin/nft") == argv[:10] + [
+        "/usr/sbin/nft", "monitor"]
     assert _podman.NETNS_READING_REQUEST == "list ruleset\n"
     with pytest.raises(ValueError):
         _podman.netns_reader("nsenter", "1; rm -rf /", "setpriv", "nft")
@@ -225,3 +303,33 @@ def test_a_sandbox_without_its_filter_is_lost_at_the_first_reading(stand):
     assert "Seccomp_filters: %s" % wanted["Seccomp_filters"] in lost["removed"]
     assert "Seccomp_filters: %s" % own_seccomp()["Seccomp_filters"] in lost["added"]
     assert watch.report()["readings"] == 0
+
+
+def test_the_sandboxs_pasta_is_found_at_the_first_reading_and_its_exit_is_lost(stand, tmp_path):
+    pasta = tmp_path / "pasta"
+    pasta.write_text("#!/bin/sh\nfor a; do last=$a; done\nexec 7<\"$last\"\nsleep 600\n")
+    pasta.chmod(0o755)
+    process = subprocess.Popen([str(pasta), "--netns", "/proc/%d/ns/net" % os.getpid()], start_new_session=True)
+    try:
+        assert wait_for(lambda: open("/proc/%d/comm" % process.pid).read().strip() == "pasta")
+        watch = stand.watch()
+        assert wait_for(lambda: watch.readings >= 2)
+        assert watch.report()["pasta"]["pid"] == process.pid
+        assert any(line.startswith("netns ") for line in watch.report()["network"])
+        os.killpg(process.pid, 9)
+        assert stand.called.wait(10)
+        watch.stop()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+        process.wait()
+    lost = stand.lost[0]
+    assert lost["what"] == "the sandbox's pasta has exited" and lost["added"] == []
+    assert lost["removed"][0].startswith("pasta pid %d started " % process.pid) and "--netns" in lost["removed"][0]
+
+
+def test_without_a_pasta_nothing_is_lost_and_the_record_says_none_was_found(stand):
+    watch = stand.watch()
+    assert wait_for(lambda: watch.readings >= 3)
+    watch.stop()
+    assert stand.lost == [] and watch.report()["pasta"] is None and watch.report()["network"]

@@ -95,7 +95,7 @@ def test_an_unprovisioned_host_gets_one_sentence_naming_provision_and_no_probe(t
 def test_provisioned_means_podman_and_the_watch_tools_in_the_system_directories(tmp_path, monkeypatch):
     monkeypatch.setattr(_host_tools, "SYSTEM_DIRS", (str(tmp_path),))
     monkeypatch.setattr(_host_tools, "not_root_alone", lambda path: None)
-    for tool in ("podman", "nsenter", "setpriv"):
+    for tool in ("podman", "nsenter", "setpriv", "python3"):
         (tmp_path / tool).write_text("#!/bin/sh\n")
         (tmp_path / tool).chmod(0o755)
     assert "(nft not installed in " in _enforcement_watch.unprovisioned("podman")

@@ -114,7 +114,7 @@ def test_a_refused_connect_to_an_allowed_name_names_its_fix_in_the_record_and_th
                     for target in ("models.test:80", "a.wild.test:8000", "models.test:80", "unlisted.test:80",
                                    "models.test:443", "git.test:2222"))
     gate = gate_report(policy, log)
-    assert len(gate["denied"]) == 6
+    assert len(gate["denied"]) == 6 and gate["canary_connects"] == 0
     assert [hint.split(":")[0] for hint in gate["hints"]] == [
         "the gate refused CONNECT a.wild.test", "the gate refused CONNECT models.test"]
     assert "add 'models.test:80' to aisb_allow" in gate["hints"][1]
@@ -137,3 +137,11 @@ def test_a_spent_token_budget_is_named_in_the_result():
         "token budget 50000 spent (api.anthropic.com 50000, models.test:9443 7); requests after it were refused (429)")
     left = dict((name, dict(value, exceeded=False)) for name, value in spent.items())
     assert task_result(record(tokens=left))["token_budget"] == "" == task_result(record(tokens=None))["token_budget"]
+
+
+def test_the_canaries_connects_are_counted_apart_from_the_sandboxs():
+    log = "\n".join("1796092404.336 session=s client=127.0.0.1 TCP_TUNNEL/403 CONNECT %s dst=- hier=HIER_NONE "
+                    "tls=splice sni=-" % target
+                    for target in ("aisb-canary.invalid:443", "unlisted.test:443", "aisb-canary.invalid:443"))
+    gate = gate_report(parse_policy(["models.test"]), log)
+    assert gate["canary_connects"] == 2 and [entry["url"] for entry in gate["denied"]] == ["unlisted.test:443"]

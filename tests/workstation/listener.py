@@ -11,6 +11,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TLS_HANDSHAKE = b"\x16"
@@ -21,7 +22,7 @@ def handler_for(log, lock):
         def do_GET(self):
             with lock:
                 log.write(json.dumps({"port": self.server.server_port, "host": self.headers.get("Host"),
-                                      "path": self.path, "client": self.client_address[0]}) + "\n")
+                                      "path": self.path, "client": self.client_address[0], "at": time.time()}) + "\n")
                 log.flush()
             body = ("hello from %s port %d\n" % (self.headers.get("Host"), self.server.server_port)).encode()
             self.send_response(200)

@@ -365,11 +365,10 @@ def error_line(stderr):
 NETNS_READING_REQUEST = "list ruleset\n"
 
 
-def netns_reader(nsenter, pid, setpriv, nft):
-    """The enforcement watch's helper: the host's NFT in interactive mode (one command a
-    line on its standard input, so no process starts per reading; it exits at end of
-    file), in the user and network namespaces of the sandbox's first process PID
-    (podman's pid file).
+def netns_helper(nsenter, pid, setpriv, argv):
+    """ARGV (a host tool's absolute path and its arguments) as one of the enforcement
+    watch's helpers: in the user and network namespaces of the sandbox's first process
+    PID (podman's pid file).
 
     The sandbox's user namespace owns its network namespace; the session's user owns its
     parent (podman's rootless namespace), so nsenter needs no privilege and the helper
@@ -378,7 +377,19 @@ def netns_reader(nsenter, pid, setpriv, nft):
     the session's thread that started it.
     """
     return [nsenter, "--target", str(int(pid)), "--user", "--net", "--",
-            setpriv, "--pdeathsig", "KILL", "--", nft, "--json", "--interactive"]
+            setpriv, "--pdeathsig", "KILL", "--"] + list(argv)
+
+
+def netns_reader(nsenter, pid, setpriv, nft):
+    """The watch's reader: the host's NFT in interactive mode (one command a line on its
+    standard input, so no process starts per reading; it exits at end of file)."""
+    return netns_helper(nsenter, pid, setpriv, [nft, "--json", "--interactive"])
+
+
+def netns_monitor(nsenter, pid, setpriv, nft):
+    """The watch's listener: the host's NFT printing one line for each change the
+    kernel makes to the namespace's ruleset (and each new generation), as it happens."""
+    return netns_helper(nsenter, pid, setpriv, [nft, "monitor"])
 
 
 def images_json(podman):

@@ -82,6 +82,27 @@ def expected(policy_text):
     return sorted(lines)
 
 
+def lets_through(policy_text, address, port):
+    """Whether a valid POLICY_TEXT's table lets TCP to ADDRESS port PORT through."""
+    address = ipaddress.ip_address(address)
+    for line in policy_text.splitlines():
+        match = _POLICY_LINE.match(line)
+        if match and match.group(3) is not None and int(match.group(3)) == port:
+            network = ipaddress.ip_network(match.group(2), strict=True)
+            if network.version == address.version and address in network:
+                return True
+    return False
+
+
+def gate(policy_text):
+    """(address, port) of a valid POLICY_TEXT's gate, or None (`gate none`)."""
+    for line in policy_text.splitlines():
+        match = _POLICY_LINE.match(line)
+        if match and match.group(1) == "gate" and match.group(3) is not None:
+            return match.group(2), int(match.group(3))
+    return None
+
+
 def _rest(obj, known):
     """OBJ's keys beyond KNOWN (and the handle), for an object's line; "" when none."""
     extra = dict((k, v) for k, v in obj.items() if k not in known and k != "handle")

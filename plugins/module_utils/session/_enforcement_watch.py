@@ -12,11 +12,18 @@ needed) and runs the host's nft there in interactive mode: for every `list rules
 line the session writes to it, one line of JSON. A thread here asks for a reading every
 INTERVAL seconds and
 compares it (_ruleset's canonical form): the first reading with what the policy asks
-for, every later one with the first, handles included. A difference, or no good reading
+for and with the table the entrypoint reported (handles included: a table deleted and
+added again meanwhile has new ones), every later one with the first, handles included.
+Between readings it listens to a second helper, the host's `nft monitor` in the same
+namespaces: the session changes nothing there once the table is reported, so any line
+it prints (an event, a new generation) is a change, seen as it is made, however soon
+it is undone (a policy set to accept and back, a rule replaced under its handle and put
+back: the same text at the next reading). A difference, an event, or no good reading
 for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends the
 watch. With each reading it reads that process's /proc/PID/status too: a sandbox that is
 not under its seccomp profile (filter mode, one filter more than the session's own
-process) is lost the same way. nft reads its standard input: it ends when the session
+process) is lost the same way, and so are routes or addresses or a pasta other than at
+the first reading (_netns_state). nft reads its standard input: it ends when the session
 closes that pipe, and with the session's death (end of file, and a parent-death signal).
 """
 
@@ -31,6 +38,7 @@ import time
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries, _netns_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
 
 # Seconds between two readings; a change is seen at most this long after it was made.
@@ -42,9 +50,16 @@ STALE_AFTER = 2 * INTERVAL
 _JSON_START = '{"nftables"'
 # A reading larger than this is no table the entrypoint installed.
 MAX_READING = 4 * 1024 * 1024
+# What nft monitor prints at its start where it may not enlarge its socket's buffer
+# (that needs CAP_NET_ADMIN on the host): a note, not an event.
+_MONITOR_NOTE = "# Cannot set up netlink"
+# nft monitor ends a transaction's events with this line; the watch waits this long
+# at most for it, so the record names the whole change.
+_GENERATION = "# new generation"
+TRANSACTION_WAIT = 0.2
 # The host tools the helper runs, found in the system directories only (_host_tools:
 # never through the caller's PATH, which may name the project's directories).
-TOOLS = ("nsenter", "setpriv", "nft")
+TOOLS = ("nsenter", "setpriv", "nft", "python3")
 # The helper's environment: set here, nothing from the session's.
 HELPER_ENV = {"PATH": _host_tools.SYSTEM_PATH, "LC_ALL": "C"}
 
@@ -72,13 +87,14 @@ def unprovisioned(podman):
 
 
 def find_tools():
-    """({tool: absolute path or None}, problem or None): the host's nsenter, setpriv and
-    nft, in the system's directories (_host_tools)."""
+    """({tool: absolute path or None}, problem or None): the host's nsenter, setpriv, nft
+    and python3 (the canaries'), in the system's directories (_host_tools)."""
     found = dict((tool, _host_tools.resolve(tool)) for tool in TOOLS)
     problems = [problem for _path, problem in found.values() if problem]
     if problems:
-        problems.append("the session reads the sandbox's table from outside with the host's nft and nsenter; run "
-                        "provision.yml (the host role installs nftables and util-linux)")
+        problems.append("the session reads the sandbox's table from outside with the host's nft and nsenter, and "
+                        "probes its network with the host's python3; run provision.yml (the host role installs "
+                        "nftables and util-linux)")
     return dict((tool, path) for tool, (path, _problem) in found.items()), "; ".join(problems) or None
 
 
@@ -107,28 +123,44 @@ class EnforcementWatch(object):
     """One session's watch; start() once the entrypoint has reported its table."""
 
     def __init__(self, pidfile, policy_text, tools, on_lost, interval=INTERVAL, stale_after=STALE_AFTER,
-                 seccomp=None):
+                 seccomp=None, reported=None, canaries=False):
         """SECCOMP: the seccomp fields the sandbox's /proc/PID/status must show
-        (_seccomp.wanted_status), or None where it runs under podman's default profile."""
+        (_seccomp.wanted_status), or None where it runs under podman's default profile.
+        REPORTED: the entrypoint's report of its table (nft's JSON), or None. CANARIES:
+        whether the host's python3 (TOOLS) runs the canaries (_canaries) in the
+        sandbox's namespaces."""
         self.pidfile = pidfile
         self.wanted = _ruleset.expected(policy_text)
+        self.policy_text = policy_text
+        self.with_canaries = canaries
+        self.canaries = None
+        self.reported = _reported_lines(reported)
         self.seccomp = seccomp
         self.tools = tools
         self.on_lost = on_lost
         self.interval = interval
         self.stale_after = stale_after
         self.argv = None
+        self.monitor_argv = None
         self.readings = 0
+        self.monitor_notes = []
         self.first = None          # the first reading's lines, handles included
+        self.network = None        # the first reading's routes and addresses (_netns_state)
+        self.pasta = None          # pasta's process at the first reading, if found
         self.first_at = None
         self.last_good_at = None
         self.last_error = None
         self.lost = None
-        self.cpu = {"helper_s": None, "thread_s": None}
+        self.cpu = {"helper_s": None, "monitor_s": None, "canaries_s": None, "thread_s": None}
+        self._lost_lock = threading.Lock()
         self._stopping = threading.Event()
+        # stop() writes here: it wakes the wait for the monitor's next line at once.
+        self._wake_read, self._wake_write = os.pipe()
         self._thread = None
         self._process = None
+        self._monitor = None
         self._buffer = b""
+        self._monitor_buffer = b""
         # The helper's output has ended: it is exiting or has exited.
         self._eof = False
 
@@ -140,6 +172,10 @@ class EnforcementWatch(object):
     def stop(self, timeout=10.0):
         """End the watch and its helper (the sandbox has exited); wait for both."""
         self._stopping.set()
+        try:
+            os.write(self._wake_write, b"x")
+        except OSError:
+            pass
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -147,9 +183,12 @@ class EnforcementWatch(object):
         """What the record keeps."""
         return {
             "interval_s": self.interval, "stale_after_s": self.stale_after, "command": self.argv,
+            "monitor_command": self.monitor_argv, "monitor_notes": self.monitor_notes,
             "readings": self.readings, "first_reading_at": self.first_at, "last_good_reading_at": self.last_good_at,
             "table": [line.rsplit(" [handle ", 1)[0] for line in self.first or []],
             "last_error": self.last_error, "lost": self.lost, "seccomp": self.seccomp,
+            "network": self.network, "pasta": self.pasta,
+            "canaries": self.canaries.report() if self.canaries is not None else None,
             "cpu_s": self.cpu,
         }
 
@@ -162,7 +201,13 @@ class EnforcementWatch(object):
             # A watcher that cannot go on must not leave the sandbox unwatched.
             self._lose("the watcher failed: %s: %s" % (type(error).__name__, error), time.time())
         finally:
-            self._end_helper()
+            if self.canaries is not None:
+                self.canaries.stop()
+                self.cpu["canaries_s"] = _end(self.canaries.process, close_input=True)
+            self.cpu["helper_s"] = _end(self._process, close_input=True)
+            self.cpu["monitor_s"] = _end(self._monitor, close_input=False)
+            for fd in (self._wake_read, self._wake_write):
+                os.close(fd)
             self.cpu["thread_s"] = round(time.thread_time() - started_cpu, 4)
 
     def _watch(self):
@@ -174,11 +219,26 @@ class EnforcementWatch(object):
                            time.time())
             return
         self.argv = _podman.netns_reader(self.tools["nsenter"], pid, self.tools["setpriv"], self.tools["nft"])
-        # A helper that lives as long as the sandbox and answers each reading on its pipes:
-        # run_command runs a command to its end.
+        self.monitor_argv = _podman.netns_monitor(self.tools["nsenter"], pid, self.tools["setpriv"],
+                                                  self.tools["nft"])
+        # Helpers that live as long as the sandbox, one answering each reading on its pipes,
+        # one printing events: run_command runs a command to its end. The listener first,
+        # so the first reading covers the moment before it listens.
+        self._monitor = subprocess.Popen(  # pylint: disable=ansible-bad-function
+            self.monitor_argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=HELPER_ENV, close_fds=True)
         self._process = subprocess.Popen(  # pylint: disable=ansible-bad-function
             self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=HELPER_ENV,
             close_fds=True)
+        if self.with_canaries:
+            probes = _podman.netns_helper(self.tools["nsenter"], pid, self.tools["setpriv"],
+                                          _canaries.probe_argv(self.tools["python3"], _ruleset.gate(self.policy_text)))
+            self.canaries = _canaries.Canaries(
+                subprocess.Popen(  # pylint: disable=ansible-bad-function
+                    probes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=HELPER_ENV,
+                    close_fds=True),
+                _canaries.judged(self.policy_text), self._lose)
+            self.canaries.start()
         failure = None  # the first failed reading since the last good one: the cause
         while not self._stopping.is_set():
             asked = time.monotonic()
@@ -195,6 +255,8 @@ class EnforcementWatch(object):
                 status, error = process_status(pid)
                 if error is None and self._seccomp_differs(status, now):
                     return
+            if error is None:
+                network, error = _netns_state.network_lines(pid)
             if error is not None:
                 self.last_error = "%s: %s" % (format_time(now), error)
                 failure = failure or error
@@ -206,17 +268,74 @@ class EnforcementWatch(object):
                         self._lose("the table cannot be read: no good reading for %.1f s: %s"
                                    % (self.stale_after, failure), now)
                     return
-            elif self._differs(with_handles, lines, now):
+            elif self._differs(with_handles, lines, now) or self._network_differs(network, pid, now):
                 return
             else:
                 deadline, failure = time.monotonic() + self.stale_after, None
-            self._stopping.wait(max(0.0, asked + self.interval - time.monotonic()))
+            if self._events_until(asked + self.interval, pid):
+                return
+
+    def _events_until(self, until, pid):
+        """Listen to the monitor until UNTIL (monotonic) or the stop. Any line it prints
+        is a change: call _lose with the transaction's lines and return True. Its end
+        while the sandbox runs is lost too (nothing listens any more)."""
+        fd = self._monitor.stdout.fileno()
+        while not self._stopping.is_set():
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                return False
+            ready, _w, _x = select.select([fd, self._wake_read], [], [], remaining)
+            if fd not in ready:
+                continue
+            now = time.time()
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                if self._stopping.is_set() or not _alive(pid):
+                    return True  # the sandbox has gone: nothing is left to watch
+                self._lose("the ruleset's monitor exited: %s" % self._monitor_buffer.decode("utf-8", "replace")[-500:],
+                           now)
+                return True
+            self._monitor_buffer += chunk
+            events = self._monitor_lines()
+            if events:
+                self._lose("the ruleset changed (nft monitor)", now, {"added": self._transaction(fd, events)})
+                return True
+        return False
+
+    def _monitor_lines(self):
+        """The monitor's complete lines so far that are events (its notes are kept)."""
+        *lines, self._monitor_buffer = self._monitor_buffer.split(b"\n")
+        events = []
+        for line in (raw.decode("utf-8", "replace").strip() for raw in lines):
+            if line.startswith(_MONITOR_NOTE):
+                self.monitor_notes.append(line[:300])
+            elif line:
+                events.append(line[:1000])
+        return events
+
+    def _transaction(self, fd, events):
+        """EVENTS and the rest of their transaction: up to its new generation line, for
+        TRANSACTION_WAIT seconds at most (the record names the whole change)."""
+        deadline = time.monotonic() + TRANSACTION_WAIT
+        while not any(line.startswith(_GENERATION) for line in events) and len(events) < 100:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self._monitor_buffer += chunk
+            events += self._monitor_lines()
+        return events
 
     def _differs(self, with_handles, lines, now):
         """Compare one good reading; on a difference call _lose and return True."""
         if self.first is None:
             change = _ruleset.difference(self.wanted, lines)
             what = "the first reading differs from the table the policy asks for"
+            if not (change["removed"] or change["added"]) and self.reported is not None:
+                change = _ruleset.difference(self.reported, with_handles)
+                what = "the first reading differs from the table the entrypoint reported"
         else:
             change = _ruleset.difference(self.first, with_handles)
             what = "the table changed"
@@ -229,6 +348,27 @@ class EnforcementWatch(object):
         self.last_good_at = now
         return False
 
+    def _network_differs(self, network, pid, now):
+        """Compare the sandbox's routes and addresses (NETWORK) and its pasta with the
+        first reading's (keep them at the first); on a difference call _lose and return
+        True."""
+        if self.network is None:
+            self.network, self.pasta = network, _netns_state.find_pasta(pid)
+            return False
+        # pasta first: without it the sandbox's interface goes, and with it its routes.
+        if self.pasta is not None:
+            pasta = _netns_state.process_identity(self.pasta["pid"])
+            if pasta != self.pasta and _alive(pid):
+                self._lose("the sandbox's pasta has exited" if pasta is None
+                           else "the sandbox's pasta changed", now,
+                           {"removed": [_pasta_line(self.pasta)], "added": [_pasta_line(pasta)] if pasta else []})
+                return True
+        change = _ruleset.difference(self.network, network)
+        if change["removed"] or change["added"]:
+            self._lose("the sandbox's routes or addresses changed", now, change)
+            return True
+        return False
+
     def _seccomp_differs(self, status, now):
         """Compare the sandbox's seccomp fields (STATUS, its /proc/PID/status) with what
         its profile gives; on a difference call _lose and return True."""
@@ -239,10 +379,11 @@ class EnforcementWatch(object):
         return False
 
     def _lose(self, what, now, change=None):
-        if self.lost is not None:
-            return
-        self.lost = {"what": what, "at": now, "at_text": format_time(now), "last_good_at": self.last_good_at,
-                     "removed": (change or {}).get("removed", []), "added": (change or {}).get("added", [])}
+        with self._lost_lock:  # the canaries' thread calls it too
+            if self.lost is not None:
+                return
+            self.lost = {"what": what, "at": now, "at_text": format_time(now), "last_good_at": self.last_good_at,
+                         "removed": (change or {}).get("removed", []), "added": (change or {}).get("added", [])}
         self.on_lost(self.lost)
 
     def _sandbox_pid(self, deadline):
@@ -300,8 +441,7 @@ class EnforcementWatch(object):
 
     def _helper_exited(self, within=0.0):
         """Whether the helper has exited, within WITHIN seconds (its output's end comes a
-        moment before its exit status), without reaping it (_end_helper does, for its
-        rusage)."""
+        moment before its exit status), without reaping it (_end does, for its rusage)."""
         deadline = time.monotonic() + within
         while True:
             try:
@@ -313,29 +453,49 @@ class EnforcementWatch(object):
                 return False
             time.sleep(0.01)
 
-    def _end_helper(self):
-        """Close the helper's input (nft ends at end of file), kill it if it lingers,
-        and keep its CPU time (wait4's rusage)."""
-        process = self._process
-        if process is None:
-            return
+
+def _pasta_line(identity):
+    return "pasta pid %d started %d: %s" % (identity["pid"], identity["started"], " ".join(identity["argv"]))
+
+
+def _reported_lines(text):
+    """The canonical lines, handles included, of the entrypoint's report TEXT, or None
+    (none, or one the session keeps as unparsed: the first reading is compared with
+    what the policy asks for all the same)."""
+    if not text or _JSON_START not in text:
+        return None
+    try:
+        return _ruleset.parse(text[text.index(_JSON_START):].split("\n", 1)[0])[0]
+    except _ruleset.RulesetError:
+        return None
+
+
+def _end(process, close_input):
+    """End a helper: close its input (nft --interactive ends at end of file) or kill it
+    (nft monitor reads nothing), kill it if it lingers, and return its CPU time in
+    seconds (wait4's rusage), or None."""
+    if process is None:
+        return None
+    if close_input:
         try:
             process.stdin.close()
         except OSError:
             pass
-        deadline = time.monotonic() + 1.0
-        try:
-            while time.monotonic() < deadline:
-                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-                if pid:
-                    break
-                time.sleep(0.01)
-            else:
-                process.kill()
-                pid, status, usage = os.wait4(process.pid, 0)
-        except ChildProcessError:
-            return  # reaped elsewhere: gone, its CPU time unknown
-        finally:
-            process.stdout.close()
-        process.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-        self.cpu["helper_s"] = round(usage.ru_utime + usage.ru_stime, 4)
+    else:
+        process.kill()
+    deadline = time.monotonic() + 1.0
+    try:
+        while time.monotonic() < deadline:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.01)
+        else:
+            process.kill()
+            pid, status, usage = os.wait4(process.pid, 0)
+    except ChildProcessError:
+        return None  # reaped elsewhere: gone, its CPU time unknown
+    finally:
+        process.stdout.close()
+    process.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+    return round(usage.ru_utime + usage.ru_stime, 4)

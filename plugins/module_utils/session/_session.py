@@ -32,6 +32,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_fact
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import held_sentence, keys_held
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._canaries import CANARY_NAME
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admission import admit
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outcome import Outcome
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan import (
@@ -142,6 +143,10 @@ def gate_report(policy, gate_log):
     """The gate's decisions, and a hint for each refused CONNECT whose name is allowed on
     other ports (the allow entry that would relay it; see _policy.connect_hint)."""
     report = parse_gate_log(gate_log)
+    # The canaries' CONNECTs (_canaries, every round): counted, not among the sandbox's.
+    canary = "%s:443" % CANARY_NAME
+    report["canary_connects"] = len([entry for entry in report["denied"] if entry["url"] == canary])
+    report["denied"] = [entry for entry in report["denied"] if entry["url"] != canary]
     hints = (connect_hint(policy, entry["url"]) for entry in report["denied"] if entry["method"] == "CONNECT")
     report["hints"] = sorted(set(hint for hint in hints if hint))
     return report

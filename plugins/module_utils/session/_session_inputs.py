@@ -37,7 +37,7 @@ class SessionInputs(typing.NamedTuple):
     # _seccomp.load_profile: the sandbox's seccomp profile (JSON text), rendered from the
     # host's default; None only when the operator allowed running unenforced without it.
     seccomp_profile: typing.Optional[str] = None
-    # _enforcement_watch.find_tools: the host's nsenter, setpriv and nft.
+    # _enforcement_watch.find_tools: the host's nsenter, setpriv, nft and python3.
     watch_tools: typing.Dict[str, str] = {}
     # _host_tools.resolve: podman (the executable option), bash and setpriv, and the watch's.
     host_tools: typing.Dict[str, str] = {}

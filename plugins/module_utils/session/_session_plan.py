@@ -62,7 +62,7 @@ class SessionPlan(NamedTuple):
     read_only_mounts: List[Tuple[str, str]]
     # None without a gate (network none or no-gate).
     gate: Optional[GatePlan]
-    # The tools the table is watched from outside with ({nsenter, setpriv, nft: path}) for
+    # The tools the table is watched from outside with ({nsenter, setpriv, nft, python3: path}) for
     # the whole session; None when the operator asked to run unenforced (debugging only).
     enforcement_watch: Optional[Dict[str, str]]
     limits: List[str]
@@ -148,7 +148,7 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
     verdict = facts.get("verdict") or {}
     if not inputs.allow_unenforced and not inputs.watch_tools:
         # No session runs unwatched by omission.
-        raise SessionError("no tools to watch the sandbox's table with (nsenter, setpriv, nft): "
+        raise SessionError("no tools to watch the sandbox's table with (nsenter, setpriv, nft, python3): "
                            "admission finds them")
     placeholders, injector_port = injector or ({}, None)
     network, gate, proxy_url = network_plan(inputs.network, inputs.gate_path or verdict.get("gate_path"), port,

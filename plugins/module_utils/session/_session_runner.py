@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -266,7 +267,7 @@ class SessionRunner(object):
             text = report.readline()
             if text.strip():
                 self._reported.set()
-                self._start_enforcement_watch()
+                self._start_enforcement_watch(text)
             text += report.read()
         try:
             self.ruleset = json.loads(text) if text.strip() else None
@@ -288,7 +289,8 @@ class SessionRunner(object):
         self._stop_wanted.set()
 
     # -- the enforcement watch (_enforcement_watch.py)
-    def _start_enforcement_watch(self):
+    def _start_enforcement_watch(self, reported):
+        """REPORTED: the entrypoint's report of its table (its first line)."""
         with self._watch_lock:
             if self.plan.enforcement_watch is None or self._finished or self.enforcement_watch is not None:
                 return
@@ -298,13 +300,22 @@ class SessionRunner(object):
                 seccomp = _seccomp.wanted_status(process_status(os.getpid())[0] or "")
             self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan.policy_text,
                                                       self.plan.enforcement_watch, self._enforcement_lost,
-                                                      seccomp=seccomp)
+                                                      seccomp=seccomp, reported=reported, canaries=True)
             self.enforcement_watch.start()
 
     def _enforcement_lost(self, lost):
         if not self._finished:
             self.enforcement_lost = lost
             self.stop_sandbox(at_once=True)
+            # podman stop takes a few tenths of a second to kill it, during which traffic the
+            # change let through still gets out: its first process (the init of its PID
+            # namespace, so all of it goes) is the session user's to kill now.
+            pid = sandbox_pid(self._pidfile)
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass  # gone already, or not this user's: podman stop still runs
 
     def _end_enforcement_watch(self):
         with self._watch_lock:

@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The canaries (_canaries): the verdict on a round (pure), the probes a policy judges,
+and the loop over a stand-in helper (a real process answering each round with what the
+test writes). The probes themselves run in a real sandbox's namespaces in
+tests/integration/test_enforcement_watch.py."""
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries
+
+ALL = ("tcp4", "tcp6", "udp4", "udp6")
+QUIET = {"tcp4": "timeout", "tcp6": "ENETUNREACH", "udp4": "EPERM", "udp6": "EPERM", "gate": "403"}
+
+
+@pytest.mark.parametrize("seen, silent, failed", [
+    (QUIET, 0, None),
+    (dict(QUIET, gate="no answer: timeout"), 2, None),
+    (dict(QUIET, gate="no answer: timeout"), 3, ("gate", "no answer: timeout")),
+    (dict(QUIET, tcp4="connected"), 0, ("tcp4", "connected")),
+    (dict(QUIET, tcp6="ECONNREFUSED"), 0, ("tcp6", "ECONNREFUSED")),
+    (dict(QUIET, udp4="sent"), 0, ("udp4", "sent")),
+    (dict(QUIET, gate="200"), 0, ("gate", "200")),
+    (dict(QUIET, gate="503"), 0, ("gate", "503")),
+    ({k: v for k, v in QUIET.items() if k != "gate"}, 0, None),
+    (None, 2, None),
+    (None, 3, ("canaries", "no round answered in 3 rounds")),
+], ids=["quiet", "gate-silent-twice", "gate-silent-thrice", "tcp4-connected", "tcp6-refused-by-pasta",
+        "udp4-sent", "gate-relayed", "gate-tried-to-resolve", "no-gate", "no-round-twice", "no-round-thrice"])
+def test_a_round_fails_on_a_probe_that_got_out_or_a_gate_that_did_not_refuse(seen, silent, failed):
+    assert _canaries.verdict(seen, ALL, silent) == failed
+
+
+def test_a_tcp_probe_the_policy_pins_is_not_judged():
+    gate = "gate 100.64.0.1 41234\n"
+    assert _canaries.judged(gate) == ALL
+    assert _canaries.judged(gate + "pin 198.51.100.0/24 %d\n" % _canaries.TCP_PORT) == ("tcp6", "udp4", "udp6")
+    assert _canaries.judged(gate + "pin 2001:db8::/32 %d\npin 198.51.100.1 443\n" % _canaries.TCP_PORT) == (
+        "tcp4", "udp4", "udp6")
+    assert _canaries.verdict(dict(QUIET, tcp4="connected"), ("tcp6", "udp4", "udp6"), 0) is None
+
+
+def test_the_probes_are_python_run_isolated_with_the_gate_as_arguments():
+    compile(_canaries.PROBE_CODE, "probes", "exec")
+    assert _canaries.probe_argv("/usr/bin/python3", ("100.64.0.1", 41234)) == [
+        "/usr/bin/python3", "-I", "-S", "-c", _canaries.PROBE_CODE, "100.64.0.1", "41234"]
+    assert _canaries.probe_argv("/usr/bin/python3", None)[-2:] == ["-", "-"]
+
+
+class Helper:
+    """A stand-in helper: answers each line with the next of ANSWERS (a file's lines; the
+    last one again when they run out), or with nothing when it is 'silent'."""
+
+    def __init__(self, tmp_path, *answers):
+        self.answers = tmp_path / "answers"
+        self.set(*answers)
+        script = ("import sys, time\n"
+                  "for _ in sys.stdin:\n"
+                  "    lines = open(%r).read().splitlines()\n"
+                  "    if lines[0] == 'exit': sys.exit(1)\n"
+                  "    if lines[0] != 'silent': print(lines[0], flush=True)\n" % str(self.answers))
+        self.process = subprocess.Popen(["python3", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.lost = []
+        self.called = threading.Event()
+
+    def set(self, *answers):
+        self.answers.write_text("".join((a if isinstance(a, str) else json.dumps(a)) + "\n" for a in answers))
+
+    def on_lost(self, what, now, change):
+        self.lost.append((what, now, change))
+        self.called.set()
+
+    def canaries(self, judged=ALL, round_timeout=5.0):
+        # Generous: a loaded machine must not make a late answer look like a silent round.
+        canaries = _canaries.Canaries(self.process, judged, self.on_lost, interval=0.05, round_timeout=round_timeout)
+        canaries.start()
+        return canaries
+
+    def end(self):
+        self.process.stdin.close()
+        self.process.kill()
+        self.process.wait()
+        self.process.stdout.close()
+
+
+@pytest.fixture
+def helper(tmp_path):
+    made = []
+
+    def make(*answers):
+        made.append(Helper(tmp_path, *answers))
+        return made[-1]
+    yield make
+    for one in made:
+        one.end()
+
+
+def wait_for(condition, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not condition():
+        time.sleep(0.01)
+    return condition()
+
+
+def test_quiet_rounds_are_kept_and_nothing_is_lost(helper):
+    stand = helper(QUIET)
+    canaries = stand.canaries()
+    assert wait_for(lambda: canaries.rounds >= 5)
+    canaries.stop()
+    report = canaries.report()
+    assert stand.lost == [] and report["failed"] is None and report["last"] == QUIET and report["gate_answered"]
+    assert set(report["probes"]) == set(ALL) | {"gate"} and report["cpu_s"] >= 0
+
+
+def test_a_probe_that_got_out_is_lost_naming_it_and_what_it_saw(helper):
+    stand = helper(QUIET)
+    canaries = stand.canaries()
+    assert wait_for(lambda: canaries.rounds >= 2)
+    stand.set(dict(QUIET, udp6="sent"))
+    assert stand.called.wait(10)
+    canaries.stop()
+    what, _now, change = stand.lost[0]
+    assert what == "a canary failed: a UDP datagram to 2001:db8::1 port 53 saw sent"
+    assert change == {"added": ["canary udp6: sent"]} and canaries.report()["failed"]["probe"] == "udp6"
+    assert len(stand.lost) == 1
+
+
+def test_a_gate_silent_before_its_first_answer_is_not_lost_and_after_it_is(helper):
+    silent = dict(QUIET, gate="no answer: ECONNREFUSED")
+    stand = helper(silent)
+    canaries = stand.canaries()
+    # The entrypoint waits for the gate meanwhile: silence before its first answer is no loss.
+    assert wait_for(lambda: canaries.rounds >= 10)
+    assert stand.lost == []
+    stand.set(QUIET)
+    assert wait_for(lambda: canaries.gate_answered)
+    stand.set(silent)
+    assert stand.called.wait(10)
+    canaries.stop()
+    assert stand.lost[0][0] == ("a canary failed: a CONNECT to aisb-canary.invalid (on no list) through the gate "
+                                "saw no answer: ECONNREFUSED")
+
+
+def test_rounds_that_never_come_are_lost_after_as_many_as_a_silent_gate(helper):
+    stand = helper("silent")
+    canaries = stand.canaries(round_timeout=0.2)
+    assert stand.called.wait(10)
+    canaries.stop()
+    assert stand.lost[0][0] == "the canaries failed: no round answered in %d rounds" % (
+        _canaries.GATE_SILENT_ROUNDS)
+
+
+def test_a_helper_that_exits_is_lost_and_a_stop_is_not(helper):
+    stand = helper("exit")
+    canaries = stand.canaries()
+    assert stand.called.wait(10)
+    canaries.stop()
+    assert stand.lost[0][0] == "the canaries failed: the probes failed: the probes' helper exited"
+    steady = helper(QUIET)
+    canaries = steady.canaries()
+    assert wait_for(lambda: canaries.rounds >= 1)
+    canaries.stop()
+    assert steady.lost == []
