@@ -14,7 +14,7 @@ ZERO = "0" * 40
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 ADVERTISED = frozenset(["report-status", "report-status-v2", "side-band-64k", "quiet", "atomic", "ofs-delta",
                         "no-thin"])
-CAPS = b"report-status side-band-64k agent=git/2.39.5"
+CAPS = b" report-status  side-band-64k agent=git/2.39.5"
 SESSION = "20261203T211500-ab12"
 MINE = "refs/heads/aisb/%s/fix" % SESSION
 
@@ -98,7 +98,7 @@ def test_a_body_without_a_flush_is_refused():
     (["%s %s %s\0report-status push-options" % (ZERO, A, MINE)], "push-options"),
     (["%s %s %s\0report-status push-cert=123" % (ZERO, A, MINE)], "push-cert"),
     (["%s %s %s\0report-status delete-refs" % (ZERO, A, MINE)], "delete-refs"),
-    (["%s %s %s\0report-status  quiet" % (ZERO, A, MINE)], "''"),
+    (["%s %s %s\0report-status\tquiet" % (ZERO, A, MINE)], "'report-status\\tquiet'"),
     (["%s %s %s\0report-status agent" % (ZERO, A, MINE)], "'agent'"),
     (["%s %s %s\0report-status quiet=1" % (ZERO, A, MINE)], "'quiet=1'"),
     (["%s %s %s\0report-status object-format=sha256" % (ZERO, A, MINE)], "object format"),

@@ -112,9 +112,11 @@ def _oid(text, hexsz, what):
 
 def _capabilities(text, advertised, hexsz):
     asked = set()
-    for word in text.split(" "):
+    # git writes each capability after a space, the first too; receive-pack reads words
+    # between spaces (nothing else separates them).
+    for word in filter(None, text.split(" ")):
         name = word.split("=", 1)[0]
-        if not word or (name in VALUED_CAPABILITIES) != ("=" in word) \
+        if (name in VALUED_CAPABILITIES) != ("=" in word) \
                 or (word not in CLIENT_CAPABILITIES and name not in VALUED_CAPABILITIES):
             raise PushError("capability %r is not relayed (only %s)"
                             % (word[:64], ", ".join(sorted(CLIENT_CAPABILITIES | VALUED_CAPABILITIES))))
