@@ -40,8 +40,8 @@ HOP_HEADERS = frozenset(["connection", "keep-alive", "proxy-authenticate", "prox
 HEADER_VALUE = re.compile(r"\A[\x20-\x7e]*\Z")
 
 
-def _fail(index, message):
-    raise InputError("%s[%d]: %s" % (OPTION, index, message))
+def _fail(index, message, option=OPTION):
+    raise InputError("%s[%d]: %s" % (option, index, message))
 
 
 def check_credentials(entries):
@@ -155,27 +155,28 @@ def sources(entries):
     return set(entry["from_environment"] for entry in entries if "from_environment" in entry)
 
 
-def read_key_file(index, path):
-    """The key in PATH: its owner's alone (no permission for group or others), one line."""
+def read_key_file(index, path, option=OPTION):
+    """The key in PATH: its owner's alone (no permission for group or others), one line.
+    Errors name entry INDEX of OPTION."""
     path = os.path.expanduser(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as error:
-        _fail(index, "from_file %r cannot be opened: %s" % (path, error.strerror))
+        _fail(index, "from_file %r cannot be opened: %s" % (path, error.strerror), option)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
-            _fail(index, "from_file %r is not a regular file" % path)
+            _fail(index, "from_file %r is not a regular file" % path, option)
         if info.st_uid != os.getuid():
-            _fail(index, "from_file %r belongs to uid %d, not to this user" % (path, info.st_uid))
+            _fail(index, "from_file %r belongs to uid %d, not to this user" % (path, info.st_uid), option)
         if info.st_mode & 0o077:
             _fail(index, "from_file %r can be used by group or others (mode %04o): a key file must be its "
-                         "owner's alone; chmod 600 it" % (path, stat.S_IMODE(info.st_mode)))
+                         "owner's alone; chmod 600 it" % (path, stat.S_IMODE(info.st_mode)), option)
         data = handle.read(65536)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        _fail(index, "from_file %r is not UTF-8 text" % path)
+        _fail(index, "from_file %r is not UTF-8 text" % path, option)
     return text.rstrip("\r\n")
 
 

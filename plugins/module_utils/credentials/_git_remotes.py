@@ -1,0 +1,128 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The operator's git remotes (aisb_git_remotes): each entry checked, and its token read
+on the controller, as aisb_credentials reads a key.
+
+An entry names a repository's HTTPS URL (https://HOST[:PORT]/PATH, no user, query or
+fragment), the branches the agent may push there (a pattern, _git_push.check_pattern;
+aisb/{session}/* unless told), the user name the token goes with in HTTP Basic auth
+(x-access-token, GitHub's, unless told; GitLab takes oauth2) and exactly one source for
+the token: from_environment, from_file or value. Every error names its entry. Pure but
+for reading the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError, check_env_name
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
+    HEADER_VALUE, HOST_NAME, SOURCES, read_key_file)
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import DEFAULT_PATTERN, check_pattern
+
+OPTION = "aisb_git_remotes"
+KEYS = frozenset(("url", "branches", "username") + SOURCES)
+DEFAULT_USERNAME = "x-access-token"
+URL = re.compile(r"\Ahttps://([^/:@?#]+)(?::([0-9]{1,5}))?(/[A-Za-z0-9._~/-]*[A-Za-z0-9_~-])/?\Z")
+USERNAME = re.compile(r"\A[A-Za-z0-9._~-]{1,64}\Z")
+
+
+def _fail(index, message):
+    raise InputError("%s[%d]: %s" % (OPTION, index, message))
+
+
+def check_git_remotes(entries):
+    """ENTRIES as the operator wrote them (a list, or its JSON text), checked: dicts of url
+    (without a trailing slash), host, port, path, branches, username and the source.
+    InputError names the first bad entry."""
+    if entries is None:
+        return []
+    if isinstance(entries, str):
+        try:
+            entries = json.loads(entries)
+        except ValueError as error:
+            raise InputError("%s is not a list nor JSON text of one: %s" % (OPTION, error))
+    if not isinstance(entries, list):
+        raise InputError("%s must be a list of entries, got %s" % (OPTION, type(entries).__name__))
+    checked, urls = [], set()
+    for index, entry in enumerate(entries):
+        entry = _check_entry(index, entry)
+        if entry["url"] in urls:
+            _fail(index, "url %s is named by an earlier entry" % entry["url"])
+        urls.add(entry["url"])
+        checked.append(entry)
+    return checked
+
+
+def _check_entry(index, entry):
+    if not isinstance(entry, dict):
+        _fail(index, "must be a dict (url and one of %s), got %s" % (", ".join(SOURCES), type(entry).__name__))
+    unknown = sorted(set(entry) - KEYS)
+    if unknown:
+        _fail(index, "unknown keys %s; an entry has %s" % (", ".join(unknown), ", ".join(sorted(KEYS))))
+    url = entry.get("url")
+    match = URL.match(url) if isinstance(url, str) else None
+    path = match.group(3) if match else ""
+    if not match or not HOST_NAME.match(match.group(1).lower()) or ".." in path or "//" in path \
+            or not 1 <= int(match.group(2) or 443) <= 65535:
+        _fail(index, "url %r must be https://HOST[:PORT]/PATH of a repository: a DNS name, no user, query or "
+                     "fragment, a path of letters, digits and . _ ~ - / without '..' or '//'" % (url,))
+    host, port = match.group(1).lower(), int(match.group(2) or 443)
+    try:
+        branches = check_pattern(entry.get("branches", DEFAULT_PATTERN), "%s[%d] branches" % (OPTION, index))
+    except ValueError as error:
+        raise InputError(str(error))
+    username = entry.get("username", DEFAULT_USERNAME)
+    if not isinstance(username, str) or not USERNAME.match(username):
+        _fail(index, "username must be 1 to 64 letters, digits or . _ ~ - (x-access-token for GitHub, oauth2 "
+                     "for GitLab)")
+    given = [source for source in SOURCES if entry.get(source) is not None]
+    if len(given) != 1:
+        _fail(index, "give exactly one of %s (got %s)" % (", ".join(SOURCES), ", ".join(given) or "none"))
+    source = given[0]
+    if not isinstance(entry[source], str) or not entry[source]:
+        _fail(index, "%s must be a non-empty string" % source)
+    if source == "from_environment":
+        check_env_name(entry[source], "%s[%d] from_environment" % (OPTION, index))
+    return {"url": "https://%s%s%s" % (host, "" if port == 443 else ":%d" % port, path), "host": host,
+            "port": port, "path": path, "branches": branches, "username": username, source: entry[source]}
+
+
+def resolve_git_remotes(entries, controller_env):
+    """Checked ENTRIES with each token read from its source (dicts without the source,
+    with token). Run on the controller."""
+    resolved = []
+    for index, entry in enumerate(check_git_remotes(entries)):
+        if "from_environment" in entry:
+            name = entry["from_environment"]
+            if name not in controller_env:
+                _fail(index, "from_environment %s is not set in the controller's environment" % name)
+            token = controller_env[name]
+        elif "from_file" in entry:
+            token = read_key_file(index, entry["from_file"], OPTION)
+        else:
+            token = entry["value"]
+        if not token or not HEADER_VALUE.match(token):
+            _fail(index, "the token is empty or holds characters other than visible ASCII and spaces")
+        resolved.append(dict(((k, v) for k, v in entry.items() if k not in SOURCES), token=token))
+    return resolved
+
+
+def check_resolved_remotes(entries):
+    """The session module's view of resolve_git_remotes' result (a list or its JSON text),
+    checked again: what reaches the host is never trusted blindly."""
+    if isinstance(entries, str):
+        try:
+            entries = json.loads(entries)
+        except ValueError as error:
+            raise InputError("git_remotes is not JSON text of a list: %s" % error)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "token" in e for e in entries):
+        raise InputError("git_remotes must be a list of resolved entries (each with its token)")
+    written = [dict(value=entry["token"], **dict((k, entry.get(k)) for k in ("url", "branches", "username")))
+               for entry in entries]
+    checked = check_git_remotes(written)
+    for index, entry in enumerate(checked):
+        if not HEADER_VALUE.match(entry["value"]):
+            _fail(index, "the token holds characters other than visible ASCII and spaces")
+    return [dict(((k, v) for k, v in entry.items() if k != "value"), token=entry["value"]) for entry in checked]
