@@ -22,6 +22,9 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credenti
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import DEFAULT_PATTERN, check_pattern
 
 OPTION = "aisb_git_remotes"
+# git's system configuration inside the sandbox, written in the session's directory.
+GIT_CONFIG_FILE = "gitconfig"
+GIT_CONFIG_PATH = "/etc/gitconfig"
 KEYS = frozenset(("url", "branches", "username") + SOURCES)
 DEFAULT_USERNAME = "x-access-token"
 URL = re.compile(r"\Ahttps://([^/:@?#]+)(?::([0-9]{1,5}))?(/[A-Za-z0-9._~/-]*[A-Za-z0-9_~-])/?\Z")
@@ -126,3 +129,16 @@ def check_resolved_remotes(entries):
         if not HEADER_VALUE.match(entry["value"]):
             _fail(index, "the token holds characters other than visible ASCII and spaces")
     return [dict(((k, v) for k, v in entry.items() if k != "value"), token=entry["value"]) for entry in checked]
+
+
+def git_config(remotes, broker_url):
+    """git's configuration text that leads each of REMOTES (checked) to the broker at
+    BROKER_URL (/r<index>, _git_broker), by its URL with and without .git. It routes only:
+    a git that ignores it reaches the remote's host through the gate, which refuses it
+    unless the policy allows that host, and holds no token there."""
+    lines = ["# Written by the session: the listed remotes go through its git broker (aisb_git_remotes)."]
+    for index, remote in enumerate(remotes):
+        url = remote["url"]
+        other = url[:-len(".git")] if url.endswith(".git") else url + ".git"
+        lines += ['[url "%s/r%d"]' % (broker_url, index), "\tinsteadOf = %s" % url, "\tinsteadOf = %s" % other]
+    return "\n".join(lines) + "\n"
