@@ -65,14 +65,14 @@ def handler_for(root, user, token, seen):
     return Backend
 
 
-def serve(work, name, root, user, token):
-    """An HTTPS git server for NAME on 127.0.0.1 serving the bare repositories under ROOT:
-    (server, {port, ca, seen})."""
+def serve(work, name, root, user, token, address="127.0.0.1", port=0):
+    """An HTTPS git server for NAME at ADDRESS:PORT (a free port by default) serving the
+    bare repositories under ROOT, its CA made in WORK: (server, {port, ca, seen})."""
     certificates.make(work, name)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(work / "server.crt", work / "server.key")
     seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(root, user, token, seen))
+    server = ThreadingHTTPServer((address, port), handler_for(root, user, token, seen))
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, {"port": server.server_address[1], "ca": str(work / "ca.crt"), "seen": seen}
