@@ -179,9 +179,8 @@ options:
         (C(/etc/gitconfig), C(url.insteadOf) for each C(url)). Fetches pass; a push is
         relayed only when each of its refs is a branch C(branches) allows, created or
         fast-forwarded (proven from the pushed pack's own commits); any other push is
-        refused with git's own report (C(! [remote rejected] main (aisb: only
-        aisb/ID/* may be pushed))) before anything reaches the upstream. The record's
-        C(git) has each push.
+        refused with git's own report (C(! [remote rejected] main) and the broker's
+        reason) before anything reaches the upstream. The record's C(git) has each push.
       - The remote's host is reached directly only if the policy allows it for other
         reasons, and then without the token. Needs O(network=allow). See
         docs/sessions.md, git remotes, and docs/security.md.
