@@ -89,6 +89,10 @@ def git_host(workstation, internet):
     hosts = workstation.path("/etc/hosts").read_text()
     workstation.path(f"{TRANSFER_DIR}/git_launcher.py").write_text(LAUNCHER.format(
         transfer=TRANSFER_DIR, work=WORK, name=NAME, root=ROOT, token=TOKEN, address=address))
+    # git on the workstation: the server's http-backend (the broker runs none).
+    workstation.sh("apt-get update -q >/dev/null && "
+                   "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git >/dev/null",
+                   user="root", timeout=900)
     workstation.sh(f"""
         rm -rf {WORK} && mkdir -p {ROOT}/org && cd {WORK}
         git init -q -b main seed && cd seed && echo zero >f && git add f

@@ -44,18 +44,24 @@ def _fail(index, message, option=OPTION):
     raise InputError("%s[%d]: %s" % (option, index, message))
 
 
-def check_credentials(entries):
-    """ENTRIES as the operator wrote them, checked; a list of dicts with port and prefix
-    filled in. InputError names the first bad entry."""
+def entry_list(entries, option):
+    """ENTRIES of OPTION as the operator wrote them: a list, its JSON text or None (none)."""
     if entries is None:
         return []
     if isinstance(entries, str):
         try:
             entries = json.loads(entries)
         except ValueError as error:
-            raise InputError("%s is not a list nor JSON text of one: %s" % (OPTION, error))
+            raise InputError("%s is not a list nor JSON text of one: %s" % (option, error))
     if not isinstance(entries, list):
-        raise InputError("%s must be a list of entries, got %s" % (OPTION, type(entries).__name__))
+        raise InputError("%s must be a list of entries, got %s" % (option, type(entries).__name__))
+    return entries
+
+
+def check_credentials(entries):
+    """ENTRIES as the operator wrote them, checked; a list of dicts with port and prefix
+    filled in. InputError names the first bad entry."""
+    entries = entry_list(entries, OPTION)
     checked, hosts, variables = [], set(), set()
     for index, entry in enumerate(entries):
         entry = _check_entry(index, entry)
@@ -180,24 +186,32 @@ def read_key_file(index, path, option=OPTION):
     return text.rstrip("\r\n")
 
 
+def read_secret(index, entry, controller_env, option=OPTION):
+    """The secret checked ENTRY (number INDEX of OPTION) names: a variable of the calling
+    shell (CONTROLLER_ENV), its file or its value; refused when empty or holding what a
+    header cannot carry."""
+    if "from_environment" in entry:
+        name = entry["from_environment"]
+        if name not in controller_env:
+            _fail(index, "from_environment %s is not set in the controller's environment" % name, option)
+        secret = controller_env[name]
+    elif "from_file" in entry:
+        secret = read_key_file(index, entry["from_file"], option)
+    else:
+        secret = entry["value"]
+    if not secret or not HEADER_VALUE.match(secret):
+        _fail(index, "the key is empty or holds characters a header cannot carry (only visible ASCII and spaces)",
+              option)
+    return secret
+
+
 def resolve_credentials(entries, controller_env):
     """Checked ENTRIES with each key read from its source: dicts of host, port, header,
     prefix, variable and key. Run on the controller (the calling shell's variables, the
     operator's files)."""
     resolved = []
     for index, entry in enumerate(check_credentials(entries)):
-        if "from_environment" in entry:
-            name = entry["from_environment"]
-            if name not in controller_env:
-                _fail(index, "from_environment %s is not set in the controller's environment" % name)
-            key = controller_env[name]
-        elif "from_file" in entry:
-            key = read_key_file(index, entry["from_file"])
-        else:
-            key = entry["value"]
-        if not key or not HEADER_VALUE.match(key):
-            _fail(index, "the key is empty or holds characters a header cannot carry (only visible ASCII "
-                         "and spaces)")
+        key = read_secret(index, entry, controller_env)
         resolved.append(dict(((k, v) for k, v in entry.items() if k not in SOURCES), key=key))
     return resolved
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 import base64
 import http.client
 import ssl
-import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import (
-    CHUNK, UPSTREAM_TIMEOUT, Incomplete, InjectorError, QuietServer, VerifiedConnection, read_body, read_head)
+    CHUNK, UPSTREAM_TIMEOUT, Incomplete, InjectorError, LoopbackService, VerifiedConnection, read_body, read_head,
+    verified_context)
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_pack import descends, pack_commits
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import (
     CLIENT_CAPABILITIES, HEX_LENGTHS, PushError, decide, parse_update_request, pkt_line, pkt_lines,
@@ -99,41 +99,24 @@ def render_advertisement(service, refs, capabilities, hexsz):
     return body + b"0000"
 
 
-class GitBroker(object):
+class GitBroker(LoopbackService):
     """Serves REMOTES (resolved: url, host, port, path, branches, username, token) for the
     session SESSION_ID on 127.0.0.1, a free port; start() it, read .port, close() it.
     .pushes holds each push's decisions for the record (without the token). CONTEXT,
     REFUSED and PRIVATE as the credential injector's."""
+
+    SECRET = "token"
 
     def __init__(self, remotes, session_id, context=None, refused=refused_destination, private=()):
         pinned = dict(((name, port), address) for name, port, address in private)
         self.routes = dict(("r%d" % index, dict(remote, pinned=pinned.get((remote["host"], remote["port"]))))
                            for index, remote in enumerate(remotes))
         self.session_id = session_id
-        self.context = context or ssl.create_default_context()
-        self.context.verify_flags |= ssl.VERIFY_X509_STRICT
+        self.context = verified_context(context)
         self.refused = refused
         self.pushes = []
         self.pushes_unlisted = 0
-        self._lock = threading.Lock()
-        self.server = QuietServer(("127.0.0.1", 0), _handler_for(self))
-        self.port = self.server.server_address[1]
-        self._thread = None
-
-    def start(self):
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self):
-        """Stop serving and forget the tokens."""
-        if self._thread is not None:
-            self.server.shutdown()
-            self._thread = None
-        self.server.server_close()
-        for remote in self.routes.values():
-            remote["token"] = None
+        self._bind(_handler_for(self))
 
     def note(self, push):
         with self._lock:

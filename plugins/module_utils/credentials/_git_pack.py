@@ -32,18 +32,14 @@ CHUNK = 65536
 
 
 def _varint_header(pack, offset):
-    """(type, size, offset after) of the entry header at OFFSET."""
+    """(type, size, offset after) of the entry header at OFFSET: the type and the size's low
+    four bits in its first byte, the size's rest a varint after it when its top bit is set."""
     byte = pack[offset]
-    kind, size, shift = (byte >> 4) & 7, byte & 15, 4
-    offset += 1
-    while byte & 0x80:
-        if offset >= len(pack) or shift > 56:
-            raise PushError("the pack's entry header is cut or too long")
-        byte = pack[offset]
-        size |= (byte & 0x7f) << shift
-        shift += 7
-        offset += 1
-    return kind, size, offset
+    kind, size = (byte >> 4) & 7, byte & 15
+    if not byte & 0x80:
+        return kind, size, offset + 1
+    rest, offset = _varint(pack, offset + 1, "the pack's entry header")
+    return kind, size | rest << 4, offset
 
 
 def _ofs_base(pack, offset):
@@ -84,12 +80,13 @@ def _inflate(pack, offset, end, size, keep):
     return (b"".join(kept) if keep else None), position - len(inflater.unused_data)
 
 
-def _delta_size(delta, offset):
+def _varint(data, offset, what):
+    """(the little-endian base-128 number at OFFSET of DATA, offset after); WHAT names it."""
     size, shift = 0, 0
     while True:
-        if offset >= len(delta) or shift > 56:
-            raise PushError("a delta's size is cut or too long")
-        byte = delta[offset]
+        if offset >= len(data) or shift > 56:
+            raise PushError("%s is cut or too long" % what)
+        byte = data[offset]
         size |= (byte & 0x7f) << shift
         shift += 7
         offset += 1
@@ -100,8 +97,8 @@ def _delta_size(delta, offset):
 def apply_delta(base, delta):
     """DELTA (git's copy and insert instructions) applied to BASE; PushError when it does
     not fit its base or its stated result."""
-    source, offset = _delta_size(delta, 0)
-    target, offset = _delta_size(delta, offset)
+    source, offset = _varint(delta, 0, "a delta's size")
+    target, offset = _varint(delta, offset, "a delta's size")
     if source != len(base) or target > MAX_COMMIT:
         raise PushError("a delta does not fit its base")
     out = bytearray()

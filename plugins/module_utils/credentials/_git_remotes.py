@@ -18,7 +18,7 @@ import re
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError, check_env_name
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
-    HEADER_VALUE, HOST_NAME, SOURCES, read_key_file)
+    HEADER_VALUE, HOST_NAME, SOURCES, entry_list, read_secret)
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import DEFAULT_PATTERN, check_pattern
 
 OPTION = "aisb_git_remotes"
@@ -39,17 +39,8 @@ def check_git_remotes(entries):
     """ENTRIES as the operator wrote them (a list, or its JSON text), checked: dicts of url
     (without a trailing slash), host, port, path, branches, username and the source.
     InputError names the first bad entry."""
-    if entries is None:
-        return []
-    if isinstance(entries, str):
-        try:
-            entries = json.loads(entries)
-        except ValueError as error:
-            raise InputError("%s is not a list nor JSON text of one: %s" % (OPTION, error))
-    if not isinstance(entries, list):
-        raise InputError("%s must be a list of entries, got %s" % (OPTION, type(entries).__name__))
     checked, urls = [], set()
-    for index, entry in enumerate(entries):
+    for index, entry in enumerate(entry_list(entries, OPTION)):
         entry = _check_entry(index, entry)
         if entry["url"] in urls:
             _fail(index, "url %s is named by an earlier entry" % entry["url"])
@@ -97,17 +88,7 @@ def resolve_git_remotes(entries, controller_env):
     with token). Run on the controller."""
     resolved = []
     for index, entry in enumerate(check_git_remotes(entries)):
-        if "from_environment" in entry:
-            name = entry["from_environment"]
-            if name not in controller_env:
-                _fail(index, "from_environment %s is not set in the controller's environment" % name)
-            token = controller_env[name]
-        elif "from_file" in entry:
-            token = read_key_file(index, entry["from_file"], OPTION)
-        else:
-            token = entry["value"]
-        if not token or not HEADER_VALUE.match(token):
-            _fail(index, "the token is empty or holds characters other than visible ASCII and spaces")
+        token = read_secret(index, entry, controller_env, OPTION)
         resolved.append(dict(((k, v) for k, v in entry.items() if k not in SOURCES), token=token))
     return resolved
 
