@@ -175,6 +175,15 @@ def read_head(rfile):
         headers.append(parse_field(line))
 
 
+def next_head(rfile):
+    """read_head's next head from RFILE, or None when the stream ends, between requests or
+    inside one (nothing to answer then)."""
+    try:
+        return read_head(rfile)
+    except Incomplete:
+        return None
+
+
 def read_body(rfile, length):
     """The body from RFILE: LENGTH bytes, or (LENGTH None) chunks of hex sizes (extensions
     after ';' ignored), each followed by CRLF, MAX_BODY in all, then trailers (checked,
@@ -424,9 +433,7 @@ def _handler_for(injector):
             self._answered = False
             self.command, self.request_version = None, "HTTP/1.1"
             try:
-                head = read_head(self.rfile)
-            except Incomplete:
-                head = None
+                head = next_head(self.rfile)
             except InjectorError as error:
                 self._refused("", "", *error.args)
                 return

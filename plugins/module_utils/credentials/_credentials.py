@@ -216,20 +216,24 @@ def resolve_credentials(entries, controller_env):
     return resolved
 
 
-def check_resolved(entries):
-    """The session module's view of resolve_credentials' result (a list or its JSON
-    text), checked again as entries whose source is the value: what reaches the host is
-    never trusted blindly."""
+def as_values(entries, name, secret):
+    """What the session module is sent as option NAME (resolved entries, each with its
+    SECRET, or their JSON text) as entries whose source is the value, to be checked
+    again: what reaches the host is never trusted blindly."""
     if isinstance(entries, str):
         try:
             entries = json.loads(entries)
         except ValueError as error:
-            raise InputError("credentials is not JSON text of a list: %s" % error)
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and "key" in e for e in entries):
-        raise InputError("credentials must be a list of resolved entries (each with its key)")
-    as_values = [dict(((k, v) for k, v in entry.items() if k != "key"), value=entry["key"]) for entry in entries]
+            raise InputError("%s is not JSON text of a list: %s" % (name, error))
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and secret in e for e in entries):
+        raise InputError("%s must be a list of resolved entries (each with its %s)" % (name, secret))
+    return [dict(((k, v) for k, v in entry.items() if k != secret), value=entry[secret]) for entry in entries]
+
+
+def check_resolved(entries):
+    """The session module's view of resolve_credentials' result, checked again (as_values)."""
     return [dict(((k, v) for k, v in entry.items() if k != "value"), key=entry["value"])
-            for entry in check_credentials(as_values)]
+            for entry in check_credentials(as_values(entries, "credentials", "key"))]
 
 
 def check_session_use(entries, environment, network, url_variables=None):

@@ -30,7 +30,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import (
-    CHUNK, UPSTREAM_TIMEOUT, Incomplete, InjectorError, LoopbackService, VerifiedConnection, read_body, read_head,
+    CHUNK, UPSTREAM_TIMEOUT, Incomplete, InjectorError, LoopbackService, VerifiedConnection, next_head, read_body,
     verified_context)
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_pack import descends, pack_commits
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import (
@@ -142,9 +142,7 @@ def _handler_for(broker):
         def handle_one_request(self):
             self.command, self.request_version = None, "HTTP/1.1"
             try:
-                head = read_head(self.rfile)
-            except Incomplete:
-                head = None
+                head = next_head(self.rfile)
             except InjectorError as error:
                 self._refuse(*error.args)
                 return

@@ -13,12 +13,11 @@ for reading the file.
 
 from __future__ import annotations
 
-import json
 import re
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError, check_env_name
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
-    HEADER_VALUE, HOST_NAME, SOURCES, entry_list, read_secret)
+    HEADER_VALUE, HOST_NAME, SOURCES, as_values, entry_list, read_secret)
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import DEFAULT_PATTERN, check_pattern
 
 OPTION = "aisb_git_remotes"
@@ -77,6 +76,8 @@ def _check_entry(index, entry):
     source = given[0]
     if not isinstance(entry[source], str) or not entry[source]:
         _fail(index, "%s must be a non-empty string" % source)
+    if source == "value" and not HEADER_VALUE.match(entry[source]):
+        _fail(index, "value holds characters a header cannot carry (only visible ASCII and spaces)")
     if source == "from_environment":
         check_env_name(entry[source], "%s[%d] from_environment" % (OPTION, index))
     return {"url": "https://%s%s%s" % (host, "" if port == 443 else ":%d" % port, path), "host": host,
@@ -94,22 +95,12 @@ def resolve_git_remotes(entries, controller_env):
 
 
 def check_resolved_remotes(entries):
-    """The session module's view of resolve_git_remotes' result (a list or its JSON text),
-    checked again: what reaches the host is never trusted blindly."""
-    if isinstance(entries, str):
-        try:
-            entries = json.loads(entries)
-        except ValueError as error:
-            raise InputError("git_remotes is not JSON text of a list: %s" % error)
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and "token" in e for e in entries):
-        raise InputError("git_remotes must be a list of resolved entries (each with its token)")
-    written = [dict(value=entry["token"], **dict((k, entry.get(k)) for k in ("url", "branches", "username")))
-               for entry in entries]
-    checked = check_git_remotes(written)
-    for index, entry in enumerate(checked):
-        if not HEADER_VALUE.match(entry["value"]):
-            _fail(index, "the token holds characters other than visible ASCII and spaces")
-    return [dict(((k, v) for k, v in entry.items() if k != "value"), token=entry["value"]) for entry in checked]
+    """The session module's view of resolve_git_remotes' result, checked again (as_values;
+    host, port and path are derived from the url again)."""
+    written = [dict((k, v) for k, v in entry.items() if k in KEYS)
+               for entry in as_values(entries, "git_remotes", "token")]
+    return [dict(((k, v) for k, v in entry.items() if k != "value"), token=entry["value"])
+            for entry in check_git_remotes(written)]
 
 
 def git_config(remotes, broker_url):
