@@ -58,6 +58,22 @@ def entry_list(entries, option):
     return entries
 
 
+def secret_source(index, entry, option=OPTION):
+    """Which of SOURCES ENTRY (number INDEX of OPTION) reads its secret from: exactly one,
+    a non-empty string; a value a header can carry, a variable's name."""
+    given = [source for source in SOURCES if entry.get(source) is not None]
+    if len(given) != 1:
+        _fail(index, "give exactly one of %s (got %s)" % (", ".join(SOURCES), ", ".join(given) or "none"), option)
+    source = given[0]
+    if not isinstance(entry[source], str) or not entry[source]:
+        _fail(index, "%s must be a non-empty string" % source, option)
+    if source == "value" and not HEADER_VALUE.match(entry[source]):
+        _fail(index, "value holds characters a header cannot carry (only visible ASCII and spaces)", option)
+    if source == "from_environment":
+        check_env_name(entry[source], "%s[%d] from_environment" % (option, index))
+    return source
+
+
 def check_credentials(entries):
     """ENTRIES as the operator wrote them, checked; a list of dicts with port and prefix
     filled in. InputError names the first bad entry."""
@@ -101,16 +117,7 @@ def _check_entry(index, entry):
     if not isinstance(prefix, str) or not HEADER_VALUE.match(prefix):
         _fail(index, "prefix must be text of visible characters and spaces (such as 'Bearer ')")
     check_env_name(entry["variable"], "%s[%d] variable" % (OPTION, index))
-    given = [source for source in SOURCES if entry.get(source) is not None]
-    if len(given) != 1:
-        _fail(index, "give exactly one of %s (got %s)" % (", ".join(SOURCES), ", ".join(given) or "none"))
-    source = given[0]
-    if not isinstance(entry[source], str) or not entry[source]:
-        _fail(index, "%s must be a non-empty string" % source)
-    if source == "value" and not HEADER_VALUE.match(entry[source]):
-        _fail(index, "value holds characters a header cannot carry (only visible ASCII and spaces)")
-    if source == "from_environment":
-        check_env_name(entry[source], "%s[%d] from_environment" % (OPTION, index))
+    source = secret_source(index, entry)
     try:
         paths = _providers.check_paths(entry.get("paths"), _providers.provider_at(host, port),
                                        "%s[%d] paths" % (OPTION, index))

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError, check_env_name
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
-    HEADER_VALUE, HOST_NAME, SOURCES, as_values, entry_list, read_secret)
+    HOST_NAME, SOURCES, as_values, entry_list, read_secret, secret_source)
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import DEFAULT_PATTERN, check_pattern
 
 OPTION = "aisb_git_remotes"
@@ -70,16 +70,7 @@ def _check_entry(index, entry):
     if not isinstance(username, str) or not USERNAME.match(username):
         _fail(index, "username must be 1 to 64 letters, digits or . _ ~ - (x-access-token for GitHub, oauth2 "
                      "for GitLab)")
-    given = [source for source in SOURCES if entry.get(source) is not None]
-    if len(given) != 1:
-        _fail(index, "give exactly one of %s (got %s)" % (", ".join(SOURCES), ", ".join(given) or "none"))
-    source = given[0]
-    if not isinstance(entry[source], str) or not entry[source]:
-        _fail(index, "%s must be a non-empty string" % source)
-    if source == "value" and not HEADER_VALUE.match(entry[source]):
-        _fail(index, "value holds characters a header cannot carry (only visible ASCII and spaces)")
-    if source == "from_environment":
-        check_env_name(entry[source], "%s[%d] from_environment" % (OPTION, index))
+    source = secret_source(index, entry, OPTION)
     return {"url": "https://%s%s%s" % (host, "" if port == 443 else ":%d" % port, path), "host": host,
             "port": port, "path": path, "branches": branches, "username": username, source: entry[source]}
 
