@@ -60,22 +60,22 @@ def test_tokens_are_read_from_their_sources(tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
     os.chmod(token_file, 0o600)
-    resolved = resolve_git_remotes([{"url": "https://h.org/a", "from_environment": "GH"},
-                                    {"url": "https://h.org/b", "from_file": str(token_file)},
-                                    {"url": "https://h.org/c", "value": "v"}], {"GH": "from-env"})
+    resolved = resolve_git_remotes(check_git_remotes([{"url": "https://h.org/a", "from_environment": "GH"},
+                                                      {"url": "https://h.org/b", "from_file": str(token_file)},
+                                                      {"url": "https://h.org/c", "value": "v"}]), {"GH": "from-env"})
     assert [entry["token"] for entry in resolved] == ["from-env", "from-file", "v"]
     assert all("value" not in entry and "from_file" not in entry for entry in resolved)
     os.chmod(token_file, 0o644)
     with pytest.raises(InputError, match=r"^aisb_git_remotes\[0\]: from_file .* chmod 600"):
-        resolve_git_remotes([{"url": "https://h.org/b", "from_file": str(token_file)}], {})
+        resolve_git_remotes(check_git_remotes([{"url": "https://h.org/b", "from_file": str(token_file)}]), {})
     with pytest.raises(InputError, match=r"^aisb_git_remotes\[0\]: from_environment GH is not set"):
-        resolve_git_remotes([{"url": "https://h.org/a", "from_environment": "GH"}], {})
+        resolve_git_remotes(check_git_remotes([{"url": "https://h.org/a", "from_environment": "GH"}]), {})
     with pytest.raises(InputError, match="visible ASCII"):
-        resolve_git_remotes([{"url": "https://h.org/a", "value": "a\nb"}], {})
+        resolve_git_remotes([{"url": "https://h.org/a", "username": "u", "from_environment": "GH"}], {"GH": "a\nb"})
 
 
 def test_the_module_checks_what_it_is_sent_again():
-    resolved = resolve_git_remotes([{"url": "https://h.org/a", "value": "tok"}], {})
+    resolved = resolve_git_remotes(check_git_remotes([{"url": "https://h.org/a", "value": "tok"}]), {})
     assert check_resolved_remotes(json.dumps(resolved)) == resolved
     for bad in ("[", [{"url": "https://h.org/a"}], [dict(resolved[0], url="http://h.org/a")],
                 [dict(resolved[0], token="a\rb")]):

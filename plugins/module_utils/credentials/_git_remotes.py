@@ -75,11 +75,11 @@ def _check_entry(index, entry):
             "port": port, "path": path, "branches": branches, "username": username, source: entry[source]}
 
 
-def resolve_git_remotes(entries, controller_env):
-    """Checked ENTRIES with each token read from its source (dicts without the source,
-    with token). Run on the controller."""
+def resolve_git_remotes(checked, controller_env):
+    """CHECKED entries (check_git_remotes') with each token read from its source (dicts
+    without the source, with token). Run on the controller."""
     resolved = []
-    for index, entry in enumerate(check_git_remotes(entries)):
+    for index, entry in enumerate(checked):
         token = read_secret(index, entry, controller_env, OPTION)
         resolved.append(dict(((k, v) for k, v in entry.items() if k not in SOURCES), token=token))
     return resolved
