@@ -246,7 +246,7 @@ def _handler_for(broker):
             def proven(old, new):
                 if not commits:
                     try:
-                        commits.append(pack_commits(body[request.pack_offset:], hexsz))
+                        commits.append(pack_commits(memoryview(body)[request.pack_offset:], hexsz))
                     except PushError:
                         commits.append({})
                 return descends(commits[0], new, old)

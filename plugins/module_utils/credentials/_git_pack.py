@@ -149,11 +149,13 @@ def commit_parents(content, hexsz):
 
 
 def pack_commits(pack, hexsz):
-    """{commit id: parent ids} for the commits of PACK (bytes, a whole pack), whole or
+    """{commit id: parent ids} for the commits of PACK (bytes-like, a whole pack), whole or
     deltas against other commits in it. PushError when PACK is not a well-formed pack whose
     checksum is its trailer's."""
     digest = HASHES[hexsz]
     trailer = hexsz // 2
+    # A view: the pack (50 MiB, say) is sliced and hashed without a copy.
+    pack = memoryview(pack)
     if len(pack) < 12 + trailer or pack[:4] != b"PACK":
         raise PushError("the push's pack does not start with PACK")
     version, count = struct.unpack(">II", pack[4:12])
