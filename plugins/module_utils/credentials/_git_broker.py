@@ -227,6 +227,9 @@ def _handler_for(broker):
             if named.get("content-encoding", "identity").lower() != "identity":
                 raise InjectorError(415, "a push's body is sent unencoded: the broker decides on the bytes the "
                                          "upstream reads")
+            # A push is protocol v0 as decided on here: no Git-Protocol asks the upstream
+            # to read it another way.
+            headers = [(name, value) for name, value in headers if name.lower() != "git-protocol"]
             if body == b"0000":
                 # git's probe before a large push: no command, nothing to decide.
                 return self._relay(remote, "POST", "git-receive-pack", headers, body)
