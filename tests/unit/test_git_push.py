@@ -139,8 +139,8 @@ def test_the_bounds_on_commands_and_shallow_lines_hold():
     names = ["refs/heads/aisb/n%d" % index for index in range(MAX_COMMANDS + 1)]
     body = request(*("%s %s %s" % (ZERO, A, name) for name in names[:MAX_COMMANDS]))
     assert len(parsed(body).commands) == MAX_COMMANDS
-    assert "more than %d commands" % MAX_COMMANDS in refusal(request(*("%s %s %s" % (ZERO, A, name)
-                                                                      for name in names)))
+    too_many = request(*("%s %s %s" % (ZERO, A, name) for name in names))
+    assert "more than %d commands" % MAX_COMMANDS in refusal(too_many)
     shallow = pkt_line(b"shallow " + A.encode()) * (MAX_SHALLOW + 1)
     assert "shallow lines" in refusal(shallow + request("%s %s %s" % (ZERO, A, MINE)))
     assert "without commands" in refusal(b"0000PACK")
@@ -241,9 +241,8 @@ def test_the_report_is_git_report_status():
     decisions = decide([Command(ZERO, A, MINE), Command(A, B, "refs/heads/main")], DEFAULT_PATTERN, SESSION,
                        {"refs/heads/main": A}, ZERO, lambda old, new: True)
     plain = report_status(decisions, False)
-    assert plain == (b"000eunpack ok\n" + pkt_line(("ng %s aisb: another ref in this push was refused\n"
-                                                     % MINE).encode())
-                     + pkt_line(("ng refs/heads/main %s\n" % ONLY).encode()) + b"0000")
+    other = pkt_line(("ng %s aisb: another ref in this push was refused\n" % MINE).encode())
+    assert plain == (b"000eunpack ok\n" + other + pkt_line(("ng refs/heads/main %s\n" % ONLY).encode()) + b"0000")
     assert report_status(decisions, True) == pkt_line(b"\x01" + plain) + b"0000"
     ok = decide([Command(ZERO, A, MINE)], DEFAULT_PATTERN, SESSION, {}, ZERO, None)
     assert report_status(ok, False) == b"000eunpack ok\n" + pkt_line(("ok %s\n" % MINE).encode()) + b"0000"
