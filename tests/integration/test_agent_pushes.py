@@ -9,7 +9,8 @@ The agent clones, fetches and pushes its own branch (a create, then a fast-forwa
 through the broker; every other push (main, a delete, a tag, a forced rewind, another
 repository of the same host) is refused with git's own report or by the gate, and the
 upstream's refs are what the accepted pushes made them, compared by object id. The token
-is nowhere in the sandbox; the record lists each push."""
+is nowhere in the sandbox; the record lists each push. Over each gate path: the broker
+is one more pinned port at the gate's address on either."""
 
 import base64
 import json
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from providers import BUNDLE, addresses
-from sessions import record_of, run_agent
+from sessions import record_of, run_agent, through
 from workstation import TRANSFER_DIR
 
 PROJECT = "/home/dev/src/git-broker"
@@ -122,11 +123,11 @@ def git_host(workstation, internet):
         workstation.path("/etc/hosts").write_text(hosts)
 
 
-def test_the_agent_pushes_its_own_branch_only_and_never_holds_the_token(workstation, git_host):
+def test_the_agent_pushes_its_own_branch_only_and_never_holds_the_token(workstation, git_host, gate_path):
     main = upstream_refs(workstation, "repo")
     other = upstream_refs(workstation, "other")
     remotes = [{"url": f"https://{NAME}/org/repo.git", "from_environment": "GIT_BROKER_TOKEN"}]
-    result = run_agent(workstation, "-e", json.dumps({"aisb_git_remotes": remotes}),
+    result = run_agent(workstation, "-e", json.dumps({"aisb_git_remotes": remotes}), *through(gate_path),
                        command=["bash", "-c", SCRIPT], env={"GIT_BROKER_TOKEN": TOKEN}, project=PROJECT)
     record = record_of(workstation, result.stdout)
     text = workstation.path(record["transcript"]).read_text()
