@@ -165,6 +165,27 @@ options:
       - Needs O(network=allow). See docs/security.md, provider keys.
     type: raw
     default: []
+  git_remotes:
+    description:
+      - Git remotes the agent fetches from and pushes its own branches to through the
+        session's git broker, which holds the token (the playbooks' C(aisb_git_remotes)), a
+        list of entries, each with C(url) (C(https://HOST[:PORT]/PATH) of the repository),
+        C(branches) (the branches the agent may push, a branch name whose last component
+        may be C(*); C({session}) stands for the session's id; default
+        C(aisb/{session}/*)), C(username) (the user name the token goes with; default
+        C(x-access-token), GitHub's; GitLab takes C(oauth2)) and exactly one source of the
+        token, C(from_environment), C(from_file) or C(value), as O(credentials) takes them.
+      - The sandbox's git finds the broker through its read-only system configuration
+        (C(/etc/gitconfig), C(url.insteadOf) for each C(url)). Fetches pass; a push is
+        relayed only when each of its refs is a branch C(branches) allows, created or
+        fast-forwarded (proven from the pushed pack's own commits); any other push is
+        refused with git's own report (C(! [remote rejected] main) and the broker's
+        reason) before anything reaches the upstream. The record's C(git) has each push.
+      - The remote's host is reached directly only if the policy allows it for other
+        reasons, and then without the token. Needs O(network=allow). See
+        docs/sessions.md, git remotes, and docs/security.md.
+    type: raw
+    default: []
   token_budget:
     description:
       - The most input and output tokens, all providers' together, the session may spend

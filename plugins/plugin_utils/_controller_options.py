@@ -15,6 +15,8 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks 
     InputError, agent_trees, build_environment, check_operator_path, check_token_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
     check_credentials, check_session_use, implicit_entries, resolve_credentials, sources)
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_remotes import (
+    check_git_remotes, resolve_git_remotes)
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import KEY_VARIABLES
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness._harness_config import read_config
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness._recipes import NO_RECIPE, recipe_for, session_command
@@ -37,7 +39,8 @@ def resolve_controller_options(args, controller_env, writable=()):
 
     The command: ARGS' own, or the harness recipe's with the prompt. The credentials:
     the operator's entries, and one for each built-in provider key this shell holds in a
-    variable the recipe reads (implicit_entries), each key read from its source here. The
+    variable the recipe reads (implicit_entries), each key read from its source here; the
+    git remotes' tokens likewise. The
     environment: the given values, the pass-through names' values and the recipe's names
     that are set here, except provider keys and the credentials' sources (a key reaches
     the sandbox only when the operator names it), then the recipe's env_values for names
@@ -68,6 +71,14 @@ def resolve_controller_options(args, controller_env, writable=()):
     implicit = implicit_entries(recipe.env, controller_env, written, names, given, url_variables) \
         if network == "allow" else []
     credentials = resolve_credentials(written + implicit, controller_env)
+    remotes = check_git_remotes(args.get("git_remotes"))
+    for index, entry in enumerate(remotes):
+        if "from_file" in entry:
+            check_operator_path("aisb_git_remotes[%d] from_file" % index, entry["from_file"], writable)
+    if remotes and network != "allow":
+        raise InputError("aisb_git_remotes need network allow: the sandbox reaches their broker where it reaches "
+                         "the gate (network is %s)" % network)
+    git_remotes = resolve_git_remotes(remotes, controller_env)
     check_token_budget(args.get("token_budget"))
     directory = args.get("harness_config")
     if directory is not None and not isinstance(directory, str):
@@ -95,6 +106,7 @@ def resolve_controller_options(args, controller_env, writable=()):
     # As JSON text: results then hide the values as one string (see the module's option).
     module_args.update(command=command, environment=json.dumps(environment, sort_keys=True),
                        credentials=json.dumps(credentials, sort_keys=True),
+                       git_remotes=json.dumps(git_remotes, sort_keys=True),
                        harness_config=json.dumps(harness_config, sort_keys=True), harness_config_dir=directory)
     return module_args, interactive
 

@@ -241,3 +241,16 @@ def test_an_operator_input_outside_is_read(project_and_state):
     module_args, _interactive = resolve_controller_options(args(project=str(project), prompt_file=str(prompt),
                                                                 prompt=None), environ, writable)
     assert module_args["command"][-1] == "the operator's task"
+
+
+def test_git_remotes_tokens_are_read_here_and_sent_resolved():
+    remotes = [{"url": "https://github.com/org/repo.git", "from_environment": "GH_TOKEN"}]
+    module_args, _interactive = resolve_controller_options(args(git_remotes=remotes),
+                                                           {"ANTHROPIC_API_KEY": KEY, "GH_TOKEN": "ghp_x"})
+    sent = json.loads(module_args["git_remotes"])
+    assert [(entry["url"], entry["token"]) for entry in sent] == [("https://github.com/org/repo.git", "ghp_x")]
+    assert "ghp_x" not in module_args["environment"]
+    with pytest.raises(InputError, match="aisb_git_remotes need network allow"):
+        resolve_controller_options(args(git_remotes=remotes, network="none", credentials=[]), {"GH_TOKEN": "t"})
+    with pytest.raises(InputError, match=r"aisb_git_remotes\[0\]: from_environment GH_TOKEN is not set"):
+        resolve_controller_options(args(git_remotes=remotes), {"ANTHROPIC_API_KEY": KEY})

@@ -175,6 +175,15 @@ def read_head(rfile):
         headers.append(parse_field(line))
 
 
+def next_head(rfile):
+    """read_head's next head from RFILE, or None when the stream ends, between requests or
+    inside one (nothing to answer then)."""
+    try:
+        return read_head(rfile)
+    except Incomplete:
+        return None
+
+
 def read_body(rfile, length):
     """The body from RFILE: LENGTH bytes, or (LENGTH None) chunks of hex sizes (extensions
     after ';' ignored), each followed by CRLF, MAX_BODY in all, then trailers (checked,
@@ -284,7 +293,44 @@ class QuietServer(ThreadingHTTPServer):
         pass
 
 
-class CredentialInjector(object):
+def verified_context(context=None):
+    """CONTEXT (default: the host's trust store) with strict X.509 checks on every Python,
+    as 3.13's default has them: the same certificates pass or fail whatever the
+    workstation's Python."""
+    context = context or ssl.create_default_context()
+    context.verify_flags |= ssl.VERIFY_X509_STRICT
+    return context
+
+
+class LoopbackService(object):
+    """A server of the session's own process on 127.0.0.1, a free port (.port), bound by
+    _bind(HANDLER), serving in a thread of its own from start() to close(), which also
+    forgets the SECRET of each of .routes' entries (this process's copy is its only one)."""
+
+    SECRET = "key"
+    server = port = _thread = routes = None
+
+    def _bind(self, handler):
+        self._lock = threading.Lock()
+        self.server = QuietServer(("127.0.0.1", 0), handler)
+        self.port = self.server.server_address[1]
+
+    def start(self):
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self):
+        if self._thread is not None:
+            self.server.shutdown()
+            self._thread = None
+        self.server.server_close()
+        for entry in self.routes.values():
+            entry[self.SECRET] = None
+
+
+class CredentialInjector(LoopbackService):
     """Serves ENTRIES (resolved: host, port, header, prefix, variable, key) with
     PLACEHOLDERS ({variable: placeholder}) on 127.0.0.1, a free port; start() it, read
     .port, close() it. .decisions holds {"injected": [...], "refused": [...],
@@ -301,33 +347,12 @@ class CredentialInjector(object):
         self.routes = dict((route(entry), dict(entry, placeholder=placeholders[entry["variable"]],
                                                pinned=pinned.get((entry["host"], entry["port"]))))
                            for entry in entries)
-        self.context = context or ssl.create_default_context()
-        # Strict X.509 checks on every Python, as 3.13's default has them: the same
-        # certificates pass or fail whatever the workstation's Python.
-        self.context.verify_flags |= ssl.VERIFY_X509_STRICT
+        self.context = verified_context(context)
         self.refused = refused
         self.decisions = {"injected": [], "refused": [], "refused_unlisted": 0}
         self.budget = budget
         self.tokens = dict((name, {"input": 0, "output": 0, "requests": 0, "unmetered": 0}) for name in self.routes)
-        self._lock = threading.Lock()
-        self.server = QuietServer(("127.0.0.1", 0), _handler_for(self))
-        self.port = self.server.server_address[1]
-        self._thread = None
-
-    def start(self):
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self):
-        """Stop serving and forget the keys (this process's copy is its only one)."""
-        if self._thread is not None:
-            self.server.shutdown()
-            self._thread = None
-        self.server.server_close()
-        for entry in self.routes.values():
-            entry["key"] = None
+        self._bind(_handler_for(self))
 
     def note(self, kind, **what):
         with self._lock:
@@ -408,9 +433,7 @@ def _handler_for(injector):
             self._answered = False
             self.command, self.request_version = None, "HTTP/1.1"
             try:
-                head = read_head(self.rfile)
-            except Incomplete:
-                head = None
+                head = next_head(self.rfile)
             except InjectorError as error:
                 self._refused("", "", *error.args)
                 return

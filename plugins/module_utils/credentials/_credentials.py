@@ -40,22 +40,44 @@ HOP_HEADERS = frozenset(["connection", "keep-alive", "proxy-authenticate", "prox
 HEADER_VALUE = re.compile(r"\A[\x20-\x7e]*\Z")
 
 
-def _fail(index, message):
-    raise InputError("%s[%d]: %s" % (OPTION, index, message))
+def _fail(index, message, option=OPTION):
+    raise InputError("%s[%d]: %s" % (option, index, message))
 
 
-def check_credentials(entries):
-    """ENTRIES as the operator wrote them, checked; a list of dicts with port and prefix
-    filled in. InputError names the first bad entry."""
+def entry_list(entries, option):
+    """ENTRIES of OPTION as the operator wrote them: a list, its JSON text or None (none)."""
     if entries is None:
         return []
     if isinstance(entries, str):
         try:
             entries = json.loads(entries)
         except ValueError as error:
-            raise InputError("%s is not a list nor JSON text of one: %s" % (OPTION, error))
+            raise InputError("%s is not a list nor JSON text of one: %s" % (option, error))
     if not isinstance(entries, list):
-        raise InputError("%s must be a list of entries, got %s" % (OPTION, type(entries).__name__))
+        raise InputError("%s must be a list of entries, got %s" % (option, type(entries).__name__))
+    return entries
+
+
+def secret_source(index, entry, option=OPTION):
+    """Which of SOURCES ENTRY (number INDEX of OPTION) reads its secret from: exactly one,
+    a non-empty string; a value a header can carry, a variable's name."""
+    given = [source for source in SOURCES if entry.get(source) is not None]
+    if len(given) != 1:
+        _fail(index, "give exactly one of %s (got %s)" % (", ".join(SOURCES), ", ".join(given) or "none"), option)
+    source = given[0]
+    if not isinstance(entry[source], str) or not entry[source]:
+        _fail(index, "%s must be a non-empty string" % source, option)
+    if source == "value" and not HEADER_VALUE.match(entry[source]):
+        _fail(index, "value holds characters a header cannot carry (only visible ASCII and spaces)", option)
+    if source == "from_environment":
+        check_env_name(entry[source], "%s[%d] from_environment" % (option, index))
+    return source
+
+
+def check_credentials(entries):
+    """ENTRIES as the operator wrote them, checked; a list of dicts with port and prefix
+    filled in. InputError names the first bad entry."""
+    entries = entry_list(entries, OPTION)
     checked, hosts, variables = [], set(), set()
     for index, entry in enumerate(entries):
         entry = _check_entry(index, entry)
@@ -95,16 +117,7 @@ def _check_entry(index, entry):
     if not isinstance(prefix, str) or not HEADER_VALUE.match(prefix):
         _fail(index, "prefix must be text of visible characters and spaces (such as 'Bearer ')")
     check_env_name(entry["variable"], "%s[%d] variable" % (OPTION, index))
-    given = [source for source in SOURCES if entry.get(source) is not None]
-    if len(given) != 1:
-        _fail(index, "give exactly one of %s (got %s)" % (", ".join(SOURCES), ", ".join(given) or "none"))
-    source = given[0]
-    if not isinstance(entry[source], str) or not entry[source]:
-        _fail(index, "%s must be a non-empty string" % source)
-    if source == "value" and not HEADER_VALUE.match(entry[source]):
-        _fail(index, "value holds characters a header cannot carry (only visible ASCII and spaces)")
-    if source == "from_environment":
-        check_env_name(entry[source], "%s[%d] from_environment" % (OPTION, index))
+    source = secret_source(index, entry)
     try:
         paths = _providers.check_paths(entry.get("paths"), _providers.provider_at(host, port),
                                        "%s[%d] paths" % (OPTION, index))
@@ -155,28 +168,48 @@ def sources(entries):
     return set(entry["from_environment"] for entry in entries if "from_environment" in entry)
 
 
-def read_key_file(index, path):
-    """The key in PATH: its owner's alone (no permission for group or others), one line."""
+def read_key_file(index, path, option=OPTION):
+    """The key in PATH: its owner's alone (no permission for group or others), one line.
+    Errors name entry INDEX of OPTION."""
     path = os.path.expanduser(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as error:
-        _fail(index, "from_file %r cannot be opened: %s" % (path, error.strerror))
+        _fail(index, "from_file %r cannot be opened: %s" % (path, error.strerror), option)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
-            _fail(index, "from_file %r is not a regular file" % path)
+            _fail(index, "from_file %r is not a regular file" % path, option)
         if info.st_uid != os.getuid():
-            _fail(index, "from_file %r belongs to uid %d, not to this user" % (path, info.st_uid))
+            _fail(index, "from_file %r belongs to uid %d, not to this user" % (path, info.st_uid), option)
         if info.st_mode & 0o077:
             _fail(index, "from_file %r can be used by group or others (mode %04o): a key file must be its "
-                         "owner's alone; chmod 600 it" % (path, stat.S_IMODE(info.st_mode)))
+                         "owner's alone; chmod 600 it" % (path, stat.S_IMODE(info.st_mode)), option)
         data = handle.read(65536)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        _fail(index, "from_file %r is not UTF-8 text" % path)
+        _fail(index, "from_file %r is not UTF-8 text" % path, option)
     return text.rstrip("\r\n")
+
+
+def read_secret(index, entry, controller_env, option=OPTION):
+    """The secret checked ENTRY (number INDEX of OPTION) names: a variable of the calling
+    shell (CONTROLLER_ENV), its file or its value; refused when empty or holding what a
+    header cannot carry."""
+    if "from_environment" in entry:
+        name = entry["from_environment"]
+        if name not in controller_env:
+            _fail(index, "from_environment %s is not set in the controller's environment" % name, option)
+        secret = controller_env[name]
+    elif "from_file" in entry:
+        secret = read_key_file(index, entry["from_file"], option)
+    else:
+        secret = entry["value"]
+    if not secret or not HEADER_VALUE.match(secret):
+        _fail(index, "the key is empty or holds characters a header cannot carry (only visible ASCII and spaces)",
+              option)
+    return secret
 
 
 def resolve_credentials(entries, controller_env):
@@ -185,36 +218,29 @@ def resolve_credentials(entries, controller_env):
     operator's files)."""
     resolved = []
     for index, entry in enumerate(check_credentials(entries)):
-        if "from_environment" in entry:
-            name = entry["from_environment"]
-            if name not in controller_env:
-                _fail(index, "from_environment %s is not set in the controller's environment" % name)
-            key = controller_env[name]
-        elif "from_file" in entry:
-            key = read_key_file(index, entry["from_file"])
-        else:
-            key = entry["value"]
-        if not key or not HEADER_VALUE.match(key):
-            _fail(index, "the key is empty or holds characters a header cannot carry (only visible ASCII "
-                         "and spaces)")
+        key = read_secret(index, entry, controller_env)
         resolved.append(dict(((k, v) for k, v in entry.items() if k not in SOURCES), key=key))
     return resolved
 
 
-def check_resolved(entries):
-    """The session module's view of resolve_credentials' result (a list or its JSON
-    text), checked again as entries whose source is the value: what reaches the host is
-    never trusted blindly."""
+def as_values(entries, name, secret):
+    """What the session module is sent as option NAME (resolved entries, each with its
+    SECRET, or their JSON text) as entries whose source is the value, to be checked
+    again: what reaches the host is never trusted blindly."""
     if isinstance(entries, str):
         try:
             entries = json.loads(entries)
         except ValueError as error:
-            raise InputError("credentials is not JSON text of a list: %s" % error)
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and "key" in e for e in entries):
-        raise InputError("credentials must be a list of resolved entries (each with its key)")
-    as_values = [dict(((k, v) for k, v in entry.items() if k != "key"), value=entry["key"]) for entry in entries]
+            raise InputError("%s is not JSON text of a list: %s" % (name, error))
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and secret in e for e in entries):
+        raise InputError("%s must be a list of resolved entries (each with its %s)" % (name, secret))
+    return [dict(((k, v) for k, v in entry.items() if k != secret), value=entry[secret]) for entry in entries]
+
+
+def check_resolved(entries):
+    """The session module's view of resolve_credentials' result, checked again (as_values)."""
     return [dict(((k, v) for k, v in entry.items() if k != "value"), key=entry["value"])
-            for entry in check_credentials(as_values)]
+            for entry in check_credentials(as_values(entries, "credentials", "key"))]
 
 
 def check_session_use(entries, environment, network, url_variables=None):

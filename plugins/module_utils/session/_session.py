@@ -23,6 +23,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.project import (
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _controller
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_injector import CredentialInjector
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_broker import GitBroker
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credential_plan import (
     ELSEWHERE, PROVIDER_DIRECT, new_placeholder, parse_refusals)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError, refused_result
@@ -67,12 +68,14 @@ class Started(NamedTuple):
     """A planned session whose directory exists: its PLAN (a _session_plan.SessionPlan), its
     RUNNER (a SessionRunner), REVIEW (a _review_session.Review in review mode, else None), INJECTOR
     (the credential injector, bound but not serving, when there are provider credentials,
-    else None) and KEPT (the record's harness_state section, or None)."""
+    else None), KEPT (the record's harness_state section, or None) and BROKER (the git
+    broker, bound but not serving, when there are git remotes, else None)."""
     plan: SessionPlan
     runner: SessionRunner
     review: Optional[_review_session.Review]
     injector: Optional[CredentialInjector]
     kept: Optional[dict]
+    broker: Optional[GitBroker]
 
 
 def start(inputs, facts, environ, run):
@@ -85,6 +88,7 @@ def start(inputs, facts, environ, run):
         placeholders = dict((entry["variable"], new_placeholder()) for entry in inputs.credentials)
         injector = CredentialInjector(inputs.credentials, placeholders, private=inputs.policy.private,
                                       budget=inputs.token_budget)
+    broker = GitBroker(inputs.git_remotes, session_id, private=inputs.policy.private) if inputs.git_remotes else None
     try:
         session_dir = session_directory(state_dir(environ), session_id)
         # What the plan mounts from the session's directory, made after it: a refused
@@ -95,7 +99,8 @@ def start(inputs, facts, environ, run):
                            if inputs.project_mode == "review" else None)
         plan = plan_session(session_id, session_dir, inputs, facts, port,
                             (placeholders, injector.port) if injector else None,
-                            project_mounts=project_mounts, review=review_overlays)
+                            project_mounts=project_mounts, review=review_overlays,
+                            broker=broker.port if broker else None)
         os.makedirs(session_dir, mode=SESSION_DIR_MODE)
         # Retention keeps what sessions use: the images' last use is now.
         for tag in filter(None, (inputs.image, inputs.gate_image)):
@@ -113,10 +118,12 @@ def start(inputs, facts, environ, run):
             # layers must not change while they are mounted).
             review = _review_session.Review(inputs.project, session_dir, environ, kept_state_mounts(inputs))
     except BaseException:
-        if injector is not None:
-            injector.close()
+        for server in (injector, broker):
+            if server is not None:
+                server.close()
         raise
-    return Started(plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept)
+    return Started(plan, SessionRunner(plan, session_dir, inputs.host_tools, environ=environ), review, injector, kept,
+                   broker)
 
 
 def seccomp_report(plan):
@@ -164,7 +171,7 @@ def execute(inputs, facts, environ, run, key, terminal=None, parent=None, warnin
     The session ends with status controller-lost when this process's stdout loses its
     reader (the module's: ansible-playbook's worker or the SSH connection went away) or,
     given PARENT, when this process's parent is no longer PARENT (see _controller)."""
-    plan, runner, review, injector, kept = start(inputs, facts, environ, run)
+    plan, runner, review, injector, kept, broker = start(inputs, facts, environ, run)
     transcript = os.path.join(runner.session_dir, TRANSCRIPT) if terminal is None else None
     # Everything known before anything runs: the watchdog completes it if this process dies.
     record = {
@@ -219,8 +226,9 @@ def execute(inputs, facts, environ, run, key, terminal=None, parent=None, warnin
         with signals_raise():
             runner.start_watchdog(record, record_key_path(state_dir(environ)))
             watch.start()
-            if injector is not None:
-                injector.start()
+            for server in (injector, broker):
+                if server is not None:
+                    server.start()
             if plan.gate is not None:
                 runner.start_gate(inputs.gate_image, inputs.policy_dir)
             if terminal is None:
@@ -236,8 +244,9 @@ def execute(inputs, facts, environ, run, key, terminal=None, parent=None, warnin
         # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
         watch.stop()
         runner.cleanup()
-        if injector is not None:
-            injector.close()
+        for server in (injector, broker):
+            if server is not None:
+                server.close()
     outcome = runner.outcome(ended)
     record["image"]["labels"] = image_labels(run, inputs.executable, inputs.image)
     record.update({
@@ -251,6 +260,9 @@ def execute(inputs, facts, environ, run, key, terminal=None, parent=None, warnin
         "credentials": credentials_report(inputs, injector, runner.gate_log),
         # Each provider's input and output tokens, requests, and the budget's state.
         "tokens": injector.usage_report() if injector else None,
+        # The git remotes the broker served (no token) and each push: its refs, old and new
+        # ids, relayed or refused and why.
+        "git": broker.report() if broker else None,
         "commands": runner.commands,
     })
     if review is not None:

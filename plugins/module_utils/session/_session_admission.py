@@ -16,6 +16,7 @@ import stat
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness import _harness_config, _harness_state
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_remotes import check_resolved_remotes
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import (
     check_private_hosts, check_resolved, check_session_use)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import find_tools
@@ -194,6 +195,10 @@ def admit(params, environ, run, interactive=False, now=None):
         environment = build_environment(params["environment"], [], {})
         command = check_command(params["command"])
         credentials = check_resolved(params.get("credentials") or [])
+        git_remotes = check_resolved_remotes(params.get("git_remotes") or [])
+        if git_remotes and network != "allow":
+            raise InputError("git_remotes need network allow: the sandbox reaches their broker where it reaches "
+                             "the gate (network is %s)" % network)
         token_budget = check_token_budget(params.get("token_budget"))
         # The recipe the harness's name stands for, resolved here: never one a play variable gave.
         recipe = recipe_for(params["harness"], params.get("recipes")) if params.get("harness") is not None \
@@ -267,7 +272,8 @@ def admit(params, environ, run, interactive=False, now=None):
         require_limits=params.get("require_limits", False), hosts=hosts, watch_tools=watch_tools,
         seccomp_profile=seccomp_profile,
         host_tools=host_tools, executable=host_tools["podman"],
-        ansible_origin=params.get("ansible_origin"), credentials=credentials, harness_files=harness_files,
+        ansible_origin=params.get("ansible_origin"), credentials=credentials, git_remotes=git_remotes,
+        harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
         credential_urls=recipe.credential_urls, token_budget=token_budget, harness=params.get("harness"),
         project_harness_code={"allowed": harness_code, "switches": switches}, hidden_dirs=hidden_dirs)

@@ -48,6 +48,8 @@ class SessionInputs(typing.NamedTuple):
     harness: typing.Optional[str] = None
     # _credentials.check_resolved: the providers' entries, each with its key.
     credentials: typing.List[typing.Dict[str, typing.Any]] = []
+    # _git_remotes.check_resolved_remotes: the remotes the git broker serves, each with its token.
+    git_remotes: typing.List[typing.Dict[str, typing.Any]] = []
     # _harness_config: the operator's files ({path, text}) and their mounts (name in the
     # session's directory, path inside).
     harness_files: typing.List[typing.Dict[str, str]] = []

@@ -17,6 +17,8 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials import _credential_plan
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_remotes import (
+    GIT_CONFIG_FILE, GIT_CONFIG_PATH, git_config)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness._harness_config import SESSION_SUBDIR
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import MAPPED_LOOPBACK, render_sandbox_policy
@@ -136,7 +138,8 @@ def kept_state_mounts(inputs):
     return list((inputs.harness_state or {}).get("mounts", []))
 
 
-def plan_session(session_id, session_dir, inputs, facts, port, injector=None, project_mounts=(), review=None):
+def plan_session(session_id, session_dir, inputs, facts, port, injector=None, project_mounts=(), review=None,
+                 broker=None):
     """Everything a session will run (a SessionPlan), from admitted INPUTS (SessionInputs),
     the host FACTS and the gate's loopback PORT (None without a gate); SESSION_DIR is the
     session's directory (not made yet: a refusal here comes before anything is made).
@@ -144,29 +147,33 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
     loopback port). PROJECT_MOUNTS: direct mode's options for the git directories' overlays
     and read-only paths (_project_git.mounts). REVIEW: review mode's overlays
     (_review_session.overlays): the project's (upper, work), which replaces its mount, and
-    the kept state's, which replace the state's read-write mounts."""
+    the kept state's, which replace the state's read-write mounts. BROKER: the git broker's
+    loopback port, with git remotes (git_config says where the sandbox's git finds it)."""
     verdict = facts.get("verdict") or {}
     if not inputs.allow_unenforced and not inputs.watch_tools:
         # No session runs unwatched by omission.
         raise SessionError("no tools to watch the sandbox's table with (nsenter, setpriv, nft, python3): "
                            "admission finds them")
     placeholders, injector_port = injector or ({}, None)
+    # The injector and the broker are reached like the gate, at the gate's address: one
+    # more pinned port each.
+    served = [one for one in (injector_port, broker) if one]
     network, gate, proxy_url = network_plan(inputs.network, inputs.gate_path or verdict.get("gate_path"), port,
-                                            [injector_port] if injector_port else [])
-    if injector_port and gate is None:
-        raise SessionError("provider credentials need network allow: the sandbox reaches their injector where "
-                           "it reaches the gate")
+                                            served)
+    if served and gate is None:
+        raise SessionError("provider credentials and git remotes need network allow: the sandbox reaches their "
+                           "injector and broker where it reaches the gate")
     policy = inputs.policy
+    if served:
+        policy = policy._replace(pins=tuple(sorted(set(policy.pins) | set((gate[0], one) for one in served))))
     environment = dict(inputs.environment)
-    environment.update(proxy_environment(proxy_url, [gate[0]] if injector_port else []))
+    environment.update(proxy_environment(proxy_url, [gate[0]] if served else []))
     # The operator's harness configuration, its provider URLs moved behind the injector
     # in the recipe's endpoint files, then pi's models.json from the credentials: merged
     # into the operator's when both go to the same path.
     session_files = dict((posixpath.join(SESSION_SUBDIR, f["path"]), f["text"]) for f in inputs.harness_files)
     read_only_mounts = list(inputs.harness_mounts)
     if injector_port:
-        # The injector is reached like the gate, at the gate's address: one more pinned port.
-        policy = policy._replace(pins=tuple(sorted(set(policy.pins) | {(gate[0], injector_port)})))
         injector_url = "http://%s:%s" % (gate[0], injector_port)
         environment.update(_credential_plan.base_urls(inputs.credentials, inputs.credential_urls, injector_url,
                                                       environment))
@@ -187,6 +194,11 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
         if codex is not None and _credential_plan.CODEX_CONFIG_PATH not in operator_paths:
             session_files[_credential_plan.CODEX_CONFIG_FILE] = codex
             read_only_mounts.append((_credential_plan.CODEX_CONFIG_FILE, _credential_plan.CODEX_CONFIG_PATH))
+    git_files = []
+    if broker:
+        # git's system configuration, read-only: the listed remotes' URLs lead to the broker.
+        session_files[GIT_CONFIG_FILE] = git_config(inputs.git_remotes, "http://%s:%d" % (gate[0], broker))
+        git_files.append((os.path.join(session_dir, GIT_CONFIG_FILE), GIT_CONFIG_PATH))
     state_mounts = kept_state_mounts(inputs)
     environment["AISB_SESSION"] = session_id
     names = SessionNames(sandbox="aisb-sandbox-" + session_id, gate="aisb-gate-" + session_id)
@@ -210,7 +222,7 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
         project_mounts=list(project_mounts),
         writable_dirs=sorted(set(_credential_plan.writable_dir(inside)
                                  for _name, inside in read_only_mounts + state_mounts)),
-        read_only_files=[(os.path.join(session_dir, name), inside) for name, inside in read_only_mounts],
+        read_only_files=[(os.path.join(session_dir, name), inside) for name, inside in read_only_mounts] + git_files,
         # (host directory, path inside): the project's kept harness state, read-write.
         state_mounts=[] if review else state_mounts,
         state_overlays=list(state_overlays),

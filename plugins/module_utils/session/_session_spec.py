@@ -38,6 +38,9 @@ def argument_spec():
         # The operator's entries (_credentials); the action plugin sends them resolved, each
         # with its key, as JSON text: hidden in results as one string, like environment.
         credentials=dict(type="raw", default=[], no_log=True),
+        # The operator's git remotes (_git_remotes), the agent's pushes go through the git
+        # broker; sent resolved, each with its token, as JSON text, like credentials.
+        git_remotes=dict(type="raw", default=[], no_log=True),
         # Input and output tokens the injector relays before it refuses (_credential_injector).
         token_budget=dict(type="int", no_log=False),
         # A directory on the controller (aisb_harness_config); the action plugin sends its
@@ -70,7 +73,7 @@ def argument_spec():
 # What aisb.sandbox.session_inputs checks before any image work: the session's own
 # options, minus what only the image and gate roles produce.
 INPUT_OPTIONS = ("project", "network", "command", "harness", "recipes", "harness_config", "harness_state", "prompt",
-                 "prompt_file", "environment", "pass_environment", "credentials", "token_budget", "interactive",
+                 "prompt_file", "environment", "pass_environment", "credentials", "git_remotes", "token_budget", "interactive",
                  "project_mode")
 
 
