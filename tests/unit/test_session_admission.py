@@ -251,6 +251,15 @@ def test_the_session_checks_the_team_file_again(host, team_file):
         assert needle in str(error.value) and team_file in str(error.value)
 
 
+def test_git_remotes_are_refused_where_a_team_file_governs(host, team_file):
+    """The broker reaches each remote's host, which no allow entry names: a developer's
+    aisb_git_remotes would take the session past the team's allowlist."""
+    remote = {"url": "https://git.example/team/app.git", "push": "aisb/*", "token": "t"}
+    with pytest.raises(_team.TeamError) as error:
+        check_team_file(host, team_file, limits={"memory": "4g"}, git_remotes=[remote])
+    assert "aisb_git_remotes is refused" in str(error.value) and team_file in str(error.value)
+
+
 @pytest.mark.parametrize("extra, recipe_allow", [
     ("other.test", []),
     # A recipe's allow exempts its host names only: an address it claims is no exemption.

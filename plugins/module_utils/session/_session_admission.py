@@ -161,6 +161,12 @@ def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM
     team = read_team_file(team_file)
     if team is None:
         return
+    # The broker relays to each listed remote's host, which no allow entry governs: until the
+    # team file can list remotes, a workstation with one takes none from a developer.
+    if params.get("git_remotes"):
+        raise TeamError("the session's own settings, checked again: aisb_git_remotes is refused: git remotes are "
+                        "not a team setting yet, and the team file %s governs this workstation (the broker would "
+                        "reach hosts its allowlist does not name)" % team_file)
     # Only a recipe's host names are its own (_recipes refuses any other entry in one).
     own = [entry for entry in recipe.allow if parse_policy([entry]).domains]
     limits = dict((name, value) for name, value in (params.get("limits") or {}).items() if value is not None)
