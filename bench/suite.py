@@ -10,7 +10,8 @@ Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session st
 (bench/gate.py), re-provisioning (bench/reprovision.py), every harness recipe's image
 and warm start (bench/recipes.py); then verify.yml over 1 to 3 of
 them (bench/verify.py). The credential injector (bench/credential_injector.py) and the
-project's Ansible findings (bench/project_ansible.py) run on the build machine itself.
+project's Ansible findings (bench/project_ansible.py) and the git broker's 50 MiB push
+(bench/git_broker.py) run on the build machine itself.
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
 PREFIX.md (default bench/results/latest); --update-docs also puts the table into
 docs/performance.md. Medians of N runs (default 5); full spikes,
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import credential_injector
 import gate
+import git_broker
 import project_ansible
 import project_git
 import recipes
@@ -145,7 +147,8 @@ def main():
                               ("provision", lambda: reprovision.measure(ws, args.slow_runs)),
                               ("recipes", lambda: recipes.measure(ws, args.slow_runs)),
                               ("credentials", lambda: credential_injector.measure(args.runs)[0]),
-                              ("project_ansible", lambda: project_ansible.measure(args.runs))):
+                              ("project_ansible", lambda: project_ansible.measure(args.runs)),
+                              ("git_broker", lambda: git_broker.rows(args.slow_runs))):
             rows += timed_section(results, name, section)
         if fleet is not None:
             rows += timed_section(results, "verify", lambda: verify.measure(*fleet, args.slow_runs))
