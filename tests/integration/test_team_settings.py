@@ -299,7 +299,8 @@ def test_prune_keeps_records_as_long_as_the_team_says(team):
     session = time.strftime("%Y%m%dT%H%M%S", time.gmtime(ended)) + "-0000beef"
     inside = f"{AISB_STATE}/sessions/{session}"
     directory = team.path(inside)
-    directory.mkdir(parents=True)
+    # As the user: a sessions directory this made as root would refuse every later session.
+    team.run(["mkdir", "-p", inside])
     (directory / "record.json").write_text("{}")
     os.utime(directory / "record.json", (ended, ended))
     team.run(["chown", "-R", "dev:dev", inside], user="root")

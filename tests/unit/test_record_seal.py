@@ -151,6 +151,9 @@ def test_a_lost_enforcement_the_record_does_not_say_fails_even_when_signed(tmp_p
                                "but its status is exited, exit 0"]
     written(tmp_path, dict(value, status="enforcement-lost", exit_code=77))
     assert checked(tmp_path).problems == []
+    # Ended for a reason of its own, which its status names: the watch's helpers ended with it.
+    written(tmp_path, dict(value, status="interrupted", exit_code=None))
+    assert checked(tmp_path).problems == []
 
 
 def test_the_key_is_made_once_private_and_read_back(tmp_path):

@@ -122,10 +122,13 @@ def chain_problems(record):
 
 
 def enforcement_problems(record):
-    """A session whose watch saw its enforcement lost and whose status does not say so."""
+    """A session whose watch saw its enforcement lost and that still ended as if it held
+    (status exited: the harness's own end). A session ended otherwise (interrupted, its
+    controller lost, its gate dead) says so in its status; its watch's helpers end with it
+    and may be read as a loss."""
     watch = record.get("enforcement_watch")
     lost = watch.get("lost") if isinstance(watch, dict) else None
-    if not lost or record.get("status") == "enforcement-lost":
+    if not lost or record.get("status") != "exited":
         return []
     what = "%s at %s" % (lost.get("what"), lost.get("at_text")) if isinstance(lost, dict) else str(lost)
     return ["its enforcement watch saw enforcement lost (%s) but its status is %s, exit %s"
