@@ -74,9 +74,10 @@ class Helper:
         self.lost.append((what, now, change))
         self.called.set()
 
-    def canaries(self, judged=ALL, round_timeout=5.0):
+    def canaries(self, judged=ALL, round_timeout=5.0, sandbox_gone=lambda: False):
         # Generous: a loaded machine must not make a late answer look like a silent round.
-        canaries = _canaries.Canaries(self.process, judged, self.on_lost, interval=0.05, round_timeout=round_timeout)
+        canaries = _canaries.Canaries(self.process, judged, self.on_lost, interval=0.05, round_timeout=round_timeout,
+                                      sandbox_gone=sandbox_gone)
         canaries.start()
         return canaries
 
@@ -165,3 +166,14 @@ def test_a_helper_that_exits_is_lost_and_a_stop_is_not(helper):
     assert wait_for(lambda: canaries.rounds >= 1)
     canaries.stop()
     assert steady.lost == []
+
+
+def test_a_helper_that_ends_with_its_sandbox_is_not_lost(helper):
+    """Was a false loss: a session whose harness exits at once (command true) ended
+    enforcement-lost, the helper gone with the sandbox's namespaces before its first round
+    (Broken pipe). Its end once the sandbox has gone is the session's end."""
+    stand = helper("exit")
+    canaries = stand.canaries(sandbox_gone=lambda: True)
+    assert wait_for(lambda: canaries.cpu_s is not None)
+    canaries.stop()
+    assert stand.lost == []

@@ -142,10 +142,14 @@ class Canaries(object):
     """One session's canaries over a started helper PROCESS (stdin and stdout pipes; the
     enforcement watch starts it, and ends it after stop())."""
 
-    def __init__(self, process, judged_probes, on_lost, interval=INTERVAL, round_timeout=ROUND_TIMEOUT):
+    def __init__(self, process, judged_probes, on_lost, interval=INTERVAL, round_timeout=ROUND_TIMEOUT,
+                 sandbox_gone=lambda: False):
         self.process = process
         self.judged = judged_probes
         self.on_lost = on_lost
+        # The helper lives in the sandbox's namespaces and ends with them: its end once the
+        # sandbox has gone (a harness that exits at once) is the session's end, not a loss.
+        self.sandbox_gone = sandbox_gone
         self.interval = interval
         self.round_timeout = round_timeout
         self.rounds = 0
@@ -185,7 +189,7 @@ class Canaries(object):
                 self._judge(json.loads(line) if line is not None else None)
                 self._stopping.wait(max(0.0, asked + self.interval - time.monotonic()))
         except (OSError, ValueError) as error:
-            if not self._stopping.is_set():
+            if not self._stopping.is_set() and not self.sandbox_gone():
                 self._fail("canaries", "the probes failed: %s" % (getattr(error, "strerror", None) or error))
         finally:
             self.cpu_s = round(time.thread_time() - started_cpu, 4)

@@ -237,7 +237,8 @@ class EnforcementWatch(object):
                 subprocess.Popen(  # pylint: disable=ansible-bad-function
                     probes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=HELPER_ENV,
                     close_fds=True),
-                _canaries.judged(self.policy_text), self._lose)
+                _canaries.judged(self.policy_text), self._lose,
+                sandbox_gone=lambda: self._stopping.is_set() or not _alive(pid))
             self.canaries.start()
         failure = None  # the first failed reading since the last good one: the cause
         while not self._stopping.is_set():
