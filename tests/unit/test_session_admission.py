@@ -254,10 +254,16 @@ def test_the_session_checks_the_team_file_again(host, team_file):
 def test_git_remotes_are_refused_where_a_team_file_governs(host, team_file):
     """The broker reaches each remote's host, which no allow entry names: a developer's
     aisb_git_remotes would take the session past the team's allowlist."""
-    remote = {"url": "https://git.example/team/app.git", "push": "aisb/*", "token": "t"}
+    given = params(host, limits={"memory": "4g"})
+    policy, entries = read_policy(host["policy_dir"])
+    remote = {"url": "https://git.example/team/app.git", "branches": "aisb/*", "token": "t"}
     with pytest.raises(_team.TeamError) as error:
-        check_team_file(host, team_file, limits={"memory": "4g"}, git_remotes=[remote])
+        _session_admission.check_team_file(given, entries, policy, _recipes.NO_RECIPE, {}, team_file,
+                                           git_remotes=[remote])
     assert "aisb_git_remotes is refused" in str(error.value) and team_file in str(error.value)
+    # None given (the session's option as the play passes it: its JSON text, "[]"): nothing refused.
+    _session_admission.check_team_file(dict(given, git_remotes="[]"), entries, policy, _recipes.NO_RECIPE, {},
+                                       team_file, git_remotes=[])
 
 
 @pytest.mark.parametrize("extra, recipe_allow", [

@@ -151,7 +151,7 @@ def operator_environment(environment, recipe, passed, team_names):
         name not in own and recipe.env_values.get(name) != value))
 
 
-def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM_FILE):
+def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM_FILE, git_remotes=()):
     """TeamError unless this host's team file (none: nothing to check) allows what the
     session was given: its policy's entries beyond the RECIPE's (host names: a
     recipe has no other), CONNECT ports, network, limits, the switches, the harness and
@@ -163,7 +163,7 @@ def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM
         return
     # The broker relays to each listed remote's host, which no allow entry governs: until the
     # team file can list remotes, a workstation with one takes none from a developer.
-    if params.get("git_remotes"):
+    if git_remotes:
         raise TeamError("the session's own settings, checked again: aisb_git_remotes is refused: git remotes are "
                         "not a team setting yet, and the team file %s governs this workstation (the broker would "
                         "reach hosts its allowlist does not name)" % team_file)
@@ -213,7 +213,7 @@ def admit(params, environ, run, interactive=False, now=None):
         check_private_hosts(credentials, policy.private)
         names = no_gate_names(policy) if network == "no-gate" else ()
         allow = allow_origins(entries, params.get("allow_origins") or {}, recipe)
-        check_team_file(params, entries, policy, recipe, environment)
+        check_team_file(params, entries, policy, recipe, environment, git_remotes=git_remotes)
         # After the team's check: the switches are the recipe's, not the operator's values.
         harness_code = params.get("project_harness_code", False)
         command, environment, switches = apply_switches(recipe, command, environment, harness_code)
