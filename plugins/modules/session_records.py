@@ -13,8 +13,8 @@ description:
     or the newest O(last), as the workstation user. A record is C(signed) when its hash chain
     over its events matches them, its HMAC-SHA256 with this workstation's key
     (C(record.key) in the state directory) matches its content, its bytes are those the
-    collection wrote, and its session did not lose its enforcement without its status
-    saying so (C(enforcement-lost)).
+    collection wrote, and its session did not lose its enforcement and still end as if it
+    held (status C(exited) where it should be C(enforcement-lost)).
   - A record written before records were sealed (schema_version 1, no MAC) is C(unsigned),
     reported as such; it does not fail the task, since whether it changed cannot be known.
   - Any other record C(failed) - edited (one byte is enough), its events reordered or
