@@ -4,6 +4,7 @@ and the loop over a stand-in helper (a real process answering each round with wh
 test writes). The probes themselves run in a real sandbox's namespaces in
 tests/integration/test_enforcement_watch.py."""
 
+import os
 import json
 import subprocess
 import threading
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries, _enforcement_watch
 
 ALL = ("tcp4", "tcp6", "udp4", "udp6")
 QUIET = {"tcp4": "timeout", "tcp6": "ENETUNREACH", "udp4": "EPERM", "udp6": "EPERM", "gate": "403"}
@@ -177,3 +178,18 @@ def test_a_helper_that_ends_with_its_sandbox_is_not_lost(helper):
     assert wait_for(lambda: canaries.cpu_s is not None)
     canaries.stop()
     assert stand.lost == []
+
+
+def test_a_process_killed_and_not_yet_reaped_is_not_alive():
+    """Was a false loss: a sandbox killed from outside (podman kill) left a zombie for a
+    moment, taken for alive, while its pasta and helpers ended: the session said
+    enforcement-lost (77) instead of the sandbox's own 137."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert _enforcement_watch._alive(child.pid)
+        child.kill()
+        assert wait_for(lambda: not _enforcement_watch._alive(child.pid))
+        assert os.path.exists("/proc/%d" % child.pid)  # a zombie until waited for
+    finally:
+        child.wait()
+    assert not _enforcement_watch._alive(child.pid)

@@ -108,15 +108,21 @@ def process_status(pid):
 
 
 def _alive(pid):
-    """Whether process PID exists (the sandbox's first process runs as another user:
-    kill -0 is refused while it exists)."""
+    """Whether process PID exists and has not ended (the sandbox's first process runs as
+    another user: kill -0 is refused while it exists). A zombie (killed, not yet reaped)
+    has ended: its namespaces, pasta and helpers are going with it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 class EnforcementWatch(object):
@@ -365,7 +371,7 @@ class EnforcementWatch(object):
                            {"removed": [_pasta_line(self.pasta)], "added": [_pasta_line(pasta)] if pasta else []})
                 return True
         change = _ruleset.difference(self.network, network)
-        if change["removed"] or change["added"]:
+        if (change["removed"] or change["added"]) and _alive(pid):
             self._lose("the sandbox's routes or addresses changed", now, change)
             return True
         return False
