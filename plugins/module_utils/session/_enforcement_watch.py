@@ -244,7 +244,7 @@ class EnforcementWatch(object):
                     probes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=HELPER_ENV,
                     close_fds=True),
                 _canaries.judged(self.policy_text), self._lose,
-                sandbox_gone=lambda: self._stopping.is_set() or not _alive(pid))
+                sandbox_gone=lambda: self._sandbox_gone(pid))
             self.canaries.start()
         failure = None  # the first failed reading since the last good one: the cause
         while not self._stopping.is_set():
@@ -297,7 +297,7 @@ class EnforcementWatch(object):
             now = time.time()
             chunk = os.read(fd, 65536)
             if not chunk:
-                if self._stopping.is_set() or not _alive(pid):
+                if self._sandbox_gone(pid):
                     return True  # the sandbox has gone: nothing is left to watch
                 self._lose("the ruleset's monitor exited: %s" % self._monitor_buffer.decode("utf-8", "replace")[-500:],
                            now)
@@ -392,6 +392,11 @@ class EnforcementWatch(object):
             self.lost = {"what": what, "at": now, "at_text": format_time(now), "last_good_at": self.last_good_at,
                          "removed": (change or {}).get("removed", []), "added": (change or {}).get("added", [])}
         self.on_lost(self.lost)
+
+    def _sandbox_gone(self, pid):
+        """Whether the session is ending or its sandbox (first process PID) has ended: a
+        helper in its namespaces ending then is that end, not a loss."""
+        return self._stopping.is_set() or not _alive(pid)
 
     def _sandbox_pid(self, deadline):
         """The sandbox's first process as podman wrote it, waiting for the file until DEADLINE."""
