@@ -88,9 +88,15 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
     argv = session_argv(workstation, [credential({"from_environment": "ANTHROPIC_API_KEY"},
                                                  header="authorization", prefix="Bearer ")],
                         gate_path, "-vvv", command=["bash", "-c", script])
+    # The key reaches the session's environment from a file, never on the launcher's own
+    # command line: the workstation's env(1) and nsenter's child show their argv to ps
+    # until they exec, and a loaded machine polls inside that window.
+    key_file = f"{PROJECT}-key"
+    workstation.run(["sh", "-c", f"umask 077 && cat >{key_file}"], input=KEY)
+    launcher = ["bash", "-c", f'export ANTHROPIC_API_KEY="$(cat {key_file})" && exec "$@"', "launcher", *argv]
     # Its output to a file: -vvv would fill a pipe nobody reads while the session runs.
     with tempfile.TemporaryFile("w+") as out:
-        session = subprocess.Popen(workstation.command(argv, env=dict(ANSIBLE_ENV, ANTHROPIC_API_KEY=KEY)),
+        session = subprocess.Popen(workstation.command(launcher, env=ANSIBLE_ENV),
                                    stdout=out, stderr=subprocess.STDOUT, text=True)
         seen_argv = ""
         while session.poll() is None:
@@ -98,6 +104,7 @@ def test_the_provider_gets_the_key_and_the_sandbox_only_a_placeholder(workstatio
             time.sleep(0.3)
         out.seek(0)
         output = out.read()
+    workstation.run(["rm", "-f", key_file])
     assert session.returncode == 0, output[-4000:]
     assert "aisb-sandbox-" in seen_argv, "the session's commands were seen while it ran"
     assert KEY not in seen_argv, "the key is on a host command line"
