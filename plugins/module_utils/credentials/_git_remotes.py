@@ -28,6 +28,9 @@ KEYS = frozenset(("url", "branches", "username") + SOURCES)
 DEFAULT_USERNAME = "x-access-token"
 URL = re.compile(r"\Ahttps://([^/:@?#]+)(?::([0-9]{1,5}))?(/[A-Za-z0-9._~/-]*[A-Za-z0-9_~-])/?\Z")
 USERNAME = re.compile(r"\A[A-Za-z0-9._~-]{1,64}\Z")
+# What the broker does with an entry, its token's source aside: where it relays, which
+# branches it lets through, the user name the token goes with.
+ROUTE = ("url", "branches", "username")
 
 
 def _fail(index, message):
@@ -75,6 +78,12 @@ def _check_entry(index, entry):
             "port": port, "path": path, "branches": branches, "username": username, source: entry[source]}
 
 
+def as_written(entry):
+    """A checked ENTRY as an operator writes it (without the host, port and path derived
+    from its url): check_git_remotes takes it again."""
+    return dict((k, v) for k, v in entry.items() if k in KEYS)
+
+
 def resolve_git_remotes(checked, controller_env):
     """CHECKED entries (check_git_remotes') with each token read from its source (dicts
     without the source, with token). Run on the controller."""
@@ -88,8 +97,7 @@ def resolve_git_remotes(checked, controller_env):
 def check_resolved_remotes(entries):
     """The session module's view of resolve_git_remotes' result, checked again (as_values;
     host, port and path are derived from the url again)."""
-    written = [dict((k, v) for k, v in entry.items() if k in KEYS)
-               for entry in as_values(entries, "git_remotes", "token")]
+    written = [as_written(entry) for entry in as_values(entries, "git_remotes", "token")]
     return [dict(((k, v) for k, v in entry.items() if k != "value"), token=entry["value"])
             for entry in check_git_remotes(written)]
 
