@@ -135,6 +135,7 @@ def test_a_large_push_passes_probe_and_chunks(upstream):
 
 def test_a_hand_written_push_with_options_is_refused_before_the_upstream(upstream):
     main = git(upstream["bare"], "rev-parse", "main").stdout.strip()
+
     def body(capabilities):
         return (pkt_line(("%s %s refs/heads/%s\0 %s push-options" % ("0" * 40, main, MINE, capabilities)).encode())
                 + b"0000" + pkt_line(b"merge_request.target=main") + b"0000")

@@ -280,8 +280,8 @@ def test_the_team_s_git_remotes_are_checked_and_kept_as_written():
 
 
 @pytest.mark.parametrize("remotes, needle", [
-    ([dict(GH, from_environment=None, value="ghp_secret")], "settings.git_remotes[0] must take its token from "
-                                                           "from_environment or from_file"),
+    ([dict(GH, from_environment=None, value="ghp_secret")],
+     "settings.git_remotes[0] must take its token from from_environment or from_file"),
     ([{"url": "http://github.com/org/app", "from_environment": "T"}], "settings.git_remotes: aisb_git_remotes[0]: url"),
     ([dict(GH, branches="refs/heads/*")], "aisb_git_remotes[0] branches 'refs/heads/*'"),
     ([GH, dict(GH, branches="x/*")], "is named by an earlier entry"),

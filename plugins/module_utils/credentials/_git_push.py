@@ -274,7 +274,7 @@ def _report(results, sideband):
     """report-status for RESULTS ((ref name as bytes, why refused or "") each); None when a
     line would not fit in a pkt-line."""
     lines = [b"unpack ok\n"] + [b"ng %s %s\n" % (name, why.encode("utf-8")) if why else b"ok %s\n" % name
-                                 for name, why in results]
+                                for name, why in results]
     if any(len(line) + 4 > MAX_PKT for line in lines):
         return None
     report = b"".join(pkt_line(line) for line in lines) + b"0000"
