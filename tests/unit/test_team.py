@@ -284,7 +284,7 @@ def test_the_team_s_git_remotes_are_checked_and_kept_as_written():
      "settings.git_remotes[0] must take its token from from_environment or from_file"),
     ([{"url": "http://github.com/org/app", "from_environment": "T"}], "settings.git_remotes: aisb_git_remotes[0]: url"),
     ([dict(GH, branches="refs/heads/*")], "aisb_git_remotes[0] branches 'refs/heads/*'"),
-    ([GH, dict(GH, branches="x/*")], "is named by an earlier entry"),
+    ([GH, dict(GH, url="https://github.com/Org/App", branches="x/*")], "names the repository of an earlier entry"),
     ("https://github.com/org/app", "settings.git_remotes"),
 ])
 def test_a_wrong_team_git_remote_is_named(remotes, needle):
@@ -307,7 +307,10 @@ def test_a_developer_adds_git_remotes_only_where_the_team_lets_them():
 
 
 @pytest.mark.parametrize("change", [{"branches": "*"}, {"branches": "main"}, {"username": "oauth2"},
-                                    {"from_environment": "MY_TOKEN"}])
+                                    {"from_environment": "MY_TOKEN"},
+                                    # The same repository as forges read it, with a wider pattern.
+                                    {"url": "https://github.com/org/app", "branches": "*"},
+                                    {"url": "https://github.com/ORG/app.git", "branches": "*"}])
 def test_a_developer_never_widens_or_changes_a_team_remote(change):
     """Even where developers may add remotes, the team's remote keeps its branches, user
     name and token source: a developer's entry for its url is refused, not added beside it."""
@@ -333,6 +336,7 @@ def test_the_session_checks_its_git_remotes_against_the_team_again():
         (session_remote(GH["url"], "*"), "aisb_git_remotes changes https://github.com/org/app.git, which the team "
                                          "file /t lists"),
         (session_remote(GH["url"], "aisb/*", "oauth2"), "changes https://github.com/org/app.git"),
+        (session_remote("https://github.com/Org/App", "*"), "aisb_git_remotes changes https://github.com/Org/App"),
         (session_remote("https://github.com/me/fork", "aisb/*"), "aisb_git_remotes is refused: "
                                                                  "https://github.com/me/fork is not among the team "
                                                                  "file /t's git_remotes"),

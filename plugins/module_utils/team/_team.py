@@ -27,7 +27,7 @@ import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import check_credentials
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_remotes import (
-    KEYS as REMOTE_KEYS, ROUTE, as_written, check_git_remotes)
+    KEYS as REMOTE_KEYS, ROUTE, as_written, check_git_remotes, repository)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import (
     InputError, build_environment, check_env_name, check_token_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError, parse_policy
@@ -300,11 +300,12 @@ def _added(key, base, value, origin):
 
 
 def _refuse_changed_remotes(team_remotes, given, keys, origin):
-    """TeamError naming each of GIVEN's remotes whose url one of TEAM_REMOTES has with other
-    KEYS' values: the team's branches, user name and token source are the team's."""
-    team = dict((remote["url"], remote) for remote in team_remotes)
-    changed = sorted(remote["url"] for remote in given if remote["url"] in team
-                     and any(remote.get(k) != team[remote["url"]].get(k) for k in keys))
+    """TeamError naming each of GIVEN's remotes for a repository one of TEAM_REMOTES names
+    (_git_remotes.repository) with other KEYS' values: the team's url, branches, user name
+    and token source are the team's."""
+    team = dict((repository(remote["url"]), remote) for remote in team_remotes)
+    changed = sorted(remote["url"] for remote in given if repository(remote["url"]) in team
+                     and any(remote.get(k) != team[repository(remote["url"])].get(k) for k in keys))
     if changed:
         raise TeamError("%s changes %s, which the team file %s lists; a developer may add remotes, not change the "
                         "team's (their branches, username or token source)"
@@ -396,8 +397,8 @@ def check_session(team, given, origin=TEAM_FILE):
     apply_team(team, dict((key, value) for key, value in given.items() if key != "git_remotes"), origin)
     remotes = given.get("git_remotes") or []
     _refuse_changed_remotes(team["settings"].get("git_remotes", []), remotes, ROUTE, origin)
-    listed = set(remote["url"] for remote in team["settings"].get("git_remotes", []))
-    added = sorted(remote["url"] for remote in remotes if remote["url"] not in listed)
+    listed = set(repository(remote["url"]) for remote in team["settings"].get("git_remotes", []))
+    added = sorted(remote["url"] for remote in remotes if repository(remote["url"]) not in listed)
     if added and "git_remotes" not in team["user_may_add"]:
         raise TeamError("%s is refused: %s %s not among the team file %s's git_remotes, and it lets developers "
                         "add to %s only (user_may_add)" % (variable("git_remotes"), ", ".join(added),
