@@ -41,7 +41,7 @@ class ActionModule(ActionBase):
             return dict(result, **refused_result(error, team_file=team_file))
         result.update(changed=False, settings=settings, allow_origins=origins, team_file=team_file,
                       settings_file=settings_file if from_file else None)
-        if settings["environment"] or settings["credentials"]:
-            # Values and credential keys (a Vault value, say) are shown nowhere.
+        if settings["environment"] or settings["credentials"] or settings["git_remotes"]:
+            # Values, credential keys and git tokens (a Vault value, say) are shown nowhere.
             result["_ansible_no_log"] = True
         return result

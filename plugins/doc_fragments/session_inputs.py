@@ -184,6 +184,9 @@ options:
       - The remote's host is reached directly only if the policy allows it for other
         reasons, and then without the token. Needs O(network=allow). See
         docs/sessions.md, git remotes, and docs/security.md.
+      - Where a team file governs (docs/teams.md), each remote must be one the team file
+        lists, as it lists it (its C(branches) and C(username)), or the team file's
+        C(user_may_add) must name C(git_remotes); checked again here, whatever the play passed.
     type: raw
     default: []
   token_budget:

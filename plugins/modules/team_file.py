@@ -32,7 +32,10 @@ options:
         C(environment), C(credentials), C(limits), C(require_limits), C(network),
         C(harness) (a recipe's name), C(recipes) (the team's own recipes, name to recipe,
         as docs/harnesses.md has them), C(harness_config), C(project_mode), C(allow_unenforced),
-        C(project_harness_code), C(token_budget) (a whole number of tokens, 1 or more); and of
+        C(project_harness_code), C(token_budget) (a whole number of tokens, 1 or more),
+        C(git_remotes) (the remotes the agent pushes its own branches to through the
+        session's git broker, entries as M(aisb.sandbox.session)'s
+        O(aisb.sandbox.session#module:git_remotes) takes them); and of
         C(prune.yml) - C(retention_days), C(retention_sessions) (whole numbers, 0 or
         more). Each is checked as the session or M(aisb.sandbox.retention) checks it. A
         setting left out is the collection's default (C(allow) none, C(connect_ports)
@@ -40,12 +43,14 @@ options:
         C(retention_sessions) 20). C(allowed_harnesses) - the recipe names a developer
         may choose with C(aisb_harness) when C(user_may_add) names C(harness) (a list,
         each a built-in recipe or one of C(recipes); the team's C(harness) among them;
-        left out - any); a team-only setting, never in C(user_may_add). C(credentials) entries take their key C(from_file) (a
-        file on the workstation, the developer's alone) or C(from_environment), never
-        C(value) - every local user can read the team file.
+        left out - any); a team-only setting, never in C(user_may_add). C(credentials) entries take their key and
+        C(git_remotes) entries their token C(from_file) (a file on the workstation, the
+        developer's alone) or C(from_environment), never C(value) - every local user can
+        read the team file.
       - C(user_may_add) - the settings a developer may add to. C(allow),
-        C(connect_ports), C(pass_environment) and C(credentials) - the developer's entries
-        go after the team's; C(environment), C(limits) and C(recipes) - the developer's names go
+        C(connect_ports), C(pass_environment), C(credentials) and C(git_remotes) - the
+        developer's entries go after the team's (a git remote the team lists cannot be
+        changed - not its C(branches), C(username) or token source); C(environment), C(limits) and C(recipes) - the developer's names go
         beside the team's (a name the team set cannot be changed); any other setting -
         the developer's value replaces the team's. A developer's value for a setting not
         named here is refused, naming the team file, unless it changes nothing (or, for

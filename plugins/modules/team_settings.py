@@ -33,8 +33,8 @@ description:
     into the O(project) or the state directory (the agent writes there), when it names
     anything but those settings or uses YAML anchors, aliases or tags, and when it is
     readable by others and holds a key (C(aisb_credentials) C(value)).
-  - The result is hidden (C(no_log)) when the settings carry environment values or
-    provider credentials.
+  - The result is hidden (C(no_log)) when the settings carry environment values,
+    provider credentials or git remotes.
 author: aisb developers (@aisb)
 options:
   allow:
@@ -96,6 +96,14 @@ options:
         that resolves inside it is refused when the session runs on this machine (a local
         connection).
     type: str
+  git_remotes:
+    description:
+      - The developer's git remotes (C(aisb_git_remotes)), entries as M(aisb.sandbox.session)'s
+        O(aisb.sandbox.session#module:git_remotes) takes them. Where a team file governs, a
+        remote it does not list is refused unless C(user_may_add) names C(git_remotes), and an
+        entry for a remote it lists is refused unless it is the team's entry as it is (its
+        C(branches), C(username) and token source are the team's).
+    type: raw
   token_budget:
     description:
       - The session's token budget (C(aisb_token_budget)), 1 or more. The team's value is
@@ -126,7 +134,9 @@ settings:
       C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
       C(network), C(harness), C(recipes), C(harness_config), C(project_mode), C(allow_unenforced),
       C(project_harness_code), C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless
-      set), C(allowed_harnesses) (the team's list of recipe names a developer may choose; null - any).
+      set), C(allowed_harnesses) (the team's list of recipe names a developer may choose; null - any),
+      C(git_remotes) (the team's remotes, then those a developer added, each as written with its
+      defaults filled in).
   returned: success
   type: dict
 allow_origins:

@@ -27,6 +27,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import RefusedError
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError, check_operator_path
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import check_credentials
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_remotes import check_git_remotes
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import PREFIX, TeamError, apply_team, user_spec, variable
 
 # Under the home directory.
@@ -110,15 +111,16 @@ def parse_settings(data, path, readable_by_others):
         raise SettingsFileError("settings file %s: %s (the option's name is the setting's without aisb_)"
                                 % (path, validation.error_messages[0]))
     settings = dict((key, value) for key, value in validation.validated_parameters.items() if value is not None)
-    if readable_by_others and "credentials" in settings:
-        try:
-            entries = check_credentials(settings["credentials"])
-        except InputError as error:
-            raise SettingsFileError("settings file %s: %s" % (path, error))
-        if any("value" in entry for entry in entries):
-            raise SettingsFileError("settings file %s holds a key (aisb_credentials value) and other users can read "
-                                    "it: run chmod 600 %s, or take the key from_environment or from_file"
-                                    % (path, path))
+    for key, check in (("credentials", check_credentials), ("git_remotes", check_git_remotes)):
+        if readable_by_others and key in settings:
+            try:
+                entries = check(settings[key])
+            except InputError as error:
+                raise SettingsFileError("settings file %s: %s" % (path, error))
+            if any("value" in entry for entry in entries):
+                raise SettingsFileError("settings file %s holds a secret (%s value) and other users can read it: "
+                                        "run chmod 600 %s, or take it from_environment or from_file"
+                                        % (path, variable(key), path))
     return settings
 
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from scenario import ANSIBLE_ENV, playbook, provision
+from scenario import ANSIBLE_ENV, install_team, playbook, provision
 from sessions import record_of, run_agent, session_dirs
 from workstation import AISB_STATE, TRANSFER_DIR
 
@@ -24,13 +24,6 @@ MODULE_TEAM = {"settings": {"allow": ["allowed.test"], "network": "allow",
                "user_may_add": ["allow"]}
 FETCH = ("echo team-note=$AISB_TEAM_NOTE; for n in allowed.test other.test; do curl -s -o /dev/null -w \"$n=%{http_code}\\n\" http://$n/; done; "
          "ls -d /etc/aisb/team.json 2>&1; echo tampered > /etc/aisb/team.json 2>&1; true")
-
-
-def install_team(ws, team):
-    """TEAM as the team file, written by the team_file module as root (provision.yml's task)."""
-    result = ws.run(["ansible", "localhost", "-b", "-m", "aisb.sandbox.team_file", "-a", json.dumps({"team": team})],
-                    check=False, env=ANSIBLE_ENV)
-    assert result.returncode == 0, result.stdout[-3000:]
 
 
 def digest(ws):

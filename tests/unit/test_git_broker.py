@@ -4,6 +4,7 @@ pushes of the session's branches as creates and fast-forwards pass, every other 
 refused with git's own report and never reaches the upstream; the token is the broker's."""
 
 import base64
+import itertools
 import os
 import ssl
 import subprocess
@@ -14,7 +15,8 @@ import pytest
 import git_server
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_broker import (
     GitBroker, advertisement, client_capabilities, render_advertisement)
-from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import PushError, pkt_line
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import (
+    PushError, pkt_line, pkt_lines)
 
 TOKEN = "ghp_unit-broker-token"
 SESSION = "20261203T211500-ab12"
@@ -133,15 +135,42 @@ def test_a_large_push_passes_probe_and_chunks(upstream):
 
 def test_a_hand_written_push_with_options_is_refused_before_the_upstream(upstream):
     main = git(upstream["bare"], "rev-parse", "main").stdout.strip()
-    body = (pkt_line(("%s %s refs/heads/%s\0 report-status push-options" % ("0" * 40, main, MINE)).encode())
-            + b"0000" + pkt_line(b"merge_request.target=main") + b"0000")
+
+    def body(capabilities):
+        return (pkt_line(("%s %s refs/heads/%s\0 %s push-options" % ("0" * 40, main, MINE, capabilities)).encode())
+                + b"0000" + pkt_line(b"merge_request.target=main") + b"0000")
+
     request = urllib.request.Request("http://127.0.0.1:%d/r0/git-receive-pack" % upstream["broker"].port,
-                                     data=body)
+                                     data=body("report-status"))
+    # Refused as git reports a refusal: the request was read whole, the client asked report-status.
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        report = answer.read()
+    lines = list(itertools.takewhile(lambda payload: payload is not None,
+                                     (payload for payload, _offset in pkt_lines(report))))
+    assert answer.status == 200 and report.endswith(b"0000") and len(lines) == 2 and lines[0] == b"unpack ok\n"
+    assert lines[1].startswith(b"ng refs/heads/%s aisb: capability 'push-options' is not relayed" % MINE.encode())
+    assert not [seen for seen in upstream["seen"] if seen["path"].endswith("/git-receive-pack")]
+    assert upstream["broker"].report()["pushes"][0]["refused"].startswith("capability 'push-options'")
+    # Without report-status the protocol has no report: HTTP's refusal, still before the upstream.
+    request = urllib.request.Request(request.full_url, data=body("quiet"))
     with pytest.raises(urllib.error.HTTPError) as raised:
         urllib.request.urlopen(request, timeout=10)
     assert raised.value.code == 403 and b"push-options" in raised.value.read()
     assert not [seen for seen in upstream["seen"] if seen["path"].endswith("/git-receive-pack")]
-    assert upstream["broker"].report()["pushes"][0]["refused"].startswith("capability 'push-options'")
+
+
+def test_a_push_whose_request_is_refused_gets_git_s_own_report(upstream):
+    """A ref name with a byte outside ASCII (git allows it) fails the request's reading, not
+    a ref's decision: the agent's git still prints the broker's reason per ref."""
+    work = clone(upstream)
+    commit(work, "two\n")
+    before = refs(upstream["bare"])
+    pushed = git(work, "push", "origin", "HEAD:refs/heads/aisb/%s/\u00fc" % SESSION, check=False)
+    assert pushed.returncode != 0 and "RPC failed" not in pushed.stderr
+    assert "! [remote rejected] HEAD -> aisb/%s/\u00fc (aisb: a command line holds a byte that is not ASCII)" \
+        % SESSION in pushed.stderr, pushed.stderr
+    assert refs(upstream["bare"]) == before
+    assert not [seen for seen in upstream["seen"] if seen["path"].endswith("/git-receive-pack")]
 
 
 def test_push_options_are_refused_before_the_upstream(upstream):

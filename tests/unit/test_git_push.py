@@ -8,7 +8,8 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import (
     DEFAULT_PATTERN, MAX_COMMANDS, MAX_PKT, MAX_SHALLOW, Command, PushError, branch_matches, check_pattern,
-    decide, parse_update_request, pkt_line, pkt_lines, ref_name_problem, report_status)
+    decide, parse_update_request, pkt_line, pkt_lines, ref_name_problem, refusal_report,
+    report_status)
 
 ZERO = "0" * 40
 A, B, C = "a" * 40, "b" * 40, "c" * 40
@@ -265,3 +266,31 @@ def _until_flush(data):
             assert offset == len(data)
             return
         yield payload, offset
+
+
+def refused_request(capabilities):
+    """A request parse_update_request refuses (a name outside ASCII, options asked) asking CAPABILITIES."""
+    return (pkt_line(b"shallow %s\n" % A.encode())
+            + pkt_line(b"%s %s %s\0 %s push-options\n" % (ZERO.encode(), A.encode(), MINE.encode(), capabilities))
+            + pkt_line(b"%s %s refs/heads/\xc3\xbc\n" % (A.encode(), B.encode())) + b"0000PACK...")
+
+
+def test_a_refused_request_is_reported_per_ref_where_the_protocol_allows():
+    plain = refusal_report(refused_request(b"report-status"), "aisb: why")
+    assert plain == (b"000eunpack ok\n" + pkt_line(b"ng %s aisb: why\n" % MINE.encode())
+                     + pkt_line(b"ng refs/heads/\xc3\xbc aisb: why\n") + b"0000")
+    assert refusal_report(refused_request(b"report-status-v2 side-band-64k"), "aisb: why") \
+        == pkt_line(b"\x01" + plain) + b"0000"
+
+
+@pytest.mark.parametrize("body", [
+    pkt_line(b"%s %s refs/heads/x\0 quiet\n" % (ZERO.encode(), A.encode())) + b"0000",  # no report asked
+    pkt_line(b"push-cert\0 report-status\n") + b"0000",  # no command line
+    pkt_line(b"%s refs/heads/x\0 report-status\n" % ZERO.encode()) + b"0000",
+    b"0000",
+    b"zzzz",
+    pkt_line(b"%s %s refs/heads/x\0 report-status\n" % (ZERO.encode(), A.encode())),  # no flush
+    pkt_line(b"%s %s %s\0 report-status\n" % (ZERO.encode(), A.encode(), b"n" * 65400)) + b"0000",  # too long
+])
+def test_a_request_the_protocol_allows_no_report_for_gets_none(body):
+    assert refusal_report(body, "aisb: " + "w" * 200) is None

@@ -33,6 +33,8 @@ def test_an_entry_is_filled_in():
     ({"url": "https://h.org/r#x", "value": "t"}, "must be https://"),
     ({"url": "https://h.org/a/../r", "value": "t"}, "must be https://"),
     ({"url": "https://h.org//r", "value": "t"}, "must be https://"),
+    ({"url": "https://h.org/a/./r", "value": "t"}, "must be https://"),
+    ({"url": "https://h.org/a/.", "value": "t"}, "must be https://"),
     ({"url": "https://h.org/", "value": "t"}, "must be https://"),
     ({"url": "https://10.0.0.1/r", "value": "t"}, "must be https://"),
     ({"url": "https://h.org:0/r", "value": "t"}, "must be https://"),
@@ -51,9 +53,15 @@ def test_bad_entries_are_refused_with_their_index(entry, why):
     assert str(raised.value).startswith("aisb_git_remotes[1]") and why in str(raised.value)
 
 
-def test_a_url_twice_is_refused():
-    with pytest.raises(InputError, match=r"aisb_git_remotes\[1\]: url https://h.org/r is named"):
-        check_git_remotes([{"url": "https://h.org/r", "value": "t"}, {"url": "https://H.org/r/", "value": "u"}])
+@pytest.mark.parametrize("other", ["https://H.org/r/", "https://h.org/r.git", "https://h.org/R.GIT", "https://h.org:443/r"])
+def test_a_repository_twice_is_refused(other):
+    """Forges read a repository's path without case and with or without .git: two entries
+    for one repository would be two branch patterns for it."""
+    with pytest.raises(InputError, match=r"aisb_git_remotes\[1\]: url https://h.org/\S+ names the repository of an "
+                                         r"earlier entry"):
+        check_git_remotes([{"url": "https://h.org/r", "value": "t"}, {"url": other, "value": "u"}])
+    assert len(check_git_remotes([{"url": "https://h.org/r", "value": "t"}, {"url": "https://h.org/r2", "value": "u"},
+                                  {"url": "https://h.org:8443/r", "value": "v"}])) == 3
 
 
 def test_tokens_are_read_from_their_sources(tmp_path):

@@ -251,19 +251,19 @@ def test_the_session_checks_the_team_file_again(host, team_file):
         assert needle in str(error.value) and team_file in str(error.value)
 
 
-def test_git_remotes_are_refused_where_a_team_file_governs(host, team_file):
-    """The broker reaches each remote's host, which no allow entry names: a developer's
-    aisb_git_remotes would take the session past the team's allowlist."""
+def test_a_developer_s_git_remotes_are_refused_where_the_team_file_lists_none(host, team_file):
+    """The broker reaches each remote's host, which no allow entry names: a remote the team
+    file neither lists nor lets developers add is refused by the session itself."""
     given = params(host, limits={"memory": "4g"})
     policy, entries = read_policy(host["policy_dir"])
-    remote = {"url": "https://git.example/team/app.git", "branches": "aisb/*", "token": "t"}
+    remote = {"url": "https://git.example/team/app.git", "host": "git.example", "port": 443,
+              "path": "/team/app.git", "branches": "aisb/*", "username": "x-access-token", "token": "t"}
     with pytest.raises(_team.TeamError) as error:
         _session_admission.check_team_file(given, entries, policy, _recipes.NO_RECIPE, {}, team_file,
                                            git_remotes=[remote])
-    assert "aisb_git_remotes is refused" in str(error.value) and team_file in str(error.value)
-    # None given (the session's option as the play passes it: its JSON text, "[]"): nothing refused.
-    _session_admission.check_team_file(dict(given, git_remotes="[]"), entries, policy, _recipes.NO_RECIPE, {},
-                                       team_file, git_remotes=[])
+    assert "aisb_git_remotes is refused: https://git.example/team/app.git is not among the team file" \
+        in str(error.value) and team_file in str(error.value)
+    _session_admission.check_team_file(given, entries, policy, _recipes.NO_RECIPE, {}, team_file, git_remotes=[])
 
 
 @pytest.mark.parametrize("extra, recipe_allow", [

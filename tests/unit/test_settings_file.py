@@ -175,6 +175,14 @@ def test_a_key_value_is_refused_in_a_file_others_can_read():
     assert parse_settings(from_environment, "/s.yml", True)["credentials"]
 
 
+def test_a_git_token_value_is_refused_in_a_file_others_can_read():
+    text = b"aisb_git_remotes: [{url: 'https://github.com/me/app', value: ghp_secret}]\n"
+    with pytest.raises(SettingsFileError, match=r"holds a secret \(aisb_git_remotes value\) and other users can read"):
+        parse_settings(text, "/s.yml", True)
+    assert parse_settings(text, "/s.yml", False)["git_remotes"][0]["value"] == "ghp_secret"
+    assert parse_settings(text.replace(b"value: ghp_secret", b"from_environment: GH"), "/s.yml", True)["git_remotes"]
+
+
 def team(settings=None, may_add=()):
     return check_team({"format": 1, "settings": settings or {}, "user_may_add": list(may_add)})
 

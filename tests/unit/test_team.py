@@ -262,3 +262,88 @@ def test_a_developer_chooses_only_among_the_team_s_harnesses_and_the_session_che
             _team.check_session(team, dict(user, network="allow", connect_ports=[443], allow=[], limits={}))
     anyone = check_team({"format": 1, "user_may_add": ["harness"]})
     assert apply_team(anyone, {"harness": "codex"})[0]["harness"] == "codex"
+
+
+GH = {"url": "https://github.com/org/app.git", "branches": "aisb/*", "from_environment": "GH_TOKEN"}
+GL = {"url": "https://gitlab.example/g/tool", "username": "oauth2", "from_file": "/home/dev/.gl-token"}
+
+
+def remotes_team(*may_add):
+    return check_team({"format": 1, "settings": {"git_remotes": [GH]}, "user_may_add": list(may_add)})
+
+
+def test_the_team_s_git_remotes_are_checked_and_kept_as_written():
+    team = check_team({"format": 1, "settings": {"git_remotes": [dict(GH, url="https://GitHub.com/org/app.git/")]}})
+    assert team["settings"]["git_remotes"] == [dict(GH, username="x-access-token")]
+    assert apply_team(team, {})[0]["git_remotes"] == team["settings"]["git_remotes"]
+    assert DEFAULTS["git_remotes"] == [] and apply_team(None, {})[0]["git_remotes"] == []
+
+
+@pytest.mark.parametrize("remotes, needle", [
+    ([dict(GH, from_environment=None, value="ghp_secret")],
+     "settings.git_remotes[0] must take its token from from_environment or from_file"),
+    ([{"url": "http://github.com/org/app", "from_environment": "T"}], "settings.git_remotes: aisb_git_remotes[0]: url"),
+    ([dict(GH, branches="refs/heads/*")], "aisb_git_remotes[0] branches 'refs/heads/*'"),
+    ([GH, dict(GH, url="https://github.com/Org/App", branches="x/*")], "names the repository of an earlier entry"),
+    ("https://github.com/org/app", "settings.git_remotes"),
+])
+def test_a_wrong_team_git_remote_is_named(remotes, needle):
+    remotes = [dict((k, v) for k, v in entry.items() if v is not None) for entry in remotes] \
+        if isinstance(remotes, list) else remotes
+    with pytest.raises(TeamError) as error:
+        check_team({"format": 1, "settings": {"git_remotes": remotes}}, "/etc/aisb/team.json")
+    assert needle in str(error.value) and "/etc/aisb/team.json" in str(error.value)
+
+
+def test_a_developer_adds_git_remotes_only_where_the_team_lets_them():
+    mine = {"url": "https://github.com/me/fork", "value": "ghp_mine"}
+    with pytest.raises(TeamError, match=r"aisb_git_remotes is refused: the team file /t sets git_remotes and lets "
+                                        r"developers add to nothing only \(user_may_add\)"):
+        apply_team(remotes_team(), {"git_remotes": [mine]}, "/t")
+    # The team's own entries given again change nothing.
+    assert apply_team(remotes_team(), {"git_remotes": [GH]})[0]["git_remotes"] == [dict(GH, username="x-access-token")]
+    added = apply_team(remotes_team("git_remotes"), {"git_remotes": [mine]})[0]["git_remotes"]
+    assert [entry["url"] for entry in added] == [GH["url"], mine["url"]] and added[1]["branches"] == "aisb/{session}/*"
+
+
+@pytest.mark.parametrize("change", [{"branches": "*"}, {"branches": "main"}, {"username": "oauth2"},
+                                    {"from_environment": "MY_TOKEN"},
+                                    # The same repository as forges read it, with a wider pattern.
+                                    {"url": "https://github.com/org/app", "branches": "*"},
+                                    {"url": "https://github.com/ORG/app.git", "branches": "*"}])
+def test_a_developer_never_widens_or_changes_a_team_remote(change):
+    """Even where developers may add remotes, the team's remote keeps its branches, user
+    name and token source: a developer's entry for its url is refused, not added beside it."""
+    for team in (remotes_team(), remotes_team("git_remotes")):
+        with pytest.raises(TeamError) as error:
+            apply_team(team, {"git_remotes": [dict(GH, **change)]}, "/t")
+        assert "aisb_git_remotes" in str(error.value) and "/t" in str(error.value)
+
+
+def session_remote(url, branches, username="x-access-token"):
+    """A remote as the session holds it: checked, token read, source gone."""
+    return {"url": url, "host": "h", "port": 443, "path": "/p", "branches": branches, "username": username,
+            "token": "t"}
+
+
+def test_the_session_checks_its_git_remotes_against_the_team_again():
+    """run_agent_settings (or the session's option) given with -e must not widen the team's
+    remotes: the session's remotes are the team's in all the broker does with them."""
+    team = remotes_team()
+    _team.check_session(team, {"git_remotes": [session_remote(GH["url"], "aisb/*")]}, "/t")
+    _team.check_session(team, {"git_remotes": []}, "/t")
+    for remote, needle in [
+        (session_remote(GH["url"], "*"), "aisb_git_remotes changes https://github.com/org/app.git, which the team "
+                                         "file /t lists"),
+        (session_remote(GH["url"], "aisb/*", "oauth2"), "changes https://github.com/org/app.git"),
+        (session_remote("https://github.com/Org/App", "*"), "aisb_git_remotes changes https://github.com/Org/App"),
+        (session_remote("https://github.com/me/fork", "aisb/*"), "aisb_git_remotes is refused: "
+                                                                 "https://github.com/me/fork is not among the team "
+                                                                 "file /t's git_remotes"),
+    ]:
+        with pytest.raises(TeamError) as error:
+            _team.check_session(team, {"git_remotes": [remote]}, "/t")
+        assert needle in str(error.value)
+    _team.check_session(remotes_team("git_remotes"), {"git_remotes": [session_remote("https://h.org/x", "a/*")]}, "/t")
+    with pytest.raises(TeamError, match="changes https://github.com/org/app.git"):
+        _team.check_session(remotes_team("git_remotes"), {"git_remotes": [session_remote(GH["url"], "*")]}, "/t")

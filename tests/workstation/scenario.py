@@ -44,6 +44,13 @@ def provision(ws, *extra, timeout=3600):
     return playbook(ws, "provision", *extra, timeout=timeout)
 
 
+def install_team(ws, team):
+    """TEAM as the team file, written by the team_file module as root (provision.yml's task)."""
+    result = ws.run(["ansible", "localhost", "-b", "-m", "aisb.sandbox.team_file", "-a", json.dumps({"team": team})],
+                    check=False, env=ANSIBLE_ENV)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
 @contextmanager
 def provisioned_variant(prepare, *extra):
     """A Debian 13 workstation that PREPARE(ws) changed (its pasta, say) before this

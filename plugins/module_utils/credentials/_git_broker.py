@@ -11,8 +11,9 @@ or git-receive-pack, POST git-upload-pack, POST git-receive-pack. Fetches pass a
 are. A push is read whole before anything of it reaches the upstream (_git_push): its
 commands are decided against the remote's branch pattern and the upstream's refs, read
 again for this push; an update is relayed only as a fast-forward its own pack proves
-(_git_pack). A refused push is answered with git's report-status, so the agent's git
-prints '! [remote rejected] REF (aisb: ...)', and is never relayed; nor is a push whose
+(_git_pack). A refused push, or one whose request is refused, is answered with git's
+report-status where the protocol allows one, so the agent's git prints
+'! [remote rejected] REF (aisb: ...)', and is never relayed; nor is a push whose
 body is encoded (the upstream would read other bytes than those decided on). The
 receive-pack advertisement is passed on with only the capabilities a push through the
 broker may use, and no-thin. Each push is kept for the record.
@@ -35,7 +36,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credenti
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_pack import descends, pack_commits
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_push import (
     CLIENT_CAPABILITIES, HEX_LENGTHS, PushError, decide, parse_update_request, pkt_line, pkt_lines,
-    report_status)
+    refusal_report, report_status)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import refused_destination
 
 SERVICES = ("git-upload-pack", "git-receive-pack")
@@ -243,7 +244,7 @@ def _handler_for(broker):
                 request = parse_update_request(body, hexsz, client_capabilities(capabilities))
             except PushError as error:
                 broker.note(dict(push, refs=[], relayed=False, refused=str(error)))
-                raise InjectorError(403, "push refused: %s" % error)
+                return self._report(refusal_report(body, "aisb: %s" % error), "push refused: %s" % error)
             commits = []
 
             def proven(old, new):
@@ -260,8 +261,8 @@ def _handler_for(broker):
                              "refused": d.refused} for d in decisions]
             if not relayed:
                 broker.note(dict(push, relayed=False))
-                return self._answer(200, "application/x-git-receive-pack-result",
-                                    report_status(decisions, "side-band-64k" in request.capabilities))
+                return self._report(report_status(decisions, "side-band-64k" in request.capabilities),
+                                    "push refused: %s" % "; ".join(sorted(set(d.refused for d in decisions))))
             status = self._relay(remote, "POST", "git-receive-pack", headers, body)
             broker.note(dict(push, relayed=True, upstream_status=status))
             return status
@@ -286,6 +287,13 @@ def _handler_for(broker):
             finally:
                 connection.close()
             return response.status
+
+        def _report(self, report, why):
+            """REPORT (report-status) as the push's answer; where the protocol allows none
+            (None), 403 with WHY."""
+            if report is None:
+                raise InjectorError(403, why)
+            return self._answer(200, "application/x-git-receive-pack-result", report)
 
         def _answer(self, status, content_type, body):
             self.send_response_only(status)

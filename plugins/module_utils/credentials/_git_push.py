@@ -3,7 +3,8 @@
 """A push as the git broker reads it before anything reaches the upstream: the
 receive-pack request's pkt-lines parsed (parse_update_request), each ref update decided
 against the remote's branch pattern and the upstream's own refs (decide), and git's
-report-status written for the client when the push is refused (report_status). Pure.
+report-status written for the client when the push is refused (report_status), or when
+its request is (refusal_report). Pure.
 
 The reading is narrower than git's receive-pack and never wider, so no byte is read two
 ways: a pkt-line's length is four lowercase hex digits, 5 to 65520; the command list ends
@@ -236,11 +237,47 @@ def pkt_line(payload):
 def report_status(decisions, sideband):
     """git's report-status for DECISIONS (the pack unpacked, each ref ok or ng with its
     reason), on side-band channel 1 when SIDEBAND (the client asked side-band-64k), as the
-    body of the receive-pack response."""
-    report = pkt_line(b"unpack ok\n") + b"".join(
-        pkt_line(("ng %s %s\n" % (decision.command.name, decision.refused)).encode("ascii")
-                 if decision.refused else ("ok %s\n" % decision.command.name).encode("ascii"))
-        for decision in decisions) + b"0000"
+    body of the receive-pack response; None when a line would not fit in a pkt-line."""
+    return _report([(decision.command.name.encode("ascii"), decision.refused) for decision in decisions], sideband)
+
+
+def refusal_report(body, why):
+    """The receive-pack response refusing each command of BODY, a request
+    parse_update_request refused (WHY, shown for every ref), as git's report-status, so
+    that the client prints '! [remote rejected] REF (WHY)' rather than an HTTP error; None
+    where the protocol allows no report: the lines up to the first flush do not frame, one
+    is no OLD NEW REF command (a push certificate, say), or the client asked none. The
+    names go back as the client wrote them (git matches its refs by them)."""
+    names, asked = [], None
+    try:
+        for payload, _offset in pkt_lines(body):
+            if payload is None:
+                break
+            line = payload[:-1] if payload.endswith(b"\n") else payload
+            if line.startswith(b"shallow "):
+                continue
+            line, _nul, capabilities = line.partition(b"\0")
+            if asked is None:
+                asked = set(capabilities.split(b" "))
+            parts = line.split(b" ")
+            if len(parts) != 3 or not parts[2]:
+                return None
+            names.append(parts[2])
+    except PushError:
+        return None
+    if not names or not asked & {b"report-status", b"report-status-v2"}:
+        return None
+    return _report([(name, why) for name in names], b"side-band-64k" in asked)
+
+
+def _report(results, sideband):
+    """report-status for RESULTS ((ref name as bytes, why refused or "") each); None when a
+    line would not fit in a pkt-line."""
+    lines = [b"unpack ok\n"] + [b"ng %s %s\n" % (name, why.encode("utf-8")) if why else b"ok %s\n" % name
+                                for name, why in results]
+    if any(len(line) + 4 > MAX_PKT for line in lines):
+        return None
+    report = b"".join(pkt_line(line) for line in lines) + b"0000"
     if not sideband:
         return report
     room = MAX_PKT - 5

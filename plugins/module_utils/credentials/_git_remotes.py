@@ -28,6 +28,9 @@ KEYS = frozenset(("url", "branches", "username") + SOURCES)
 DEFAULT_USERNAME = "x-access-token"
 URL = re.compile(r"\Ahttps://([^/:@?#]+)(?::([0-9]{1,5}))?(/[A-Za-z0-9._~/-]*[A-Za-z0-9_~-])/?\Z")
 USERNAME = re.compile(r"\A[A-Za-z0-9._~-]{1,64}\Z")
+# What the broker does with an entry, its token's source aside: where it relays, which
+# branches it lets through, the user name the token goes with.
+ROUTE = ("url", "branches", "username")
 
 
 def _fail(index, message):
@@ -38,12 +41,13 @@ def check_git_remotes(entries):
     """ENTRIES as the operator wrote them (a list, or its JSON text), checked: dicts of url
     (without a trailing slash), host, port, path, branches, username and the source.
     InputError names the first bad entry."""
-    checked, urls = [], set()
+    checked, repositories = [], set()
     for index, entry in enumerate(entry_list(entries, OPTION)):
         entry = _check_entry(index, entry)
-        if entry["url"] in urls:
-            _fail(index, "url %s is named by an earlier entry" % entry["url"])
-        urls.add(entry["url"])
+        if repository(entry["url"]) in repositories:
+            _fail(index, "url %s names the repository of an earlier entry (forges read a path without case "
+                         "and with or without .git)" % entry["url"])
+        repositories.add(repository(entry["url"]))
         checked.append(entry)
     return checked
 
@@ -58,9 +62,10 @@ def _check_entry(index, entry):
     match = URL.match(url) if isinstance(url, str) else None
     path = match.group(3) if match else ""
     if not match or not HOST_NAME.match(match.group(1).lower()) or ".." in path or "//" in path \
+            or "/./" in path + "/" \
             or not 1 <= int(match.group(2) or 443) <= 65535:
         _fail(index, "url %r must be https://HOST[:PORT]/PATH of a repository: a DNS name, no user, query or "
-                     "fragment, a path of letters, digits and . _ ~ - / without '..' or '//'" % (url,))
+                     "fragment, a path of letters, digits and . _ ~ - / without '..', '/./' or '//'" % (url,))
     host, port = match.group(1).lower(), int(match.group(2) or 443)
     try:
         branches = check_pattern(entry.get("branches", DEFAULT_PATTERN), "%s[%d] branches" % (OPTION, index))
@@ -73,6 +78,20 @@ def _check_entry(index, entry):
     source = secret_source(index, entry, OPTION)
     return {"url": "https://%s%s%s" % (host, "" if port == 443 else ":%d" % port, path), "host": host,
             "port": port, "path": path, "branches": branches, "username": username, source: entry[source]}
+
+
+def repository(url):
+    """The repository a checked URL names, as GitHub and GitLab tell repositories apart:
+    its path without case and without a trailing .git. Two entries for one repository
+    would be two branch patterns for it."""
+    url = url.lower()
+    return url[:-len(".git")] if url.endswith(".git") else url
+
+
+def as_written(entry):
+    """A checked ENTRY as an operator writes it (without the host, port and path derived
+    from its url): check_git_remotes takes it again."""
+    return dict((k, v) for k, v in entry.items() if k in KEYS)
 
 
 def resolve_git_remotes(checked, controller_env):
@@ -88,8 +107,7 @@ def resolve_git_remotes(checked, controller_env):
 def check_resolved_remotes(entries):
     """The session module's view of resolve_git_remotes' result, checked again (as_values;
     host, port and path are derived from the url again)."""
-    written = [dict((k, v) for k, v in entry.items() if k in KEYS)
-               for entry in as_values(entries, "git_remotes", "token")]
+    written = [as_written(entry) for entry in as_values(entries, "git_remotes", "token")]
     return [dict(((k, v) for k, v in entry.items() if k != "value"), token=entry["value"])
             for entry in check_git_remotes(written)]
 

@@ -155,18 +155,12 @@ def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM
     """TeamError unless this host's team file (none: nothing to check) allows what the
     session was given: its policy's entries beyond the RECIPE's (host names: a
     recipe has no other), CONNECT ports, network, limits, the switches, the harness and
-    the operator's recipes, the harness configuration and the ENVIRONMENT's operator
-    values (_team.check_session). run_agent.yml's own variables can be overridden with -e:
+    the operator's recipes, the harness configuration, the ENVIRONMENT's operator
+    values and the GIT_REMOTES (checked, tokens read) (_team.check_session). run_agent.yml's own variables can be overridden with -e:
     what the session runs with is checked, not what the play said it applied."""
     team = read_team_file(team_file)
     if team is None:
         return
-    # The broker relays to each listed remote's host, which no allow entry governs: until the
-    # team file can list remotes, a workstation with one takes none from a developer.
-    if git_remotes:
-        raise TeamError("the session's own settings, checked again: aisb_git_remotes is refused: git remotes are "
-                        "not a team setting yet, and the team file %s governs this workstation (the broker would "
-                        "reach hosts its allowlist does not name)" % team_file)
     # Only a recipe's host names are its own (_recipes refuses any other entry in one).
     own = [entry for entry in recipe.allow if parse_policy([entry]).domains]
     limits = dict((name, value) for name, value in (params.get("limits") or {}).items() if value is not None)
@@ -177,6 +171,7 @@ def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM
              "token_budget": params.get("token_budget"), "harness": params.get("harness") or DEFAULTS["harness"],
              "recipes": params.get("recipes") or {}, "harness_config": params.get("harness_config_dir"),
              "pass_environment": params.get("pass_environment") or [],
+             "git_remotes": list(git_remotes),
              "environment": operator_environment(environment, recipe, params.get("pass_environment") or [],
                                                  team["settings"].get("environment", {}))}
     try:

@@ -26,6 +26,8 @@ import os
 import stat
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credentials import check_credentials
+from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_remotes import (
+    KEYS as REMOTE_KEYS, ROUTE, as_written, check_git_remotes, repository)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import (
     InputError, build_environment, check_env_name, check_token_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError, parse_policy
@@ -46,10 +48,10 @@ DEFAULTS = {
     "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "recipes": {}, "harness_config": None,
     "project_mode": "direct", "allow_unenforced": False, "project_harness_code": False,
     "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS, "token_budget": None,
-    "allowed_harnesses": None,
+    "allowed_harnesses": None, "git_remotes": [],
 }
 SETTINGS = tuple(sorted(DEFAULTS))
-LIST_KEYS = ("allow", "connect_ports", "pass_environment", "credentials")
+LIST_KEYS = ("allow", "connect_ports", "pass_environment", "credentials", "git_remotes")
 DICT_KEYS = ("environment", "limits", "recipes")
 # The team's value is the default and the most a developer may give (None: no ceiling).
 CEILING_KEYS = ("token_budget",)
@@ -58,8 +60,10 @@ TEAM_ONLY_KEYS = ("allowed_harnesses",)
 CHOICES = {"network": ("allow", "none", "no-gate"), "project_mode": ("direct", "review")}
 # As the session's limits option takes them (its spec converts a number's text).
 LIMITS = {"memory": (str,), "pids": (int,), "cpus": (str, int, float)}
-# The file is for every local user to read: a key never goes in it.
+# The file is for every local user to read: a key or token never goes in it.
 TEAM_CREDENTIAL_SOURCES = ("from_environment", "from_file")
+# The settings whose entries take a key or token from a source.
+SECRET_KEYS = ("credentials", "git_remotes")
 MAX_BYTES = 1024 * 1024
 
 
@@ -89,6 +93,9 @@ def _check_value(key, value, where):
         elif key == "credentials":
             # Entries (or their JSON text) with port and prefix filled in.
             value = check_credentials(value)
+        elif key == "git_remotes":
+            # As written (url normalised, defaults filled): the session checks them again.
+            value = [as_written(entry) for entry in check_git_remotes(value)]
         elif key == "limits":
             _check_limits(_dict(value, where), where)
         elif key in ("require_limits", "allow_unenforced", "project_harness_code"):
@@ -176,11 +183,13 @@ def check_team(data, origin=TEAM_FILE):
         raise TeamError("team file %s: settings.harness or allowed_harnesses: %s" % (origin, error))
     _check_allowed_harness(settings.get("harness", DEFAULTS["harness"]), settings.get("allowed_harnesses"),
                            "team file %s: settings.harness" % origin)
-    for index, entry in enumerate(settings.get("credentials", [])):
-        if not any(source in entry for source in TEAM_CREDENTIAL_SOURCES):
-            raise TeamError("team file %s: settings.credentials[%d] must take its key from %s: the team file is "
-                            "readable by every local user, so a key (value) never goes in it"
-                            % (origin, index, " or ".join(TEAM_CREDENTIAL_SOURCES)))
+    for key in SECRET_KEYS:
+        for index, entry in enumerate(settings.get(key, [])):
+            if not any(source in entry for source in TEAM_CREDENTIAL_SOURCES):
+                raise TeamError("team file %s: settings.%s[%d] must take its %s from %s: the team file is readable "
+                                "by every local user, so a secret (value) never goes in it"
+                                % (origin, key, index, "key" if key == "credentials" else "token",
+                                   " or ".join(TEAM_CREDENTIAL_SOURCES)))
     may_add = data.get("user_may_add", [])
     if not isinstance(may_add, list) or not all(isinstance(key, str) for key in may_add):
         raise TeamError("team file %s: user_may_add must be a list of setting names (%s), got %r"
@@ -277,6 +286,8 @@ def _changes(key, base, value):
 
 def _added(key, base, value, origin):
     """BASE with a developer's VALUE for KEY on top; TeamError for a dict entry the team set."""
+    if key == "git_remotes":
+        _refuse_changed_remotes(base, value, REMOTE_KEYS, origin)
     if key in LIST_KEYS:
         return base + [entry for entry in value if entry not in base]
     if key in DICT_KEYS:
@@ -286,6 +297,19 @@ def _added(key, base, value, origin):
                             "the team's" % (variable(key), ", ".join(changed), origin))
         return dict(base, **value)
     return value
+
+
+def _refuse_changed_remotes(team_remotes, given, keys, origin):
+    """TeamError naming each of GIVEN's remotes for a repository one of TEAM_REMOTES names
+    (_git_remotes.repository) with other KEYS' values: the team's url, branches, user name
+    and token source are the team's."""
+    team = dict((repository(remote["url"]), remote) for remote in team_remotes)
+    changed = sorted(remote["url"] for remote in given if repository(remote["url"]) in team
+                     and any(remote.get(k) != team[repository(remote["url"])].get(k) for k in keys))
+    if changed:
+        raise TeamError("%s changes %s, which the team file %s lists; a developer may add remotes, not change the "
+                        "team's (their branches, username or token source)"
+                        % (variable("git_remotes"), ", ".join(changed), origin))
 
 
 def _under_ceiling(key, ceiling, value, origin):
@@ -356,6 +380,7 @@ def user_spec():
         retention_days=dict(type="int"),
         retention_sessions=dict(type="int"),
         token_budget=dict(type="int", no_log=False),
+        git_remotes=dict(type="raw", no_log=True),
     )
 
 
@@ -364,10 +389,21 @@ def check_session(team, given, origin=TEAM_FILE):
     given: the policy's allow entries beyond the harness recipe's, its CONNECT ports,
     network, limits, ...) the team file does not allow. run_agent.yml applies the team
     file first, but its own variables (gate_allow, run_agent_settings) can be overridden
-    with -e: the session checks again. A team limit missing or changed is refused too."""
+    with -e: the session checks again. A team limit missing or changed is refused too.
+    GIVEN's git_remotes are the session's (tokens read, sources gone): each is the team's
+    in all the broker does with it (_git_remotes.ROUTE), or one the team lets developers add."""
     if team is None:
         return
-    apply_team(team, given, origin)
+    apply_team(team, dict((key, value) for key, value in given.items() if key != "git_remotes"), origin)
+    remotes = given.get("git_remotes") or []
+    _refuse_changed_remotes(team["settings"].get("git_remotes", []), remotes, ROUTE, origin)
+    listed = set(repository(remote["url"]) for remote in team["settings"].get("git_remotes", []))
+    added = sorted(remote["url"] for remote in remotes if repository(remote["url"]) not in listed)
+    if added and "git_remotes" not in team["user_may_add"]:
+        raise TeamError("%s is refused: %s %s not among the team file %s's git_remotes, and it lets developers "
+                        "add to %s only (user_may_add)" % (variable("git_remotes"), ", ".join(added),
+                                                           "is" if len(added) == 1 else "are", origin,
+                                                           ", ".join(team["user_may_add"]) or "nothing"))
     team_limits = team["settings"].get("limits", {})
     changed = sorted(name for name in team_limits if (given.get("limits") or {}).get(name) != team_limits[name])
     if changed:
