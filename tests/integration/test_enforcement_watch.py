@@ -290,7 +290,10 @@ def test_a_gate_reconfigured_to_let_everything_through_is_stopped_naming_its_con
 
     def make(sandbox, _pid):
         gate = sandbox.replace("aisb-sandbox-", "aisb-gate-")
-        conf = gate_mount(workstation, gate, GATE_PARTS[part])
+        # The policy's part is a file in the policy directory the gate mounts.
+        inside = GATE_PARTS[part]
+        conf = gate_mount(workstation, gate, inside if part == "session" else os.path.dirname(inside))
+        conf += "" if part == "session" else "/" + os.path.basename(inside)
         restore[conf] = workstation.path(conf).read_text()
         # Written in place: the gate mounts that file, and sed -i would make a new one.
         done = workstation.run(["sh", "-c", f"date +%s.%N; t=$(cat {conf}) && "

@@ -69,7 +69,10 @@ class Helper:
         self.called = threading.Event()
 
     def set(self, *answers):
-        self.answers.write_text("".join((a if isinstance(a, str) else json.dumps(a)) + "\n" for a in answers))
+        # Renamed over the old one: the helper never reads a file half written (and dies of it).
+        new = self.answers.with_suffix(".new")
+        new.write_text("".join((a if isinstance(a, str) else json.dumps(a)) + "\n" for a in answers))
+        new.rename(self.answers)
 
     def on_lost(self, what, now, change):
         self.lost.append((what, now, change))
@@ -193,3 +196,64 @@ def test_a_process_killed_and_not_yet_reaped_is_not_alive():
     finally:
         child.wait()
     assert not _enforcement_watch._alive(child.pid)
+
+
+def test_silence_once_the_sandbox_has_gone_is_not_lost_and_a_leak_is(helper):
+    """Was a false loss in waiting: a sandbox ending slowly (podman's cleanup on a loaded
+    machine) takes its pasta, and the way to the gate, with it: rounds of silence then
+    are its end. What got out is lost whenever it is seen."""
+    stand = helper(QUIET)
+    gone = threading.Event()
+    canaries = stand.canaries(round_timeout=0.2, sandbox_gone=gone.is_set)
+    assert wait_for(lambda: canaries.gate_answered)
+    gone.set()
+    stand.set("silent")
+    assert wait_for(lambda: canaries.silent >= _canaries.GATE_SILENT_ROUNDS + 2)
+    canaries.stop()
+    assert stand.lost == []
+    leaky = helper(dict(QUIET, tcp4="connected"))
+    canaries = leaky.canaries(sandbox_gone=lambda: True)
+    assert leaky.called.wait(10)
+    canaries.stop()
+    assert [what for what, _now, _change in leaky.lost] == [
+        "a canary failed: a direct TCP connection to 198.51.100.1 port 9 saw connected"]
+
+
+def test_a_slow_helper_is_asked_one_round_at_a_time(tmp_path, monkeypatch):
+    """Was a backlog under load: a round answered after its timeout left the next request
+    queued behind it, and each answer judged was an older round's. One round is asked at
+    a time: a late answer is the pending round's."""
+    asked, release = tmp_path / "asked", tmp_path / "release"
+    # It counts every request as it comes, and answers them in turn once released.
+    script = ("import json, os, sys, threading, time\n"
+              "count = [0]\n"
+              "def read():\n"
+              "    for _ in sys.stdin:\n"
+              "        count[0] += 1\n"
+              "        open(%r, 'w').write(str(count[0]))\n"
+              "threading.Thread(target=read, daemon=True).start()\n"
+              "answered = 0\n"
+              "while True:\n"
+              "    if os.path.exists(%r) and answered < count[0]:\n"
+              "        answered += 1\n"
+              "        print(json.dumps(dict(%r, round=answered)), flush=True)\n"
+              "    time.sleep(0.01)\n" % (str(asked), str(release), QUIET))
+    process = subprocess.Popen(["python3", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    # Silence is not what this test is about.
+    monkeypatch.setattr(_canaries, "GATE_SILENT_ROUNDS", 1000)
+    lost = []
+    try:
+        canaries = _canaries.Canaries(process, ALL, lambda *args: lost.append(args), interval=0.02,
+                                      round_timeout=0.05)
+        canaries.start()
+        assert wait_for(lambda: asked.exists() and canaries.silent >= 5)
+        assert asked.read_text() == "1"
+        release.write_text("")
+        assert wait_for(lambda: canaries.rounds >= 3)
+        canaries.stop()
+        assert canaries.last["round"] == canaries.rounds and lost == []
+    finally:
+        process.stdin.close()
+        process.kill()
+        process.wait()
+        process.stdout.close()

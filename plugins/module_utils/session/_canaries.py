@@ -227,11 +227,16 @@ class Canaries(object):
     def _run(self):
         started_cpu = time.thread_time()
         try:
+            pending = False
             while not self._stopping.is_set() and self.failed is None:
                 asked = time.monotonic()
-                self.process.stdin.write(b"round\n")
-                self.process.stdin.flush()
+                # One round asked at a time: a late answer is the pending round's, never
+                # taken for a later one's, and a slow helper gets no backlog of rounds.
+                if not pending:
+                    self.process.stdin.write(b"round\n")
+                    self.process.stdin.flush()
                 line = self._answer(asked + self.round_timeout)
+                pending = line is None
                 if self._stopping.is_set():
                     return
                 self._judge(json.loads(line) if line is not None else None)
@@ -254,8 +259,10 @@ class Canaries(object):
         sni_silent = seen is not None and str(seen.get("sni", "")).startswith("no answer") and self.gate_answered
         self.sni_silent = self.sni_silent + 1 if sni_silent else 0
         failed = verdict(seen, self.judged, self.silent, self.sni_silent)
-        if failed is not None:
-            self._fail(*failed)
+        # Silence once the sandbox has gone (its pasta, and the way to the gate, with it) is its end.
+        if failed is None or ((seen is None or failed[1].startswith("no answer")) and self.sandbox_gone()):
+            return
+        self._fail(*failed)
 
     def _sni(self):
         """Whether the probes include the mismatched ClientHello's (the last round's say)."""
