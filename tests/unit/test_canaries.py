@@ -4,8 +4,10 @@ and the loop over a stand-in helper (a real process answering each round with wh
 test writes). The probes themselves run in a real sandbox's namespaces in
 tests/integration/test_enforcement_watch.py."""
 
-import os
+import io
 import json
+import os
+import socket
 import subprocess
 import threading
 import time
@@ -59,11 +61,13 @@ class Helper:
     def __init__(self, tmp_path, *answers):
         self.answers = tmp_path / "answers"
         self.set(*answers)
+        self.ready = tmp_path / "ready"
         script = ("import sys, time\n"
+                  "open(%r, 'w').close()\n"
                   "for _ in sys.stdin:\n"
                   "    lines = open(%r).read().splitlines()\n"
                   "    if lines[0] == 'exit': sys.exit(1)\n"
-                  "    if lines[0] != 'silent': print(lines[0], flush=True)\n" % str(self.answers))
+                  "    if lines[0] != 'silent': print(lines[0], flush=True)\n" % (str(self.ready), str(self.answers)))
         self.process = subprocess.Popen(["python3", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lost = []
         self.called = threading.Event()
@@ -204,11 +208,13 @@ def test_silence_once_the_sandbox_has_gone_is_not_lost_and_a_leak_is(helper):
     are its end. What got out is lost whenever it is seen."""
     stand = helper(QUIET)
     gone = threading.Event()
-    canaries = stand.canaries(round_timeout=0.2, sandbox_gone=gone.is_set)
+    # Started: a short round timeout must not count its start as silence.
+    assert wait_for(stand.ready.exists)
+    canaries = stand.canaries(round_timeout=0.3, sandbox_gone=gone.is_set)
     assert wait_for(lambda: canaries.gate_answered)
     gone.set()
     stand.set("silent")
-    assert wait_for(lambda: canaries.silent >= _canaries.GATE_SILENT_ROUNDS + 2)
+    assert wait_for(lambda: canaries.silent >= _canaries.GATE_SILENT_ROUNDS + 2, timeout=30)
     canaries.stop()
     assert stand.lost == []
     leaky = helper(dict(QUIET, tcp4="connected"))
@@ -257,3 +263,67 @@ def test_a_slow_helper_is_asked_one_round_at_a_time(tmp_path, monkeypatch):
         process.kill()
         process.wait()
         process.stdout.close()
+
+
+@pytest.mark.parametrize("seen, sni_silent, failed", [
+    (dict(QUIET, sni="refused"), 0, None),
+    (dict(QUIET, sni="403"), 0, None),
+    (dict(QUIET, sni="answered: 1852 bytes"), 0, ("sni", "answered: 1852 bytes")),
+    (dict(QUIET, sni="200"), 0, ("sni", "200")),
+    (dict(QUIET, sni="no answer: timeout"), 2, None),
+    (dict(QUIET, sni="no answer: timeout"), 3, ("sni", "no answer: timeout")),
+], ids=["refused", "connect-refused", "relayed", "no-tunnel", "silent-twice", "silent-thrice"])
+def test_the_mismatched_client_hello_fails_when_a_server_answered_through_the_tunnel(seen, sni_silent, failed):
+    assert _canaries.verdict(seen, ALL, 0, sni_silent) == failed
+
+
+def fake_gate(answer):
+    """A gate on this machine's loopback that answers one CONNECT with ANSWER (a status
+    line), then, for 200, reads the ClientHello and closes (refuses) or sends bytes back
+    (relays, as a server would): (port, what it read, its thread)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    read = []
+
+    def serve():
+        client, _ = server.accept()
+        with client, server:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += client.recv(4096)
+            read.append(request)
+            client.sendall(("HTTP/1.1 %s\r\n\r\n" % answer[0]).encode())
+            if answer[0].startswith("200"):
+                read.append(client.recv(65536))
+                if answer[1]:
+                    client.sendall(b"\x16\x03\x03\x00\x02ok")
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server.getsockname()[1], read, thread
+
+
+@pytest.mark.parametrize("answer, saw", [
+    (("200 Connection established", False), "refused"),
+    (("200 Connection established", True), "answered: 7 bytes"),
+    (("403 Forbidden", False), "403"),
+], ids=["refused", "relayed", "connect-refused"])
+def test_the_probe_connects_to_the_allowed_name_with_a_client_hello_naming_the_canary(monkeypatch, answer, saw):
+    """The probe's own code (its functions, not its loop: no round asked) against a
+    stand-in gate: what it says for each answer, and what it sent."""
+    monkeypatch.setattr("sys.argv", ["probes", "127.0.0.1", "1", "allowed.test:443"])
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    probes = {}
+    exec(compile(_canaries.PROBE_CODE, "probes", "exec"), probes)  # pylint: disable=exec-used
+    port, read, thread = fake_gate(answer)
+    assert probes["gate"]("127.0.0.1", port, "allowed.test:443", probes["CLIENT_HELLO"]) == saw
+    thread.join(10)
+    assert read[0].startswith(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n")
+    if answer[0].startswith("200"):
+        # A TLS handshake record holding a ClientHello, its server name the canary's.
+        assert read[1][:1] == b"\x16" and read[1][5:6] == b"\x01"
+        assert _canaries.CANARY_NAME.encode() in read[1] and b"allowed.test" not in read[1]
+
+
+def test_the_probes_get_the_allowed_name_only_with_a_gate():
+    assert _canaries.probe_argv("/usr/bin/python3", ("100.64.0.1", 41234), ("api.example.com", 443))[-3:] == [
+        "100.64.0.1", "41234", "api.example.com:443"]
+    assert _canaries.probe_argv("/usr/bin/python3", None, ("api.example.com", 443))[-2:] == ["-", "-"]
