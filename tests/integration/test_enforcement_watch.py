@@ -44,18 +44,25 @@ CASES = {
 }
 
 
+def derived_image(workstation, base, name, files, steps):
+    """BASE with FILES ({name: text}) in its build context and STEPS (Containerfile lines)
+    after FROM: its tag, localhost/aisb-test-NAME with BASE's tag."""
+    context = f"/home/dev/{name}-context"
+    workstation.sh(f"rm -rf {context} && mkdir -p {context}")
+    for file, text in files.items():
+        workstation.path(f"{context}/{file}").write_text(text)
+    workstation.path(f"{context}/Containerfile").write_text(f"FROM {base}\n{steps}")
+    tag = f"localhost/aisb-test-{name}:" + base.rsplit(":", 1)[1]
+    workstation.run(["podman", "build", "-q", "--pull=never", "--network=none", "-t", tag, context], timeout=600)
+    return tag
+
+
 @pytest.fixture(scope="module")
 def weakened_image(workstation):
     """The sandbox image with a setpriv that leaves the harness NET_ADMIN."""
-    base = provisioned_sandbox_image(workstation)
-    context = "/home/dev/weakened-context"
-    workstation.sh(f"rm -rf {context} && mkdir -p {context}")
-    workstation.path(f"{context}/setpriv").write_text(WEAKENED_SETPRIV)
-    workstation.path(f"{context}/Containerfile").write_text(
-        f"FROM {base}\nRUN mv /usr/bin/setpriv /usr/bin/setpriv.real\nCOPY --chmod=0755 setpriv /usr/bin/setpriv\n")
-    tag = "localhost/aisb-test-weakened:" + base.rsplit(":", 1)[1]
-    workstation.run(["podman", "build", "-q", "--pull=never", "--network=none", "-t", tag, context], timeout=600)
-    return tag
+    return derived_image(workstation, provisioned_sandbox_image(workstation), "weakened",
+                         {"setpriv": WEAKENED_SETPRIV},
+                         "RUN mv /usr/bin/setpriv /usr/bin/setpriv.real\nCOPY --chmod=0755 setpriv /usr/bin/setpriv\n")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -387,14 +394,8 @@ def test_a_gate_that_relays_a_mismatched_client_hello_is_caught_by_the_sni_canar
     CONNECT's sees it (allowed.test's TLS server answers through the tunnel)."""
     first = run_agent(workstation, *allow("allowed.test"), command=["true"])
     policy_dir = record_of(workstation, first.stdout)["policy_dir"]
-    base = images_and_policy(workstation)["gate_image"]
-    context = "/home/dev/permissive-gate-context"
-    workstation.sh(f"rm -rf {context} && mkdir -p {context}")
-    workstation.path(f"{context}/helper").write_text(PERMISSIVE_HELPER)
-    workstation.path(f"{context}/Containerfile").write_text(
-        f"FROM {base}\nCOPY --chmod=0755 helper {SNI_HELPER}\n")
-    tag = "localhost/aisb-test-permissive-gate:" + base.rsplit(":", 1)[1]
-    workstation.run(["podman", "build", "-q", "--pull=never", "--network=none", "-t", tag, context], timeout=600)
+    tag = derived_image(workstation, images_and_policy(workstation)["gate_image"], "permissive-gate",
+                        {"helper": PERMISSIVE_HELPER}, f"COPY --chmod=0755 helper {SNI_HELPER}\n")
     try:
         result = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT,
                                                 "policy_dir": policy_dir, "gate_image": tag,
