@@ -272,7 +272,8 @@ def test_a_slow_helper_is_asked_one_round_at_a_time(tmp_path, monkeypatch):
     (dict(QUIET, sni="200"), 0, ("sni", "200")),
     (dict(QUIET, sni="no answer: timeout"), 2, None),
     (dict(QUIET, sni="no answer: timeout"), 3, ("sni", "no answer: timeout")),
-], ids=["refused", "connect-refused", "relayed", "no-tunnel", "silent-twice", "silent-thrice"])
+    (dict(QUIET, sni="no status: timeout"), 3, None),
+], ids=["refused", "connect-refused", "relayed", "no-tunnel", "silent-twice", "silent-thrice", "connect-unanswered"])
 def test_the_mismatched_client_hello_fails_when_a_server_answered_through_the_tunnel(seen, sni_silent, failed):
     assert _canaries.verdict(seen, ALL, 0, sni_silent) == failed
 
@@ -291,6 +292,8 @@ def fake_gate(answer):
             while b"\r\n\r\n" not in request:
                 request += client.recv(4096)
             read.append(request)
+            if not answer[0]:  # no status: the connection closed
+                return
             client.sendall(("HTTP/1.1 %s\r\n\r\n" % answer[0]).encode())
             if answer[0].startswith("200"):
                 read.append(client.recv(65536))
@@ -305,7 +308,8 @@ def fake_gate(answer):
     (("200 Connection established", False), "refused"),
     (("200 Connection established", True), "answered: 7 bytes"),
     (("403 Forbidden", False), "403"),
-], ids=["refused", "relayed", "connect-refused"])
+    (("", False), "no status: ''"),
+], ids=["refused", "relayed", "connect-refused", "connect-unanswered"])
 def test_the_probe_connects_to_the_allowed_name_with_a_client_hello_naming_the_canary(monkeypatch, answer, saw):
     """The probe's own code (its functions, not its loop: no round asked) against a
     stand-in gate: what it says for each answer, and what it sent."""

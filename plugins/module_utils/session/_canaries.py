@@ -26,8 +26,9 @@ and one line of JSON with what each saw. verdict() judges a round (pure):
   403 where the name resolves to a refused address) and then closes the tunnel without a
   byte from any server (its ClientHello check refuses a server name other than the
   CONNECT name before any server is contacted); bytes back mean a server answered, so
-  the ClientHello was relayed. No end of the tunnel within ROUND_TIMEOUT in
-  GATE_SILENT_ROUNDS rounds in a row is lost too.
+  the ClientHello was relayed. A tunnel that neither ends nor answers in
+  GATE_SILENT_ROUNDS rounds in a row is lost too; a CONNECT the gate has not answered
+  yet (it may be resolving the name) sent no ClientHello, and is not judged.
 
 Nothing a probe sends can reach anything real while the gate enforces: the addresses
 are documentation ranges no network routes, the name cannot resolve, and the mismatched
@@ -101,17 +102,24 @@ def read_until(s, end):
         data += chunk
     return data
 def gate(address, port, target="%%s:443" %% NAME, client_hello=None):
+    # With a ClientHello, no status yet is the gate's slowness (an allowed name resolved),
+    # not a relay: nothing has been sent through it.
+    unanswered = "no status: " if client_hello else "no answer: "
     try:
         s = socket.create_connection((address, port), timeout=5.0)
     except OSError as error:
-        return "no answer: " + why(error)
+        return unanswered + why(error)
     try:
         s.sendall(("CONNECT %%s HTTP/1.1\r\nHost: %%s\r\n\r\n" %% (target, target)).encode())
         data = read_until(s, b"\r\n\r\n" if client_hello else b"\r\n")
+    except OSError as error:
+        s.close()
+        return unanswered + why(error)
+    try:
         line = data.split(b"\r\n", 1)[0].decode("latin-1")
         code = line.split()[1] if line.startswith("HTTP/") and len(line.split()) > 1 else None
         if code is None:
-            return "no answer: " + repr(line[:80])
+            return unanswered + repr(line[:80])
         if code != "200" or client_hello is None:
             return code
         s.sendall(client_hello)
@@ -145,8 +153,11 @@ PROBES = {
     "sni": "a CONNECT to an allowed name through the gate whose ClientHello names %s" % CANARY_NAME,
 }
 # What the mismatched ClientHello's probe may see: the tunnel closed with nothing through
-# it, or the CONNECT refused.
+# it, or the CONNECT refused. "no status: ..." (no answer to its CONNECT, so no ClientHello
+# sent) is not judged: the gate may take long to resolve an allowed name, and the gate's
+# own probe judges its silence.
 SNI_REFUSED = ("refused", "403")
+SNI_UNSENT = "no status: "
 
 
 def probe_argv(python, gate, sni=None):
@@ -177,7 +188,7 @@ def verdict(seen, judged_probes, silent, sni_silent=0):
             return probe, seen.get(probe)
     for probe, refused, rounds in (("gate", ("403",), silent), ("sni", SNI_REFUSED, sni_silent)):
         answer = seen.get(probe)
-        if answer is None or answer in refused:
+        if answer is None or answer in refused or answer.startswith(SNI_UNSENT):
             continue
         if not answer.startswith("no answer") or rounds >= GATE_SILENT_ROUNDS:
             return probe, answer
