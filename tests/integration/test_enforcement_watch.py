@@ -411,3 +411,21 @@ def test_a_gate_that_relays_a_mismatched_client_hello_is_caught_by_the_sni_canar
     failed = watch["canaries"]["failed"]
     assert failed["probe"] == "sni" and failed["saw"].startswith("answered"), failed
     assert session_containers(workstation) == []
+
+
+@pytest.mark.parametrize("signal", ["rotate", "reconfigure"])
+def test_the_gate_rotating_its_logs_or_reading_its_own_files_again_is_no_loss(workstation, project, signal):
+    """No false loss: squid -k rotate (its logs go to the container's output) and a
+    reconfigure over the files the session wrote leave the same squid with the same files."""
+    def make(sandbox, _pid):
+        gate = sandbox.replace("aisb-sandbox-", "aisb-gate-")
+        done = workstation.run(["podman", "exec", gate, "squid", "-k", signal, "-f", GATE_PARTS["session"]],
+                               check=False)
+        assert done.returncode == 0, done.stderr
+
+    record, _ = changed_during_a_session(workstation, ["sleep", "16"], 6, make)
+    watch = record["enforcement_watch"]
+    assert record["status"] == "exited" and record["exit_code"] == 0, record["reason"]
+    assert watch["lost"] is None and watch["canaries"]["failed"] is None
+    # The gate answered the canaries after it (rounds every 5 s for 10 s more).
+    assert watch["canaries"]["last"]["gate"] == "403" and watch["canaries"]["last"]["sni"] == "refused", watch
