@@ -202,12 +202,12 @@ HOST_SIDE = {
 }
 
 
-def changed_during_a_session(workstation, command, settle, change):
+def changed_during_a_session(workstation, command, settle, change, extra=()):
     """Run a session of COMMAND in the background; SETTLE seconds after its watch started,
     CHANGE(sandbox's name, its first process's PID) (the session must still run then).
     (the session's record, what CHANGE returned)."""
     before_containers = session_containers(workstation)
-    playbook = start_in_background(workstation, command)
+    playbook = start_in_background(workstation, command, *extra)
     try:
         sandbox = new_sandbox(workstation, before_containers)
         deadline = time.monotonic() + 120
@@ -423,7 +423,7 @@ def test_the_gate_rotating_its_logs_or_reading_its_own_files_again_is_no_loss(wo
                                check=False)
         assert done.returncode == 0, done.stderr
 
-    record, _ = changed_during_a_session(workstation, ["sleep", "16"], 6, make)
+    record, _ = changed_during_a_session(workstation, ["sleep", "16"], 6, make, allow("allowed.test"))
     watch = record["enforcement_watch"]
     assert record["status"] == "exited" and record["exit_code"] == 0, record["reason"]
     assert watch["lost"] is None and watch["canaries"]["failed"] is None
