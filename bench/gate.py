@@ -158,8 +158,9 @@ def watched_latency(ws, proxy, runs):
     for _scheme, _port, _mode, how in SMALL:
         direct, gate_ms, watched_ms = (1000 * median(figures[how][path]) for path in ("direct", "gate", "watched"))
         more = (watched_ms - direct) - (gate_ms - direct)
-        rows.append(row("gate", f"small request p50, {how}, through a session's gate its watch read {watch['readings']} "
-                        f"times and its canaries probed {watch['canaries']['rounds']} times meanwhile (added: "
+        rows.append(row("gate", f"small request p50, {how}, through a session's gate its watch read "
+                        f"{watch['readings']} times and its canaries probed {watch['canaries']['rounds']} times "
+                        f"meanwhile (added: "
                         f"{watched_ms - direct:.2f} ms; unwatched gate: {gate_ms - direct:.2f} ms)",
                         round(watched_ms, 3), "ms", round(gate_ms, 3), "same request, the unwatched gate",
                         "added within 0.1 ms of the unwatched gate's", more <= 0.1, runs,
