@@ -22,6 +22,11 @@ business):
     one kept-alive connection, and over HTTPS a new CONNECT tunnel and TLS handshake each
     (what the peeking port reads a ClientHello of): p50 and p99, gate and direct, RUNS
     rounds (medians);
+  - the same small requests' p50 through a session's own gate (run_agent.yml allowing
+    the same name and ports, its harness asleep) while its enforcement watch reads that
+    gate every 2 s and its canaries send it their CONNECTs every 5 s, beside the
+    unwatched gate above, alternately (each first in every other round): the added p50
+    within 0.1 ms of the unwatched gate's (issue 34);
   - peak memory: the gate container's cgroup memory.peak where cgroup v2 keeps one,
     else the kernel's high-water mark of resident memory (VmHWM) of its processes,
     read after all the traffic above and a burst of 32 downloads at once (5 MB each,
@@ -32,12 +37,14 @@ A measurement, not a test: it asserts nothing.
 import json
 import os
 import re
+import subprocess
+import time
 from pathlib import Path
 
 from measure import median, percentile, playbook_argv, row, run_alone
 from scenario import ANSIBLE_ENV, Internet
 from user_manager import UserManager
-from workstation import TRANSFER_DIR
+from workstation import AISB_STATE, TRANSFER_DIR
 
 HERE = Path(__file__).resolve().parent
 NAME = "allowed.test"
@@ -50,6 +57,12 @@ LINK_RATE = "1gbit"
 SERVER = f"{TRANSFER_DIR}/payload_server.py"
 CLIENT = f"{TRANSFER_DIR}/latency_client.py"
 CERT, KEY = f"{TRANSFER_DIR}/payload.crt", f"{TRANSFER_DIR}/payload.key"
+# The watched session's project, and the longest its harness sleeps (it is stopped once measured).
+WATCHED_PROJECT = "/home/dev/bench-watched-project"
+WATCHED_SLEEP = 1800
+# The small requests: URL's scheme and port, the client's mode, and what the row says.
+SMALL = (("http", HTTP_PORT, "new", "a new connection each"), ("http", HTTP_PORT, "reuse", "one kept-alive connection"),
+         ("https", HTTPS_PORT, "new", "HTTPS, a new CONNECT tunnel and TLS handshake each"))
 
 
 def start_origin(ws, internet):
@@ -89,6 +102,72 @@ def start_gate(ws):
     internet: a container reads the names in /etc/hosts when it is created."""
     found = re.search(r"(aisb-gate-policy-\S+) listens on http://(\S+) ", gate_playbook(ws, "started"))
     return found.groups()
+
+
+def watched_session(ws):
+    """(the playbook's process, its sandbox's name, its gate's address host:port): a
+    session allowing NAME on the benchmark's ports, its harness asleep, once its
+    enforcement watch and canaries have run for a few seconds."""
+    ws.sh(f"mkdir -p {WATCHED_PROJECT}")
+    before = set(ws.run(["podman", "ps", "--format", "{{.Names}}"]).stdout.split())
+    allow = {"aisb_allow": [NAME], "aisb_connect_ports": [HTTP_PORT, HTTPS_PORT],
+             "command": ["sleep", str(WATCHED_SLEEP)]}
+    playbook = subprocess.Popen(ws.command(playbook_argv(ws, "run_agent", "-e", f"project={WATCHED_PROJECT}",
+                                                         "-e", json.dumps(allow)), env=ANSIBLE_ENV),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and playbook.poll() is None:
+        started = [name for name in set(ws.run(["podman", "ps", "--format", "{{.Names}}"]).stdout.split()) - before
+                   if name.startswith("aisb-sandbox-")]
+        # The watch's helper runs once the entrypoint has reported its table.
+        if started and ws.run(["pgrep", "-f", "nft --json --interactive"], check=False).returncode == 0:
+            session = started[0][len("aisb-sandbox-"):]
+            conf = ws.path(f"{AISB_STATE}/sessions/{session}/gate-session.conf").read_text()
+            time.sleep(12)  # a few readings and two rounds of canaries first
+            return playbook, started[0], re.search(r"^http_port (\S+) ", conf, re.M).group(1)
+        time.sleep(0.5)
+    playbook.kill()
+    raise SystemExit("the watched session did not start: %s" % playbook.communicate()[0][-3000:])
+
+
+def end_watched_session(ws, playbook, sandbox):
+    """Stop the watched session's sandbox; its record, which must show nothing lost."""
+    ws.run(["podman", "stop", "--time", "0", sandbox], check=False)
+    output = playbook.communicate(timeout=300)[0]
+    path = re.search(r'"record": "([^"]+)"', output) or re.search(r"record (\S+/record\.json)", output)
+    watch = json.loads(ws.path(path.group(1)).read_text())["enforcement_watch"]
+    if watch["lost"] is not None:
+        raise SystemExit("the watched session lost its enforcement: %s" % watch["lost"])
+    return watch
+
+
+def watched_latency(ws, proxy, runs):
+    """Rows: each small request's p50 through a watched session's gate beside PROXY's
+    (the unwatched gate), alternately, RUNS rounds (medians)."""
+    playbook, sandbox, watched = watched_session(ws)
+    try:
+        figures = dict((how, {"direct": [], "gate": [], "watched": []}) for _s, _p, _m, how in SMALL)
+        for run in range(runs):
+            # The two gates in turn first: neither gains from coming second.
+            gates = [("gate", proxy), ("watched", watched)][::1 if run % 2 == 0 else -1]
+            for scheme, port, mode, how in SMALL:
+                for path, address in [("direct", None)] + gates:
+                    figures[how][path].append(percentile(
+                        request_times(ws, f"{scheme}://{NAME}:{port}/small", mode, address), 0.5))
+    finally:
+        watch = end_watched_session(ws, playbook, sandbox)
+    rows = []
+    for _scheme, _port, _mode, how in SMALL:
+        direct, gate_ms, watched_ms = (1000 * median(figures[how][path]) for path in ("direct", "gate", "watched"))
+        more = (watched_ms - direct) - (gate_ms - direct)
+        rows.append(row("gate", f"small request p50, {how}, through a session's gate its watch read "
+                        f"{watch['readings']} times and its canaries probed {watch['canaries']['rounds']} times "
+                        f"meanwhile (added: "
+                        f"{watched_ms - direct:.2f} ms; unwatched gate: {gate_ms - direct:.2f} ms)",
+                        round(watched_ms, 3), "ms", round(gate_ms, 3), "same request, the unwatched gate",
+                        "added within 0.1 ms of the unwatched gate's", more <= 0.1, runs,
+                        [1000 * t for t in figures[how]["watched"]], [1000 * t for t in figures[how]["gate"]]))
+    return rows
 
 
 def download(ws, url, proxy):
@@ -203,9 +282,8 @@ def measure(ws, runs):
             rows += downloads(ws, pids, proxy, runs, f"over a {LINK_RATE}/s link", ">= 0.9x floor")
         finally:
             shape_link(ws, internet, None)
-        plain, secure = f"http://{NAME}:{HTTP_PORT}/small", f"https://{NAME}:{HTTPS_PORT}/small"
-        for url, mode, how in ((plain, "new", "a new connection each"), (plain, "reuse", "one kept-alive connection"),
-                               (secure, "new", "HTTPS, a new CONNECT tunnel and TLS handshake each")):
+        for scheme, port, mode, how in SMALL:
+            url = f"{scheme}://{NAME}:{port}/small"
             figures = {"gate": {"p50": [], "p99": []}, "direct": {"p50": [], "p99": []}}
             for _run in range(runs):
                 for path, address in (("direct", None), ("gate", proxy)):
@@ -220,6 +298,7 @@ def measure(ws, runs):
                                 round(gate_ms, 3), "ms", round(direct_ms, 3), "same request directly",
                                 target, added <= 1 if target else None, runs,
                                 [1000 * t for t in figures["gate"][cut]], [1000 * t for t in figures["direct"][cut]]))
+        rows += watched_latency(ws, proxy, runs)
         burst(ws, proxy)
         peak, how = peak_memory(ws, name)
         rows.append(row("gate", f"gate peak memory ({how}; {idle / 1e6:.1f} MB resident when idle)",

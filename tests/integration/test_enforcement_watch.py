@@ -11,13 +11,16 @@ watcher's helper is gone after every session, a SIGKILLed one included; a host w
 nft refuses to start a session.
 """
 
+import hashlib
+import os
+import re
 import time
 
 import pytest
 
-from sessions import (PROJECT, images_and_policy, new_sandbox, processes, provisioned_sandbox_image, record_of,
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import HELLO_CHECKED, SNI_HELPER
+from sessions import (PROJECT, allow, images_and_policy, new_sandbox, processes, provisioned_sandbox_image, record_of,
                       run_agent, session_containers, session_module, start_in_background)
-from workstation import AISB_STATE
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
 HELPER = "nft --json --interactive"
@@ -41,18 +44,25 @@ CASES = {
 }
 
 
+def derived_image(workstation, base, name, files, steps):
+    """BASE with FILES ({name: text}) in its build context and STEPS (Containerfile lines)
+    after FROM: its tag, localhost/aisb-test-NAME with BASE's tag."""
+    context = f"/home/dev/{name}-context"
+    workstation.sh(f"rm -rf {context} && mkdir -p {context}")
+    for file, text in files.items():
+        workstation.path(f"{context}/{file}").write_text(text)
+    workstation.path(f"{context}/Containerfile").write_text(f"FROM {base}\n{steps}")
+    tag = f"localhost/aisb-test-{name}:" + base.rsplit(":", 1)[1]
+    workstation.run(["podman", "build", "-q", "--pull=never", "--network=none", "-t", tag, context], timeout=600)
+    return tag
+
+
 @pytest.fixture(scope="module")
 def weakened_image(workstation):
     """The sandbox image with a setpriv that leaves the harness NET_ADMIN."""
-    base = provisioned_sandbox_image(workstation)
-    context = "/home/dev/weakened-context"
-    workstation.sh(f"rm -rf {context} && mkdir -p {context}")
-    workstation.path(f"{context}/setpriv").write_text(WEAKENED_SETPRIV)
-    workstation.path(f"{context}/Containerfile").write_text(
-        f"FROM {base}\nRUN mv /usr/bin/setpriv /usr/bin/setpriv.real\nCOPY --chmod=0755 setpriv /usr/bin/setpriv\n")
-    tag = "localhost/aisb-test-weakened:" + base.rsplit(":", 1)[1]
-    workstation.run(["podman", "build", "-q", "--pull=never", "--network=none", "-t", tag, context], timeout=600)
-    return tag
+    return derived_image(workstation, provisioned_sandbox_image(workstation), "weakened",
+                         {"setpriv": WEAKENED_SETPRIV},
+                         "RUN mv /usr/bin/setpriv /usr/bin/setpriv.real\nCOPY --chmod=0755 setpriv /usr/bin/setpriv\n")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -100,8 +110,9 @@ def test_a_harness_that_changes_its_table_is_stopped_and_recorded(
     assert processes(workstation, HELPER) == []
 
 
-def test_a_normal_session_is_watched_and_not_stopped(workstation, project):
-    result = run_agent(workstation, command=["sh", "-c", "sleep 5; echo done-$((6*7))"])
+def test_a_normal_session_is_watched_and_not_stopped(workstation, internet, project):
+    # allowed.test: a name the gate relays to a TLS server, for the mismatched ClientHello's canary.
+    result = run_agent(workstation, *allow("allowed.test"), command=["sh", "-c", "sleep 8; echo done-$((6*7))"])
     assert result.returncode == 0, result.stdout[-3000:]
     record = record_of(workstation, result.stdout)
     assert record["status"] == "exited" and record["exit_code"] == 0
@@ -118,6 +129,14 @@ def test_a_normal_session_is_watched_and_not_stopped(workstation, project):
     assert canaries["rounds"] >= 1 and canaries["failed"] is None and canaries["last"]["gate"] == "403", canaries
     assert all(canaries["last"][probe] not in ("connected", "ECONNREFUSED", "sent") for probe in
                ("tcp4", "tcp6", "udp4", "udp6")), canaries
+    # A CONNECT to an allowed name whose ClientHello names another: the tunnel closed unanswered.
+    assert canaries["last"]["sni"] == "refused" and "sni" in canaries["probes"], canaries
+    # Its gate: the squid podman started, its files as the session wrote them.
+    session_conf = workstation.path(os.path.dirname(record["transcript"]) + "/gate-session.conf").read_bytes()
+    assert f"gate file /etc/aisb/gate-session.conf sha256 {hashlib.sha256(session_conf).hexdigest()}" in watch["gate"]
+    assert [line.split()[2] for line in watch["gate"][:-1]] == [
+        "/etc/aisb/gate-policy/squid-policy.conf", "/etc/aisb/gate-session.conf", SNI_HELPER], watch["gate"]
+    assert watch["gate"][-1].startswith("squid pid "), watch["gate"]
     print(f"normal session: {watch['readings']} readings, {canaries['rounds']} canary rounds, last {canaries['last']}, "
           f"CPU {watch['cpu_s']}")
     # Read with the host's nft, in the sandbox's namespaces.
@@ -183,12 +202,12 @@ HOST_SIDE = {
 }
 
 
-def changed_during_a_session(workstation, command, settle, change):
+def changed_during_a_session(workstation, command, settle, change, extra=()):
     """Run a session of COMMAND in the background; SETTLE seconds after its watch started,
     CHANGE(sandbox's name, its first process's PID) (the session must still run then).
     (the session's record, what CHANGE returned)."""
     before_containers = session_containers(workstation)
-    playbook = start_in_background(workstation, command)
+    playbook = start_in_background(workstation, command, *extra)
     try:
         sandbox = new_sandbox(workstation, before_containers)
         deadline = time.monotonic() + 120
@@ -246,29 +265,167 @@ def test_a_change_from_the_host_side_is_seen_and_the_sandbox_stopped(workstation
     assert processes(workstation, HELPER) == []
 
 
-def test_a_gate_reconfigured_to_let_everything_through_is_caught_by_the_canaries(workstation, project):
-    # The host user edits the gate's session file (the sandbox cannot reach it) so that no
-    # CONNECT is refused, and has squid read it again: nothing in the sandbox's namespaces
-    # changes, only what the gate does.
+def stopped_within(workstation, sandbox, changed, bound=10):
+    """Seconds from CHANGED (the workstation's time) until SANDBOX no longer runs, or None
+    when it still runs BOUND seconds plus a loaded machine's slack after it."""
+    deadline = time.monotonic() + bound + 20
+    while time.monotonic() < deadline:
+        state = workstation.run(["podman", "inspect", "--format", "{{.State.Running}}", sandbox], check=False)
+        if state.returncode != 0 or state.stdout.strip() != "true":
+            return float(workstation.run(["date", "+%s.%N"]).stdout) - changed
+        time.sleep(0.2)
+    return None
+
+
+def gate_mount(workstation, gate, inside):
+    """The host path the gate's container mounts at INSIDE."""
+    return workstation.run(["podman", "inspect", "--format", "{{range .Mounts}}{{if eq .Destination \"%s\"}}"
+                            "{{.Source}}{{end}}{{end}}" % inside, gate]).stdout.strip()
+
+
+# The gate's two configuration files, as the host user may edit them (the sandbox can
+# reach neither): the session's part and the policy's part it includes.
+GATE_PARTS = {"session": "/etc/aisb/gate-session.conf", "policy": "/etc/aisb/gate-policy/squid-policy.conf"}
+
+
+@pytest.mark.parametrize("part", sorted(GATE_PARTS))
+def test_a_gate_reconfigured_to_let_everything_through_is_stopped_naming_its_configuration(
+        workstation, project, part):
+    # The host user edits a file of the gate's so that no CONNECT is refused, and has squid
+    # read it again: nothing in the sandbox's namespaces changes, only what the gate does.
+    restore = {}
+
     def make(sandbox, _pid):
-        session = sandbox[len("aisb-sandbox-"):]
-        conf = f"{AISB_STATE}/sessions/{session}/gate-session.conf"
+        gate = sandbox.replace("aisb-sandbox-", "aisb-gate-")
+        # The policy's part is a file in the policy directory the gate mounts.
+        inside = GATE_PARTS[part]
+        conf = gate_mount(workstation, gate, inside if part == "session" else os.path.dirname(inside))
+        conf += "" if part == "session" else "/" + os.path.basename(inside)
+        restore[conf] = workstation.path(conf).read_text()
         # Written in place: the gate mounts that file, and sed -i would make a new one.
         done = workstation.run(["sh", "-c", f"date +%s.%N; t=$(cat {conf}) && "
                                 f"printf '%s\\n' 'miss_access allow all' \"$t\" >{conf} && "
-                                f"podman kill --signal HUP aisb-gate-{session} >/dev/null"], check=False)
+                                f"podman exec {gate} squid -k reconfigure -f {GATE_PARTS['session']}"], check=False)
         assert done.returncode == 0, done.stderr
-        return float(done.stdout.split()[0])
+        changed = float(done.stdout.split()[0])
+        return changed, stopped_within(workstation, sandbox, changed)
 
-    # A canary round or two first: the gate has answered 403.
-    record, changed = changed_during_a_session(workstation, ["sleep", "90"], 8, make)
+    try:
+        # A canary round or two first: the gate has answered 403.
+        record, (changed, stopped) = changed_during_a_session(workstation, ["sleep", "90"], 8, make)
+    finally:
+        for path, text in restore.items():  # the policy's part is every later session's too
+            workstation.path(path).write_text(text)
     watch = record["enforcement_watch"]
     lost = watch["lost"] or {}
-    print(f"gate-allows-all: status {record['status']}, detected "
-          f"{(lost['at'] - changed) if lost else float('nan'):.3f} s after the change: {lost.get('what')}")
+    print(f"gate-{part}-allows-all: status {record['status']}, detected "
+          f"{(lost['at'] - changed) if lost else float('nan'):.3f} s after the change, sandbox stopped after "
+          f"{stopped} s: {lost.get('what')}")
     assert record["status"] == "enforcement-lost", record["reason"]
     assert record["exit_code"] == 77
-    assert lost["what"].startswith("a canary failed: a CONNECT to aisb-canary.invalid"), lost
-    assert watch["canaries"]["failed"]["probe"] == "gate" and watch["canaries"]["failed"]["saw"] != "403"
-    # Within two rounds and their timeouts (a correctness bound, not a speed test).
-    assert changed <= lost["at"] <= changed + 2 * (watch["canaries"]["interval_s"] + 10), (changed, lost)
+    assert lost["what"] == "the gate's configuration changed", lost
+    assert [line.split()[2] for line in lost["added"]] == [GATE_PARTS[part]], lost
+    assert [line.split()[2] for line in lost["removed"]] == [GATE_PARTS[part]], lost
+    # Within 10 s (the issue's bound; the readings come every 2 s).
+    assert stopped is not None and stopped <= 10, stopped
+    assert changed <= lost["at"] <= changed + 10, (changed, lost)
+
+
+FAKE_GATE = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+while True:
+    client, _ = server.accept()
+    client.recv(65536)
+    client.sendall(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+    client.close()
+"""
+
+
+def test_a_gate_replaced_by_another_process_on_its_port_is_stopped(workstation, project):
+    # The host user removes the gate's container and listens on its port with a gate of
+    # their own that lets every CONNECT through.
+    fake = []
+
+    def make(sandbox, _pid):
+        gate = sandbox.replace("aisb-sandbox-", "aisb-gate-")
+        conf = workstation.path(gate_mount(workstation, gate, GATE_PARTS["session"])).read_text()
+        port = re.search(r"^http_port 127\.0\.0\.1:(\d+) ", conf, re.M).group(1)
+        workstation.path("/home/dev/fake-gate.py").write_text(FAKE_GATE)
+        done = workstation.run(["sh", "-c", f"date +%s.%N; podman rm --force --time 0 {gate} >/dev/null; "
+                                f"setsid python3 /home/dev/fake-gate.py {port} </dev/null >/dev/null 2>&1 & "
+                                "echo $!"], check=False)
+        assert done.returncode == 0, done.stderr
+        changed, pid = done.stdout.split()[:2]
+        fake.append(pid)
+        return float(changed), stopped_within(workstation, sandbox, float(changed))
+
+    try:
+        record, (changed, stopped) = changed_during_a_session(workstation, ["sleep", "90"], 8, make)
+    finally:
+        for pid in fake:
+            workstation.run(["kill", pid], check=False)
+    watch = record["enforcement_watch"]
+    lost = watch["lost"] or {}
+    print(f"gate-replaced: status {record['status']}, {lost.get('what') or record['reason']}, sandbox stopped "
+          f"after {stopped} s")
+    assert stopped is not None and stopped <= 10, stopped
+    # The watch saw another process on the gate's port; or podman saw the container end
+    # first and the session stopped the sandbox for its gate's death (gate-died).
+    if record["status"] == "gate-died":
+        assert "gate exited" in record["reason"]
+        return
+    assert record["status"] == "enforcement-lost" and record["exit_code"] == 77, record["reason"]
+    assert lost["what"] == "the gate's squid was replaced", lost
+    assert any(line.startswith("squid pid") for line in lost["removed"]), lost
+    assert any(line.startswith("listener tcp") for line in lost["added"]), lost
+
+
+PERMISSIVE_HELPER = """#!/usr/bin/perl
+# Test image only: the gate's ClientHello check, answering OK to any ClientHello.
+$| = 1;
+while (<STDIN>) { my ($channel) = split ' '; print "$channel OK clt_conn_tag=%s\\n"; }
+""" % HELLO_CHECKED
+
+
+def test_a_gate_that_relays_a_mismatched_client_hello_is_caught_by_the_sni_canary(workstation, internet, project):
+    """A gate image whose ClientHello check answers OK to any: its configuration is the
+    session's own, so only the canary whose ClientHello names another name than its
+    CONNECT's sees it (allowed.test's TLS server answers through the tunnel)."""
+    first = run_agent(workstation, *allow("allowed.test"), command=["true"])
+    policy_dir = record_of(workstation, first.stdout)["policy_dir"]
+    tag = derived_image(workstation, images_and_policy(workstation)["gate_image"], "permissive-gate",
+                        {"helper": PERMISSIVE_HELPER}, f"COPY --chmod=0755 helper {SNI_HELPER}\n")
+    try:
+        result = session_module(workstation, **{**images_and_policy(workstation), "project": PROJECT,
+                                                "policy_dir": policy_dir, "gate_image": tag,
+                                                "command": ["sleep", "60"]})
+    finally:
+        workstation.run(["podman", "rmi", tag], check=False)
+    record = record_of(workstation, result.stdout)
+    watch = record["enforcement_watch"]
+    lost = watch["lost"] or {}
+    print(f"sni-relayed: status {record['status']}: {lost.get('what')} {watch['canaries']}")
+    assert record["status"] == "enforcement-lost" and record["exit_code"] == 77, record["reason"]
+    assert lost["what"].startswith("a canary failed: a CONNECT to an allowed name through the gate"), lost
+    failed = watch["canaries"]["failed"]
+    assert failed["probe"] == "sni" and failed["saw"].startswith("answered"), failed
+    assert session_containers(workstation) == []
+
+
+@pytest.mark.parametrize("signal", ["rotate", "reconfigure"])
+def test_the_gate_rotating_its_logs_or_reading_its_own_files_again_is_no_loss(workstation, project, signal):
+    """No false loss: squid -k rotate (its logs go to the container's output) and a
+    reconfigure over the files the session wrote leave the same squid with the same files."""
+    def make(sandbox, _pid):
+        gate = sandbox.replace("aisb-sandbox-", "aisb-gate-")
+        done = workstation.run(["podman", "exec", gate, "squid", "-k", signal, "-f", GATE_PARTS["session"]],
+                               check=False)
+        assert done.returncode == 0, done.stderr
+
+    record, _ = changed_during_a_session(workstation, ["sleep", "16"], 6, make, allow("allowed.test"))
+    watch = record["enforcement_watch"]
+    assert record["status"] == "exited" and record["exit_code"] == 0, record["reason"]
+    assert watch["lost"] is None and watch["canaries"]["failed"] is None
+    # The gate answered the canaries after it (rounds every 5 s for 10 s more).
+    assert watch["canaries"]["last"]["gate"] == "403" and watch["canaries"]["last"]["sni"] == "refused", watch

@@ -4,8 +4,10 @@ and the loop over a stand-in helper (a real process answering each round with wh
 test writes). The probes themselves run in a real sandbox's namespaces in
 tests/integration/test_enforcement_watch.py."""
 
-import os
+import io
 import json
+import os
+import socket
 import subprocess
 import threading
 import time
@@ -59,17 +61,22 @@ class Helper:
     def __init__(self, tmp_path, *answers):
         self.answers = tmp_path / "answers"
         self.set(*answers)
+        self.ready = tmp_path / "ready"
         script = ("import sys, time\n"
+                  "open(%r, 'w').close()\n"
                   "for _ in sys.stdin:\n"
                   "    lines = open(%r).read().splitlines()\n"
                   "    if lines[0] == 'exit': sys.exit(1)\n"
-                  "    if lines[0] != 'silent': print(lines[0], flush=True)\n" % str(self.answers))
+                  "    if lines[0] != 'silent': print(lines[0], flush=True)\n" % (str(self.ready), str(self.answers)))
         self.process = subprocess.Popen(["python3", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lost = []
         self.called = threading.Event()
 
     def set(self, *answers):
-        self.answers.write_text("".join((a if isinstance(a, str) else json.dumps(a)) + "\n" for a in answers))
+        # Renamed over the old one: the helper never reads a file half written (and dies of it).
+        new = self.answers.with_suffix(".new")
+        new.write_text("".join((a if isinstance(a, str) else json.dumps(a)) + "\n" for a in answers))
+        new.rename(self.answers)
 
     def on_lost(self, what, now, change):
         self.lost.append((what, now, change))
@@ -193,3 +200,134 @@ def test_a_process_killed_and_not_yet_reaped_is_not_alive():
     finally:
         child.wait()
     assert not _enforcement_watch._alive(child.pid)
+
+
+def test_silence_once_the_sandbox_has_gone_is_not_lost_and_a_leak_is(helper):
+    """Was a false loss in waiting: a sandbox ending slowly (podman's cleanup on a loaded
+    machine) takes its pasta, and the way to the gate, with it: rounds of silence then
+    are its end. What got out is lost whenever it is seen."""
+    stand = helper(QUIET)
+    gone = threading.Event()
+    # Started: a short round timeout must not count its start as silence.
+    assert wait_for(stand.ready.exists)
+    canaries = stand.canaries(round_timeout=0.3, sandbox_gone=gone.is_set)
+    assert wait_for(lambda: canaries.gate_answered)
+    gone.set()
+    stand.set("silent")
+    assert wait_for(lambda: canaries.silent >= _canaries.GATE_SILENT_ROUNDS + 2, timeout=30)
+    canaries.stop()
+    assert stand.lost == []
+    leaky = helper(dict(QUIET, tcp4="connected"))
+    canaries = leaky.canaries(sandbox_gone=lambda: True)
+    assert leaky.called.wait(10)
+    canaries.stop()
+    assert [what for what, _now, _change in leaky.lost] == [
+        "a canary failed: a direct TCP connection to 198.51.100.1 port 9 saw connected"]
+
+
+def test_a_slow_helper_is_asked_one_round_at_a_time(tmp_path, monkeypatch):
+    """Was a backlog under load: a round answered after its timeout left the next request
+    queued behind it, and each answer judged was an older round's. One round is asked at
+    a time: a late answer is the pending round's."""
+    asked, release = tmp_path / "asked", tmp_path / "release"
+    # It counts every request as it comes, and answers them in turn once released.
+    script = ("import json, os, sys, threading, time\n"
+              "count = [0]\n"
+              "def read():\n"
+              "    for _ in sys.stdin:\n"
+              "        count[0] += 1\n"
+              "        open(%r, 'w').write(str(count[0]))\n"
+              "threading.Thread(target=read, daemon=True).start()\n"
+              "answered = 0\n"
+              "while True:\n"
+              "    if os.path.exists(%r) and answered < count[0]:\n"
+              "        answered += 1\n"
+              "        print(json.dumps(dict(%r, round=answered)), flush=True)\n"
+              "    time.sleep(0.01)\n" % (str(asked), str(release), QUIET))
+    process = subprocess.Popen(["python3", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    # Silence is not what this test is about.
+    monkeypatch.setattr(_canaries, "GATE_SILENT_ROUNDS", 1000)
+    lost = []
+    try:
+        canaries = _canaries.Canaries(process, ALL, lambda *args: lost.append(args), interval=0.02,
+                                      round_timeout=0.05)
+        canaries.start()
+        assert wait_for(lambda: asked.exists() and canaries.silent >= 5)
+        assert asked.read_text() == "1"
+        release.write_text("")
+        assert wait_for(lambda: canaries.rounds >= 3)
+        canaries.stop()
+        assert canaries.last["round"] == canaries.rounds and lost == []
+    finally:
+        process.stdin.close()
+        process.kill()
+        process.wait()
+        process.stdout.close()
+
+
+@pytest.mark.parametrize("seen, sni_silent, failed", [
+    (dict(QUIET, sni="refused"), 0, None),
+    (dict(QUIET, sni="403"), 0, None),
+    (dict(QUIET, sni="answered: 1852 bytes"), 0, ("sni", "answered: 1852 bytes")),
+    (dict(QUIET, sni="200"), 0, ("sni", "200")),
+    (dict(QUIET, sni="no answer: timeout"), 2, None),
+    (dict(QUIET, sni="no answer: timeout"), 3, ("sni", "no answer: timeout")),
+    (dict(QUIET, sni="no status: timeout"), 3, None),
+], ids=["refused", "connect-refused", "relayed", "no-tunnel", "silent-twice", "silent-thrice", "connect-unanswered"])
+def test_the_mismatched_client_hello_fails_when_a_server_answered_through_the_tunnel(seen, sni_silent, failed):
+    assert _canaries.verdict(seen, ALL, 0, sni_silent) == failed
+
+
+def fake_gate(answer):
+    """A gate on this machine's loopback that answers one CONNECT with ANSWER (a status
+    line), then, for 200, reads the ClientHello and closes (refuses) or sends bytes back
+    (relays, as a server would): (port, what it read, its thread)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    read = []
+
+    def serve():
+        client, _ = server.accept()
+        with client, server:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += client.recv(4096)
+            read.append(request)
+            if not answer[0]:  # no status: the connection closed
+                return
+            client.sendall(("HTTP/1.1 %s\r\n\r\n" % answer[0]).encode())
+            if answer[0].startswith("200"):
+                read.append(client.recv(65536))
+                if answer[1]:
+                    client.sendall(b"\x16\x03\x03\x00\x02ok")
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server.getsockname()[1], read, thread
+
+
+@pytest.mark.parametrize("answer, saw", [
+    (("200 Connection established", False), "refused"),
+    (("200 Connection established", True), "answered: 7 bytes"),
+    (("403 Forbidden", False), "403"),
+    (("", False), "no status: ''"),
+], ids=["refused", "relayed", "connect-refused", "connect-unanswered"])
+def test_the_probe_connects_to_the_allowed_name_with_a_client_hello_naming_the_canary(monkeypatch, answer, saw):
+    """The probe's own code (its functions, not its loop: no round asked) against a
+    stand-in gate: what it says for each answer, and what it sent."""
+    monkeypatch.setattr("sys.argv", ["probes", "127.0.0.1", "1", "allowed.test:443"])
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    probes = {}
+    exec(compile(_canaries.PROBE_CODE, "probes", "exec"), probes)  # pylint: disable=exec-used
+    port, read, thread = fake_gate(answer)
+    assert probes["gate"]("127.0.0.1", port, "allowed.test:443", probes["CLIENT_HELLO"]) == saw
+    thread.join(10)
+    assert read[0].startswith(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n")
+    if answer[0].startswith("200"):
+        # A TLS handshake record holding a ClientHello, its server name the canary's.
+        assert read[1][:1] == b"\x16" and read[1][5:6] == b"\x01"
+        assert _canaries.CANARY_NAME.encode() in read[1] and b"allowed.test" not in read[1]
+
+
+def test_the_probes_get_the_allowed_name_only_with_a_gate():
+    assert _canaries.probe_argv("/usr/bin/python3", ("100.64.0.1", 41234), ("api.example.com", 443))[-3:] == [
+        "100.64.0.1", "41234", "api.example.com:443"]
+    assert _canaries.probe_argv("/usr/bin/python3", None, ("api.example.com", 443))[-2:] == ["-", "-"]

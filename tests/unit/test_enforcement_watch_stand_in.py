@@ -9,6 +9,7 @@ tests/integration/test_enforcement_watch.py."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -16,6 +17,7 @@ import time
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _podman, _seccomp
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _gate_state, _netns_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import EnforcementWatch, find_tools
 
 from builders import RULES, reading
@@ -68,9 +70,10 @@ class Stand:
         self.lost.append(lost)
         self.called.set()
 
-    def watch(self, policy=POLICY, seccomp=None, reported=None, interval=INTERVAL):
+    def watch(self, policy=POLICY, seccomp=None, reported=None, interval=INTERVAL, gate=None):
         watch = EnforcementWatch(str(self.pidfile), policy, self.tools, self.on_lost, interval=interval,
-                                 stale_after=max(STALE_AFTER, 2 * interval), seccomp=seccomp, reported=reported)
+                                 stale_after=max(STALE_AFTER, 2 * interval), seccomp=seccomp, reported=reported,
+                                 gate=gate)
         watch.start()
         return watch
 
@@ -333,3 +336,101 @@ def test_without_a_pasta_nothing_is_lost_and_the_record_says_none_was_found(stan
     assert wait_for(lambda: watch.readings >= 3)
     watch.stop()
     assert stand.lost == [] and watch.report()["pasta"] is None and watch.report()["network"]
+
+
+class Gate:
+    """A stand-in gate: a process named squid, its two files (read through its /proc
+    root, as the gate's are: this process's root is the host's), and what the session
+    wrote for them."""
+
+    def __init__(self, tmp_path, monkeypatch):
+        self.files = [tmp_path / "gate-session.conf", tmp_path / "squid-policy.conf"]
+        for path in self.files:
+            path.write_text("# %s\n" % path.name)
+        monkeypatch.setattr(_gate_state, "GATE_FILES", tuple(str(path) for path in self.files))
+        self.squid = subprocess.Popen(["bash", "-c", "exec -a squid sleep 600"])
+        # Until bash has executed sleep under that name.
+        assert wait_for(lambda: (_netns_state.process_identity(self.squid.pid) or {}).get("argv", [])[:1] == ["squid"])
+        self.pidfile = tmp_path / "gate.pid"
+        self.pidfile.write_text("%d\n" % self.squid.pid)
+        with socket.socket() as probe:  # a port nothing listens on
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+
+    def started(self, **written):
+        return _gate_state.GateStarted(str(self.pidfile), self.port, dict(
+            (str(path), _gate_state.digest(written.get(path.name, path.read_text()))) for path in self.files))
+
+    def end(self):
+        self.squid.kill()
+        self.squid.wait()
+
+
+@pytest.fixture
+def gate(tmp_path, monkeypatch):
+    made = Gate(tmp_path, monkeypatch)
+    yield made
+    made.end()
+
+
+def test_a_steady_gate_is_read_with_each_reading_and_never_lost(stand, gate):
+    watch = stand.watch(gate=gate.started())
+    assert wait_for(lambda: watch.readings >= 4)
+    watch.stop()
+    report = watch.report()
+    assert stand.lost == [] and report["gate"][-1].startswith("squid pid %d started " % gate.squid.pid)
+    assert [line.split()[2] for line in report["gate"][:-1]] == sorted(str(path) for path in gate.files)
+
+
+def test_a_gate_file_changed_after_the_first_reading_is_lost_naming_it(stand, gate):
+    watch = stand.watch(gate=gate.started())
+    assert wait_for(lambda: watch.readings >= 2)
+    # In place, as squid's mount shows it.
+    with open(gate.files[1], "a") as handle:
+        handle.write("miss_access allow all\n")
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"] == "the gate's configuration changed"
+    assert [line.split()[2] for line in lost["removed"] + lost["added"]] == [str(gate.files[1])] * 2
+
+
+def test_a_gate_whose_first_reading_is_not_what_the_session_wrote_is_lost(stand, gate):
+    watch = stand.watch(gate=gate.started(**{"gate-session.conf": "# what the session wrote\n"}))
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"] == "the gate's configuration is not what the session wrote"
+    assert lost["removed"] == [_gate_state.file_line(str(gate.files[0]), _gate_state.digest(
+        "# what the session wrote\n"))]
+
+
+def test_a_gate_that_died_is_not_lost_and_another_listener_on_its_port_is(stand, gate):
+    watch = stand.watch(gate=gate.started())
+    assert wait_for(lambda: watch.readings >= 2)
+    gate.end()
+    # The gate died: the session stops the sandbox for that (gate-died), not the watch.
+    readings = watch.readings
+    assert wait_for(lambda: watch.readings >= readings + 4)
+    assert stand.lost == []
+    with socket.create_server(("127.0.0.1", gate.port)):
+        assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"] == "the gate's squid was replaced"
+    assert lost["removed"][0].startswith("squid pid %d " % gate.squid.pid)
+    assert lost["added"][0].startswith("listener tcp 0100007F:%04X " % gate.port)
+
+
+def test_a_canary_that_failed_names_the_gate_when_the_gate_changed(stand, gate):
+    # Readings 60 s apart: the canary's failure comes before the next one.
+    watch = stand.watch(gate=gate.started(), interval=60)
+    assert wait_for(lambda: watch.gate_first is not None)
+    with open(gate.files[0], "a") as handle:
+        handle.write("miss_access allow all\n")
+    watch._canary_lost("a canary failed: x saw 200", time.time(),  # pylint: disable=protected-access
+                       {"added": ["canary gate: 200"]})
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"] == "the gate's configuration changed" and lost["added"][-1] == "canary gate: 200"
+    assert str(gate.files[0]) in lost["removed"][0]

@@ -4,6 +4,7 @@
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _policy
 from ansible_collections.aisb.sandbox.plugins.module_utils.project import _project_git
 from ansible_collections.aisb.sandbox.plugins.module_utils.review import _review_session
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _session, _session_plan
@@ -189,3 +190,13 @@ def test_a_refused_plan_comes_before_the_session_makes_anything(tmp_path):
     with pytest.raises(_session_plan.SessionError, match="limits_enforceable is false"):
         _session.start(session, FACTS, {"XDG_STATE_HOME": str(tmp_path)}, None)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sni_canary_goes_to_the_first_allowed_name_on_the_first_connect_port():
+    parse = _policy.parse_policy
+    assert _session_plan.sni_canary_target(parse(["www.example.org", "api.example.com"], [8443, 443])) == (
+        "api.example.com", 443)
+    # A wildcard entry's own name is among the names it covers.
+    assert _session_plan.sni_canary_target(parse([".example.org"], [443])) == ("example.org", 443)
+    # No name allowed: the gate relays no CONNECT, and no such canary runs.
+    assert _session_plan.sni_canary_target(parse([], [443])) is None

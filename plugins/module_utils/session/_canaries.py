@@ -19,11 +19,23 @@ and one line of JSON with what each saw. verdict() judges a round (pure):
   503 from a gate that tried to resolve it) means it did not refuse it. No answer from
   the gate in GATE_SILENT_ROUNDS rounds in a row, once it has answered (until then the
   entrypoint waits for it, and ends the session when it never does), is lost too:
-  nothing proves it refuses; and so is no round answered at all in as many.
+  nothing proves it refuses; and so is no round answered at all in as many;
+- through the gate, when the policy allows a name (GatePlan.sni_canary: an allowed name
+  on a CONNECT port), a CONNECT to that name whose ClientHello (the host Python's own,
+  made without a socket) names CANARY_NAME instead: the gate answers the CONNECT (200, or
+  403 where the name resolves to a refused address) and then closes the tunnel without a
+  byte from any server (its ClientHello check refuses a server name other than the
+  CONNECT name before any server is contacted); bytes back mean a server answered, so
+  the ClientHello was relayed. A tunnel that neither ends nor answers in
+  GATE_SILENT_ROUNDS rounds in a row is lost too; a CONNECT the gate has not answered
+  yet (it may be resolving the name) sent no ClientHello, and is not judged.
 
-Nothing a probe sends can reach anything real: the addresses are documentation ranges
-no network routes, the name cannot resolve. A failed probe calls on_lost once, naming
-the probe and what it saw. The gate logs each CONNECT (CANARY_NAME, refused).
+Nothing a probe sends can reach anything real while the gate enforces: the addresses
+are documentation ranges no network routes, the name cannot resolve, and the mismatched
+ClientHello never leaves the gate (a gate that relayed it sent it to the allowed name's
+server, which the agent may reach anyway, and the round fails). A failed probe calls
+on_lost once, naming the probe and what it saw. The gate logs each CONNECT (CANARY_NAME,
+and the allowed name's, refused).
 """
 
 from __future__ import annotations
@@ -52,8 +64,18 @@ LEAKED = ("connected", "ECONNREFUSED", "ECONNRESET", "sent")
 # The probes, run by the host's Python in the sandbox's namespaces (isolated mode: no
 # site, no environment). argv: the gate's address and port, or "-" "-".
 PROBE_CODE = r"""
-import errno, json, socket, sys
+import errno, json, socket, ssl, sys
 V4, V6, NAME, PORT = %r, %r, %r, %d
+def hello():
+    # A ClientHello naming NAME, as the Python's TLS makes it, without a socket.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    outgoing = ssl.MemoryBIO()
+    try:
+        context.wrap_bio(ssl.MemoryBIO(), outgoing, server_hostname=NAME).do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
 def why(error):
     return "timeout" if isinstance(error, socket.timeout) else errno.errorcode.get(error.errno, str(error.errno))
 def tcp(family, address):
@@ -71,30 +93,54 @@ def udp(family, address):
         return "sent"
     except OSError as error:
         return why(error)
-def gate(address, port):
+def read_until(s, end):
+    data = b""
+    while end not in data and len(data) < 4096:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+def gate(address, port, target="%%s:443" %% NAME, client_hello=None):
+    # With a ClientHello, no status yet is the gate's slowness (an allowed name resolved),
+    # not a relay: nothing has been sent through it.
+    unanswered = "no status: " if client_hello else "no answer: "
     try:
         s = socket.create_connection((address, port), timeout=5.0)
     except OSError as error:
-        return "no answer: " + why(error)
+        return unanswered + why(error)
     try:
-        s.sendall(("CONNECT %%s:443 HTTP/1.1\r\nHost: %%s:443\r\n\r\n" %% (NAME, NAME)).encode())
-        data = b""
-        while b"\r\n" not in data and len(data) < 4096:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        s.sendall(("CONNECT %%s HTTP/1.1\r\nHost: %%s\r\n\r\n" %% (target, target)).encode())
+        data = read_until(s, b"\r\n\r\n" if client_hello else b"\r\n")
+    except OSError as error:
+        s.close()
+        return unanswered + why(error)
+    try:
+        line = data.split(b"\r\n", 1)[0].decode("latin-1")
+        code = line.split()[1] if line.startswith("HTTP/") and len(line.split()) > 1 else None
+        if code is None:
+            return unanswered + repr(line[:80])
+        if code != "200" or client_hello is None:
+            return code
+        s.sendall(client_hello)
+        # The tunnel's end with nothing through it is the refusal; a server's bytes are not.
+        try:
+            back = s.recv(4096)
+        except ConnectionResetError:
+            back = b""
+        return "refused" if not back else "answered: %%d bytes" %% len(back)
     except OSError as error:
         return "no answer: " + why(error)
     finally:
         s.close()
-    line = data.split(b"\r\n", 1)[0].decode("latin-1")
-    return line.split()[1] if line.startswith("HTTP/") and len(line.split()) > 1 else "no answer: " + repr(line[:80])
+CLIENT_HELLO = hello() if len(sys.argv) > 3 else None
 for _request in sys.stdin:
     seen = {"tcp4": tcp(socket.AF_INET, V4), "tcp6": tcp(socket.AF_INET6, V6),
             "udp4": udp(socket.AF_INET, V4), "udp6": udp(socket.AF_INET6, V6)}
     if sys.argv[1] != "-":
         seen["gate"] = gate(sys.argv[1], int(sys.argv[2]))
+    if CLIENT_HELLO is not None:
+        seen["sni"] = gate(sys.argv[1], int(sys.argv[2]), sys.argv[3], CLIENT_HELLO)
     print(json.dumps(seen), flush=True)
 """ % (V4, V6, CANARY_NAME, TCP_PORT)
 # What each probe is, for the record.
@@ -104,13 +150,22 @@ PROBES = {
     "udp4": "a UDP datagram to %s port 53" % V4,
     "udp6": "a UDP datagram to %s port 53" % V6,
     "gate": "a CONNECT to %s (on no list) through the gate" % CANARY_NAME,
+    "sni": "a CONNECT to an allowed name through the gate whose ClientHello names %s" % CANARY_NAME,
 }
+# What the mismatched ClientHello's probe may see: the tunnel closed with nothing through
+# it, or the CONNECT refused. "no status: ..." (no answer to its CONNECT, so no ClientHello
+# sent) is not judged: the gate may take long to resolve an allowed name, and the gate's
+# own probe judges its silence.
+SNI_REFUSED = ("refused", "403")
+SNI_UNSENT = "no status: "
 
 
-def probe_argv(python, gate):
-    """The probes' command (run in the sandbox's namespaces): PYTHON (the session's own)
-    on PROBE_CODE; GATE: (address, port) or None."""
-    return [python, "-I", "-S", "-c", PROBE_CODE] + ([gate[0], str(int(gate[1]))] if gate else ["-", "-"])
+def probe_argv(python, gate, sni=None):
+    """The probes' command (run in the sandbox's namespaces): PYTHON (the host's) on
+    PROBE_CODE; GATE: (address, port) or None; SNI: (allowed name, port) the mismatched
+    ClientHello's CONNECT goes to, or None (no gate, or no name allowed)."""
+    argv = [python, "-I", "-S", "-c", PROBE_CODE] + ([gate[0], str(int(gate[1]))] if gate else ["-", "-"])
+    return argv + (["%s:%d" % (sni[0], int(sni[1]))] if gate and sni else [])
 
 
 def judged(policy_text):
@@ -120,22 +175,24 @@ def judged(policy_text):
     return tuple(probe for probe in ("tcp4", "tcp6", "udp4", "udp6") if not pinned.get(probe))
 
 
-def verdict(seen, judged_probes, silent):
+def verdict(seen, judged_probes, silent, sni_silent=0):
     """(failed probe, what it saw) of one round SEEN ({probe: outcome}, or None when no
     round came), or None when each probe saw what it should. JUDGED_PROBES: the direct
     probes judged (judged()). SILENT: rounds in a row, this one included, in which the
-    gate (or the helper) did not answer."""
+    gate (or the helper) did not answer; SNI_SILENT: in which the mismatched ClientHello's
+    tunnel did not end."""
     if seen is None:
         return ("canaries", "no round answered in %d rounds" % silent) if silent >= GATE_SILENT_ROUNDS else None
     for probe in judged_probes:
         if seen.get(probe) in LEAKED:
             return probe, seen.get(probe)
-    answer = seen.get("gate")
-    if answer is None or answer == "403":
-        return None
-    if answer.startswith("no answer"):
-        return ("gate", answer) if silent >= GATE_SILENT_ROUNDS else None
-    return "gate", answer
+    for probe, refused, rounds in (("gate", ("403",), silent), ("sni", SNI_REFUSED, sni_silent)):
+        answer = seen.get(probe)
+        if answer is None or answer in refused or answer.startswith(SNI_UNSENT):
+            continue
+        if not answer.startswith("no answer") or rounds >= GATE_SILENT_ROUNDS:
+            return probe, answer
+    return None
 
 
 class Canaries(object):
@@ -154,6 +211,7 @@ class Canaries(object):
         self.round_timeout = round_timeout
         self.rounds = 0
         self.silent = 0
+        self.sni_silent = 0
         self.gate_answered = False
         self.last = None
         self.failed = None
@@ -172,18 +230,24 @@ class Canaries(object):
             self._thread.join(timeout)
 
     def report(self):
-        return {"interval_s": self.interval, "probes": dict((p, PROBES[p]) for p in self.judged + ("gate",)),
+        return {"interval_s": self.interval,
+                "probes": dict((p, PROBES[p]) for p in self.judged + ("gate",) + (("sni",) if self._sni() else ())),
                 "rounds": self.rounds, "gate_answered": self.gate_answered, "last": self.last,
                 "failed": self.failed, "cpu_s": self.cpu_s}
 
     def _run(self):
         started_cpu = time.thread_time()
         try:
+            pending = False
             while not self._stopping.is_set() and self.failed is None:
                 asked = time.monotonic()
-                self.process.stdin.write(b"round\n")
-                self.process.stdin.flush()
+                # One round asked at a time: a late answer is the pending round's, never
+                # taken for a later one's, and a slow helper gets no backlog of rounds.
+                if not pending:
+                    self.process.stdin.write(b"round\n")
+                    self.process.stdin.flush()
                 line = self._answer(asked + self.round_timeout)
+                pending = line is None
                 if self._stopping.is_set():
                     return
                 self._judge(json.loads(line) if line is not None else None)
@@ -202,9 +266,18 @@ class Canaries(object):
         self.gate_answered = self.gate_answered or not no_answer
         # Before the gate's first answer, only a round that never came counts as silent.
         self.silent = self.silent + 1 if no_answer and (self.gate_answered or seen is None) else 0
-        failed = verdict(seen, self.judged, self.silent)
-        if failed is not None:
-            self._fail(*failed)
+        # The mismatched ClientHello's probe: counted once the gate has answered, as the gate's.
+        sni_silent = seen is not None and str(seen.get("sni", "")).startswith("no answer") and self.gate_answered
+        self.sni_silent = self.sni_silent + 1 if sni_silent else 0
+        failed = verdict(seen, self.judged, self.silent, self.sni_silent)
+        # Silence once the sandbox has gone (its pasta, and the way to the gate, with it) is its end.
+        if failed is None or ((seen is None or failed[1].startswith("no answer")) and self.sandbox_gone()):
+            return
+        self._fail(*failed)
+
+    def _sni(self):
+        """Whether the probes include the mismatched ClientHello's (the last round's say)."""
+        return self.last is not None and "sni" in self.last
 
     def _fail(self, probe, saw):
         now = time.time()

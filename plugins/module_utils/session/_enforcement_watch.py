@@ -23,7 +23,8 @@ for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends
 watch. With each reading it reads that process's /proc/PID/status too: a sandbox that is
 not under its seccomp profile (filter mode, one filter more than the session's own
 process) is lost the same way, and so are routes or addresses or a pasta other than at
-the first reading (_netns_state). nft reads its standard input: it ends when the session
+the first reading (_netns_state), and a gate whose configuration is not what the session
+wrote, or that another process replaced (_gate_state). nft reads its standard input: it ends when the session
 closes that pipe, and with the session's death (end of file, and a parent-death signal).
 """
 
@@ -38,7 +39,7 @@ import time
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
-from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries, _netns_state
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries, _gate_state, _netns_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
 
 # Seconds between two readings; a change is seen at most this long after it was made.
@@ -129,13 +130,18 @@ class EnforcementWatch(object):
     """One session's watch; start() once the entrypoint has reported its table."""
 
     def __init__(self, pidfile, policy_text, tools, on_lost, interval=INTERVAL, stale_after=STALE_AFTER,
-                 seccomp=None, reported=None, canaries=False):
+                 seccomp=None, reported=None, canaries=False, gate=None, sni_canary=None):
         """SECCOMP: the seccomp fields the sandbox's /proc/PID/status must show
         (_seccomp.wanted_status), or None where it runs under podman's default profile.
         REPORTED: the entrypoint's report of its table (nft's JSON), or None. CANARIES:
         whether the host's python3 (TOOLS) runs the canaries (_canaries) in the
-        sandbox's namespaces."""
+        sandbox's namespaces. GATE: what the session started its gate with
+        (_gate_state.GateStarted), or None without one. SNI_CANARY: (allowed name,
+        port) the canaries CONNECT to with another name in their ClientHello, or None."""
         self.pidfile = pidfile
+        self.gate = gate
+        self.sni_canary = sni_canary
+        self.gate_first = None     # the gate's first reading's lines (_gate_state)
         self.wanted = _ruleset.expected(policy_text)
         self.policy_text = policy_text
         self.with_canaries = canaries
@@ -193,7 +199,7 @@ class EnforcementWatch(object):
             "readings": self.readings, "first_reading_at": self.first_at, "last_good_reading_at": self.last_good_at,
             "table": [line.rsplit(" [handle ", 1)[0] for line in self.first or []],
             "last_error": self.last_error, "lost": self.lost, "seccomp": self.seccomp,
-            "network": self.network, "pasta": self.pasta,
+            "network": self.network, "pasta": self.pasta, "gate": self.gate_first,
             "canaries": self.canaries.report() if self.canaries is not None else None,
             "cpu_s": self.cpu,
         }
@@ -238,12 +244,13 @@ class EnforcementWatch(object):
             close_fds=True)
         if self.with_canaries:
             probes = _podman.netns_helper(self.tools["nsenter"], pid, self.tools["setpriv"],
-                                          _canaries.probe_argv(self.tools["python3"], _ruleset.gate(self.policy_text)))
+                                          _canaries.probe_argv(self.tools["python3"], _ruleset.gate(self.policy_text),
+                                                               self.sni_canary))
             self.canaries = _canaries.Canaries(
                 subprocess.Popen(  # pylint: disable=ansible-bad-function
                     probes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=HELPER_ENV,
                     close_fds=True),
-                _canaries.judged(self.policy_text), self._lose,
+                _canaries.judged(self.policy_text), self._canary_lost,
                 sandbox_gone=lambda: self._sandbox_gone(pid))
             self.canaries.start()
         failure = None  # the first failed reading since the last good one: the cause
@@ -275,7 +282,8 @@ class EnforcementWatch(object):
                         self._lose("the table cannot be read: no good reading for %.1f s: %s"
                                    % (self.stale_after, failure), now)
                     return
-            elif self._differs(with_handles, lines, now) or self._network_differs(network, pid, now):
+            elif (self._differs(with_handles, lines, now) or self._network_differs(network, pid, now)
+                  or self._gate_differs(pid, now)):
                 return
             else:
                 deadline, failure = time.monotonic() + self.stale_after, None
@@ -375,6 +383,57 @@ class EnforcementWatch(object):
             self._lose("the sandbox's routes or addresses changed", now, change)
             return True
         return False
+
+    def _gate_differs(self, pid, now):
+        """Compare the gate (_gate_state) with what the session wrote for it (its first
+        reading) and then with its first reading; on a difference, or another process
+        listening on its port once its squid has gone, call _lose and return True."""
+        if self.gate is None:
+            return False
+        if self.gate_first is None:
+            squid = sandbox_pid(self.gate.pidfile)
+            # Not started yet: the entrypoint waits for it (and ends the session when it never answers).
+            lines, error = _gate_state.read(squid) if squid is not None else (None, None)
+            if error is not None and _alive(pid):
+                self._lose("the gate cannot be read: %s" % error, now)
+                return True
+            if lines is not None:
+                change = _ruleset.difference(_gate_state.started_lines(self.gate),
+                                             [line for line in lines if line.startswith("gate file")])
+                if change["removed"] and _alive(pid):
+                    self._lose("the gate's configuration is not what the session wrote", now, change)
+                    return True
+                self.gate_first = lines
+            return False
+        what, change = self._gate_change()
+        if what is not None and _alive(pid):
+            self._lose(what, now, change)
+            return True
+        return False
+
+    def _gate_change(self):
+        """(what, change) of the gate since its first reading, or (None, None); it only
+        compares (the canaries' thread asks it too)."""
+        squid = next(line for line in self.gate_first if line.startswith("squid "))
+        lines, error = _gate_state.read(int(squid.split()[2]))
+        if error is not None:
+            return "the gate cannot be read", {"removed": [], "added": [error]}
+        if lines is None:
+            # Its squid has gone: the gate died (the session stops the sandbox for that), or was replaced.
+            found = _gate_state.listeners(self.gate.port)
+            return ("the gate's squid was replaced", {"removed": [squid], "added": found}) if found else (None, None)
+        change = _ruleset.difference(self.gate_first, lines)
+        if change["removed"] or change["added"]:
+            return "the gate's configuration changed", change
+        return None, None
+
+    def _canary_lost(self, what, now, change):
+        """A canary failed: when the gate has changed, that is the cause the record names."""
+        if self.gate_first is not None:
+            gate_what, gate_change = self._gate_change()
+            if gate_what is not None:
+                what, change = gate_what, dict(gate_change, added=gate_change["added"] + change.get("added", []))
+        self._lose(what, now, change)
 
     def _seccomp_differs(self, status, now):
         """Compare the sandbox's seccomp fields (STATUS, its /proc/PID/status) with what

@@ -36,6 +36,8 @@ ENV_FD = 4
 # the sandbox's host PID (the enforcement watch enters its namespaces).
 POLICY_FILE = "policy"
 PIDFILE = "sandbox.pid"
+# Where podman writes the gate's host PID (squid's: the enforcement watch reads it).
+GATE_PIDFILE = "gate.pid"
 
 
 class SessionNames(NamedTuple):
@@ -45,9 +47,13 @@ class SessionNames(NamedTuple):
 
 
 class GatePlan(NamedTuple):
-    """The session's gate: its host loopback PORT and squid's session configuration."""
+    """The session's gate: its host loopback PORT, squid's session configuration, where
+    podman writes squid's host PID, and the allowed (name, port) the canaries' mismatched
+    ClientHello goes to (sni_canary_target), or None."""
     port: int
     conf_text: str
+    pidfile: str
+    sni_canary: Optional[Tuple[str, int]]
 
 
 class SessionPlan(NamedTuple):
@@ -234,13 +240,23 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
     gate_plan = None
     if gate is not None:
         gate_plan = GatePlan(port, render_session_conf(port, session_id, _podman.GATE_POLICY_CONF, before_policy=(
-            _credential_plan.gate_refusal_conf(session_id, inputs.credentials, placeholders))))
+            _credential_plan.gate_refusal_conf(session_id, inputs.credentials, placeholders))),
+            os.path.join(session_dir, GATE_PIDFILE), sni_canary_target(policy))
     return SessionPlan(
         session_id=session_id, names=names, environment=environment,
         policy_text=render_sandbox_policy(policy, gate), session_files=sorted(session_files.items()),
         read_only_mounts=read_only_mounts, gate=gate_plan,
         enforcement_watch=None if inputs.allow_unenforced else inputs.watch_tools, limits=limits,
         sandbox_options=sandbox_options, seccomp_profile=inputs.seccomp_profile)
+
+
+def sni_canary_target(policy):
+    """(name, port) of a CONNECT the gate relays for POLICY (its first allowed name, a
+    wildcard entry's own name, on its first CONNECT port), or None when it allows none:
+    the canaries send it a ClientHello naming another name (_canaries)."""
+    if not policy.domains:
+        return None
+    return policy.domains[0].lstrip("."), policy.connect_ports[0]
 
 
 def environment_bytes(environment):

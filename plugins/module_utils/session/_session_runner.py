@@ -20,13 +20,14 @@ import threading
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman, _seccomp
-from ansible_collections.aisb.sandbox.plugins.module_utils.session import _watchdog
+from ansible_collections.aisb.sandbox.plugins.module_utils.session import _gate_state, _watchdog
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import (
     EnforcementWatch, process_status, sandbox_pid)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import SessionError
 from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_unit import POLICY_LABEL
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import policy_hash
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import SQUID_POLICY_CONF
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import subprocess_execute
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outcome import Seen, decide
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan import (
@@ -78,6 +79,8 @@ class SessionRunner(object):
         self.lost = None
         self.enforcement_watch = None
         self.enforcement_lost = None
+        # What the gate was started with (_gate_state.GateStarted), for the watch.
+        self.gate_started = None
         # Set when the entrypoint's report arrived; else why the sandbox was stopped without one.
         self._reported = threading.Event()
         self.unreported = None
@@ -161,10 +164,19 @@ class SessionRunner(object):
         sandbox is stopped (without its gate it has no egress) and gate_error or
         gate_died says why."""
         conf = self.write("gate-session.conf", self.plan.gate.conf_text, 0o644)
+        try:
+            with open(os.path.join(policy_dir, SQUID_POLICY_CONF), "rb") as handle:
+                policy_conf = handle.read()
+        except OSError as error:
+            raise SessionError("the gate's policy cannot be read: %s: %s" % (error.filename, error.strerror))
+        self.gate_started = _gate_state.GateStarted(self.plan.gate.pidfile, self.plan.gate.port, {
+            _podman.GATE_SESSION_CONF: _gate_state.digest(self.plan.gate.conf_text),
+            _podman.GATE_POLICY_CONF: _gate_state.digest(policy_conf)})
         name = self.plan.names.gate
         self._started.append(name)
         argv = _podman.gate_run(self.podman, gate_image, name, policy_dir, conf,
-                                extra=["--detach", "--label", "%s=%s" % (SESSION_LABEL, self.plan.session_id),
+                                extra=["--detach", "--pidfile", self.plan.gate.pidfile,
+                                       "--label", "%s=%s" % (SESSION_LABEL, self.plan.session_id),
                                        # retention keeps a policy a container is labelled with
                                        "--label", "%s=%s" % (POLICY_LABEL, policy_hash(policy_dir))])
 
@@ -300,7 +312,9 @@ class SessionRunner(object):
                 seccomp = _seccomp.wanted_status(process_status(os.getpid())[0] or "")
             self.enforcement_watch = EnforcementWatch(self._pidfile, self.plan.policy_text,
                                                       self.plan.enforcement_watch, self._enforcement_lost,
-                                                      seccomp=seccomp, reported=reported, canaries=True)
+                                                      seccomp=seccomp, reported=reported, canaries=True,
+                                                      gate=self.gate_started,
+                                                      sni_canary=self.plan.gate.sni_canary if self.plan.gate else None)
             self.enforcement_watch.start()
 
     def _enforcement_lost(self, lost):
