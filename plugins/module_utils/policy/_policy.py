@@ -329,11 +329,13 @@ def pin_resolved(policy, resolved):
     return policy._replace(pins=tuple(sorted(pins)))
 
 
-def render_sandbox_policy(policy, gate=None):
+def render_sandbox_policy(policy, gate=None, budgets=()):
     """Text of the sandbox's /etc/aisb/policy file.
 
     GATE is (address, port) of the gate as the sandbox reaches it, or None for a
-    sandbox without a gate (only pinned entries go out).
+    sandbox without a gate (only pinned entries go out). BUDGETS: (port, bytes) pairs,
+    each a quota on what the sandbox sends to that port at the gate's address (the gate's
+    own, or a pinned one: the injector's).
     """
     lines = ["# aisb sandbox policy, format 1: read by the image's entrypoint"]
     if gate is None:
@@ -348,4 +350,7 @@ def render_sandbox_policy(policy, gate=None):
             raise PolicyError("gate port %r: must be an integer from 1 to 65535" % (port,))
         lines.append("gate %s %d" % (address, port))
     lines.extend("pin %s %d" % pin for pin in policy.pins)
+    if budgets and gate is None:
+        raise PolicyError("an upload budget meters the sandbox's path to its gate: there is none")
+    lines.extend("budget %s %d %d" % (address, port, limit) for port, limit in sorted(budgets))
     return "\n".join(lines) + "\n"

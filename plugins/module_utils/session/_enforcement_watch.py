@@ -18,7 +18,11 @@ Between readings it listens to a second helper, the host's `nft monitor` in the 
 namespaces: the session changes nothing there once the table is reported, so any line
 it prints (an event, a new generation) is a change, seen as it is made, however soon
 it is undone (a policy set to accept and back, a rule replaced under its handle and put
-back: the same text at the next reading). A difference, an event, or no good reading
+back: the same text at the next reading). One event is the kernel's own: a budget's quota
+(_ruleset, upload_PORT) announces once that it is spent, as `add quota` with its use at
+its bytes; that is kept as the budget's end, not a change. Every packet changes a
+quota's use: the comparison leaves it out (_ruleset), and a use that goes down (a reset
+quota) is lost like a change. A difference, an event, or no good reading
 for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends the
 watch. With each reading it reads that process's /proc/PID/status too: a sandbox that is
 not under its seccomp profile (filter mode, one filter more than the session's own
@@ -30,6 +34,7 @@ closes that pipe, and with the session's death (end of file, and a parent-death 
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 import threading
@@ -56,6 +61,11 @@ _MONITOR_NOTE = "# Cannot set up netlink"
 # nft monitor ends a transaction's events with this line; the watch waits this long
 # at most for it, so the record names the whole change.
 _GENERATION = "# new generation"
+# The kernel's event when a budget's quota is spent (nft names the packet's family, and
+# may warn first that it finds no such table in that family: a note).
+_QUOTA_SPENT = re.compile(r"^add quota (?:inet|ip|ip6) aisb (%s\d{1,5}) \{ over (\d+) bytes used (\d+) bytes \}$"
+                          % _ruleset.BUDGET_PREFIX)
+_CACHE_NOTE = "W: Unable to cache object"
 TRANSACTION_WAIT = 0.2
 # The host tools the helper runs, found in the system directories only (_host_tools:
 # never through the caller's PATH, which may name the project's directories).
@@ -137,6 +147,11 @@ class EnforcementWatch(object):
         sandbox's namespaces."""
         self.pidfile = pidfile
         self.wanted = _ruleset.expected(policy_text)
+        self.budgets = dict((_ruleset.BUDGET_PREFIX + str(port), limit)
+                            for port, limit in _ruleset.budgets(policy_text).items())
+        # Each quota's use at the last good reading, and when the kernel said it was spent.
+        self.used = {}
+        self.spent = {}
         self.policy_text = policy_text
         self.with_canaries = canaries
         self.canaries = None
@@ -195,7 +210,7 @@ class EnforcementWatch(object):
             "last_error": self.last_error, "lost": self.lost, "seccomp": self.seccomp,
             "network": self.network, "pasta": self.pasta,
             "canaries": self.canaries.report() if self.canaries is not None else None,
-            "cpu_s": self.cpu,
+            "cpu_s": self.cpu, "quota_used": self.used, "quota_spent": self.spent,
         }
 
     # -- the thread
@@ -255,7 +270,7 @@ class EnforcementWatch(object):
                 return  # the session ended meanwhile: its sandbox is gone
             if error is None:
                 try:
-                    with_handles, lines = _ruleset.parse(text)
+                    with_handles, lines, used = _ruleset.parse(text)
                 except _ruleset.RulesetError as bad:
                     error = "nft printed no ruleset: %s" % bad
             if error is None and self.seccomp is not None:
@@ -275,7 +290,8 @@ class EnforcementWatch(object):
                         self._lose("the table cannot be read: no good reading for %.1f s: %s"
                                    % (self.stale_after, failure), now)
                     return
-            elif self._differs(with_handles, lines, now) or self._network_differs(network, pid, now):
+            elif (self._differs(with_handles, lines, now) or self._used_differs(used, now)
+                  or self._network_differs(network, pid, now)):
                 return
             else:
                 deadline, failure = time.monotonic() + self.stale_after, None
@@ -314,8 +330,14 @@ class EnforcementWatch(object):
         *lines, self._monitor_buffer = self._monitor_buffer.split(b"\n")
         events = []
         for line in (raw.decode("utf-8", "replace").strip() for raw in lines):
-            if line.startswith(_MONITOR_NOTE):
+            spent = _QUOTA_SPENT.match(line)
+            if line.startswith((_MONITOR_NOTE, _CACHE_NOTE)):
                 self.monitor_notes.append(line[:300])
+            elif (spent and self.budgets.get(spent.group(1)) == int(spent.group(2))
+                  and int(spent.group(3)) >= int(spent.group(2)) and spent.group(1) not in self.spent):
+                # The kernel's own word, once a quota: its budget is spent. Never a change.
+                now = time.time()
+                self.spent[spent.group(1)] = {"at": now, "at_text": format_time(now)}
             elif line:
                 events.append(line[:1000])
         return events
@@ -353,6 +375,17 @@ class EnforcementWatch(object):
             self.first, self.first_at = with_handles, now
         self.readings += 1
         self.last_good_at = now
+        return False
+
+    def _used_differs(self, used, now):
+        """Keep the quotas' USED; a use lower than the last reading's (a quota reset, to
+        spend its bytes again) calls _lose and returns True."""
+        lower = sorted("quota %s used %s, was %s" % (name, used.get(name), was) for name, was in self.used.items()
+                       if not isinstance(used.get(name), int) or used[name] < was)
+        if lower:
+            self._lose("a budget's quota was reset", now, {"removed": lower})
+            return True
+        self.used = used
         return False
 
     def _network_differs(self, network, pid, now):
