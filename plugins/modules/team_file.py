@@ -32,7 +32,8 @@ options:
         C(environment), C(credentials), C(limits), C(require_limits), C(network),
         C(harness) (a recipe's name), C(recipes) (the team's own recipes, name to recipe,
         as docs/harnesses.md has them), C(harness_config), C(project_mode), C(allow_unenforced),
-        C(project_harness_code), C(token_budget) (a whole number of tokens, 1 or more); and of
+        C(project_harness_code), C(token_budget) (a whole number of tokens, 1 or more),
+        C(upload_budget) and C(provider_upload_budget) (whole numbers of bytes, 1 or more); and of
         C(prune.yml) - C(retention_days), C(retention_sessions) (whole numbers, 0 or
         more). Each is checked as the session or M(aisb.sandbox.retention) checks it. A
         setting left out is the collection's default (C(allow) none, C(connect_ports)
@@ -49,7 +50,8 @@ options:
         beside the team's (a name the team set cannot be changed); any other setting -
         the developer's value replaces the team's. A developer's value for a setting not
         named here is refused, naming the team file, unless it changes nothing (or, for
-        C(token_budget), unless it is at most the team's - the team's is the ceiling).
+        C(token_budget), C(upload_budget) and C(provider_upload_budget), unless it is at most
+        the team's - the team's is the ceiling).
     type: dict
     required: true
 attributes:

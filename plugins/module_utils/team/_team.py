@@ -362,6 +362,8 @@ def user_spec():
         retention_days=dict(type="int"),
         retention_sessions=dict(type="int"),
         token_budget=dict(type="int", no_log=False),
+        upload_budget=dict(type="int"),
+        provider_upload_budget=dict(type="int"),
     )
 
 
