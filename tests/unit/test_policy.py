@@ -259,3 +259,10 @@ def test_refused_destinations_are_one_list_without_overlaps():
     assert not any(network.overlaps(ipaddress.ip_network("::ffff:0:0/96")) for network in networks if network.version == 6)
     # Every listed network is refused by the check no-gate uses.
     assert all(refused_destination(str(network.network_address)) == network for network in networks)
+
+
+def test_the_sandbox_policy_names_each_budget_at_the_gate_s_address():
+    text = render_sandbox_policy(parse_policy(["198.18.0.7"]), ("100.64.0.1", 3128), [(3130, 5), (3128, 9)])
+    assert text.splitlines()[-2:] == ["budget 100.64.0.1 3128 9", "budget 100.64.0.1 3130 5"]
+    with pytest.raises(PolicyError, match="an upload budget meters the sandbox's path to its gate: there is none"):
+        render_sandbox_policy(parse_policy([]), None, [(3128, 9)])

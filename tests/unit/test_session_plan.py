@@ -189,3 +189,14 @@ def test_a_refused_plan_comes_before_the_session_makes_anything(tmp_path):
     with pytest.raises(_session_plan.SessionError, match="limits_enforceable is false"):
         _session.start(session, FACTS, {"XDG_STATE_HOME": str(tmp_path)}, None)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_upload_budgets_meter_the_gate_s_port_and_the_injector_s():
+    plan = _session_plan.plan_session("sid", "/s", inputs(upload_budget=8 * 2 ** 20, provider_upload_budget=2 ** 20),
+                                      FACTS, 40001, injector=({}, 40005))
+    lines = plan.policy_text.splitlines()
+    assert lines[-2:] == ["budget 100.64.0.1 40001 8388608", "budget 100.64.0.1 40005 1048576"]
+    # Without credentials there is no injector to meter; without a budget, no line.
+    alone = _session_plan.plan_session("sid", "/s", inputs(provider_upload_budget=2 ** 20), FACTS, 40001)
+    assert "budget" not in alone.policy_text
+    assert "budget" not in _session_plan.plan_session("sid", "/s", inputs(), FACTS, 40001).policy_text

@@ -262,3 +262,15 @@ def test_a_developer_chooses_only_among_the_team_s_harnesses_and_the_session_che
             _team.check_session(team, dict(user, network="allow", connect_ports=[443], allow=[], limits={}))
     anyone = check_team({"format": 1, "user_may_add": ["harness"]})
     assert apply_team(anyone, {"harness": "codex"})[0]["harness"] == "codex"
+
+
+@pytest.mark.parametrize("key", ["upload_budget", "provider_upload_budget"])
+def test_the_team_s_upload_budgets_are_the_default_and_the_ceiling(key):
+    assert apply_team(None, {})[0][key] is None
+    team = check_team({"format": 1, "settings": {key: 8 * 2 ** 20}})
+    assert apply_team(team, {})[0][key] == 8 * 2 ** 20
+    assert apply_team(team, {key: 2 ** 20})[0][key] == 2 ** 20
+    with pytest.raises(TeamError, match=r"^aisb_%s 8388609 is over the team file" % key):
+        apply_team(team, {key: 8 * 2 ** 20 + 1})
+    with pytest.raises(TeamError, match="aisb_%s must be a whole number of bytes, 1 to 1125899906842624, got 0" % key):
+        apply_team(None, {key: 0})
