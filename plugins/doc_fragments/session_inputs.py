@@ -213,7 +213,7 @@ options:
   provider_upload_budget:
     description:
       - As O(upload_budget), for what the sandbox sends to the O(credentials)' injector
-        (the playbooks' C(aisb_provider_upload_budget)): a budget of its own, because
+        (the playbooks' C(aisb_provider_upload_budget)) - a budget of its own, because
         prompts are large. Without O(credentials) it bounds nothing (a warning says so).
     type: int
   interactive:
