@@ -78,8 +78,8 @@ def _family(address):
 
 def _accept_rule(address, port, jump=None):
     address = _address(address)
-    return "rule inet aisb output: %s %s tcp dport %d%s" % (_family(address), address, port,
-                                                           " jump %s before oif lo" % jump if jump else "")
+    suffix = " jump %s before oif lo" % jump if jump else ""
+    return "rule inet aisb output: %s %s tcp dport %d%s" % (_family(address), address, port, suffix)
 
 
 def budget_lines(port, limit):
