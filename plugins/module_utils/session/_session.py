@@ -40,7 +40,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outc
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan import (
     SessionPlan, kept_state_mounts, plan_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_runner import SessionRunner
-from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log, sent_by_host
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import (
     TRANSCRIPT, images_dir, new_session_id, record_key_path, session_directory, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import Interrupted, signals_raise
@@ -159,6 +159,8 @@ def gate_report(policy, gate_log):
     report["denied"] = [entry for entry in report["denied"] if entry["url"] != canary]
     hints = (connect_hint(policy, entry["url"]) for entry in report["denied"] if entry["method"] == "CONNECT")
     report["hints"] = sorted(set(hint for hint in hints if hint))
+    # Where the bytes went: what squid read from the sandbox, by host relayed to.
+    report["sent_by_host"] = sent_by_host(report)
     return report
 
 
