@@ -159,6 +159,10 @@ def test_uploads_past_the_budget_are_cut_and_the_record_says_so(workstation, ser
           % (BUDGET, gate_path, total, len(received), received))
     assert 6 * MIB < total <= BUDGET + SLACK, received
     assert [entry["complete"] for entry in received if entry["method"] == "PUT"].count(True) == 2, received
+    # The gate's log says where the bytes went: what squid read from the sandbox, by host.
+    by_host = record["gate"]["sent_by_host"]
+    print("the gate read %s from the sandbox" % by_host)
+    assert 6 * MIB < by_host.get("allowed.test", 0) <= BUDGET, by_host
     upload = record["upload"]
     assert upload["status"] == "upload-budget-exceeded" and upload["gate"]["spent_at"], upload
     assert upload["gate"]["budget"] == BUDGET and upload["gate"]["sent"] == BUDGET, upload

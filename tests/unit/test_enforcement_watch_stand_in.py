@@ -146,10 +146,10 @@ def test_the_monitors_note_at_its_start_is_no_event(stand):
 
 
 BUDGETED = POLICY + "budget 100.64.0.1 41234 8388608\n"
-# What nft 1.0.6 monitor printed when a budget's quota was spent (the packet's family, and
-# its warning that no such table is in that family).
+# What the host's nft monitor printed when a budget's quota was spent (the packet's family,
+# its warning that no such table is in that family, and its units: 1.1.3 on Debian 13).
 SPENT = ["W: Unable to cache object: table not found.",
-         "add quota ip aisb upload_41234 { over 8388608 bytes used 8388608 bytes }"]
+         "add quota ip aisb upload_41234 { over 8 mbytes used 8 mbytes }"]
 
 
 def test_a_budget_spent_is_kept_never_lost_and_its_use_is_read(stand):
@@ -165,9 +165,20 @@ def test_a_budget_spent_is_kept_never_lost_and_its_use_is_read(stand):
     assert list(report["quota_spent"]) == ["upload_41234"] and report["quota_used"] == {"upload_41234": 8388608}
 
 
+def test_nft_s_units_are_read_as_bytes(stand):
+    stand.set(budget_reading(limit=3000))
+    watch = stand.watch(policy=POLICY + "budget 100.64.0.1 41234 3000\n")
+    assert wait_for(lambda: watch.readings >= 1)
+    stand.event("add quota ip aisb upload_41234 { over 3000 bytes used 3000 bytes }")
+    assert wait_for(lambda: watch.spent)
+    watch.stop()
+    assert stand.lost == []
+
+
 @pytest.mark.parametrize("event", [
     # Spent twice: it was reset in between.
     SPENT[1:] * 2,
+    ["add quota ip aisb upload_41234 { over 8 mbytes used 7 mbytes }"],
     # Another quota, or this one with other bytes or not spent.
     ["add quota ip aisb upload_9 { over 8388608 bytes used 8388608 bytes }"],
     ["add quota ip aisb upload_41234 { over 9999999 bytes used 9999999 bytes }"],

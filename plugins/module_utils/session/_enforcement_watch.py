@@ -62,9 +62,11 @@ _MONITOR_NOTE = "# Cannot set up netlink"
 # at most for it, so the record names the whole change.
 _GENERATION = "# new generation"
 # The kernel's event when a budget's quota is spent (nft names the packet's family, and
-# may warn first that it finds no such table in that family: a note).
-_QUOTA_SPENT = re.compile(r"^add quota (?:inet|ip|ip6) aisb (%s\d{1,5}) \{ over (\d+) bytes used (\d+) bytes \}$"
-                          % _ruleset.BUDGET_PREFIX)
+# may warn first that it finds no such table in that family: a note). nft writes a
+# number of bytes in the largest of UNITS that divides it.
+_QUOTA_SPENT = re.compile(r"^add quota (?:inet|ip|ip6) aisb (%s\d{1,5}) \{ over (\d+) ([kmg]?bytes) used (\d+) "
+                          r"([kmg]?bytes) \}$" % _ruleset.BUDGET_PREFIX)
+UNITS = {"bytes": 1, "kbytes": 1 << 10, "mbytes": 1 << 20, "gbytes": 1 << 30}
 _CACHE_NOTE = "W: Unable to cache object"
 TRANSACTION_WAIT = 0.2
 # The host tools the helper runs, found in the system directories only (_host_tools:
@@ -331,10 +333,12 @@ class EnforcementWatch(object):
         events = []
         for line in (raw.decode("utf-8", "replace").strip() for raw in lines):
             spent = _QUOTA_SPENT.match(line)
+            over, used = ((int(spent.group(2)) * UNITS[spent.group(3)], int(spent.group(4)) * UNITS[spent.group(5)])
+                          if spent else (None, None))
             if line.startswith((_MONITOR_NOTE, _CACHE_NOTE)):
                 self.monitor_notes.append(line[:300])
-            elif (spent and self.budgets.get(spent.group(1)) == int(spent.group(2))
-                  and int(spent.group(3)) >= int(spent.group(2)) and spent.group(1) not in self.spent):
+            elif (spent and self.budgets.get(spent.group(1)) == over and used >= over
+                  and spent.group(1) not in self.spent):
                 # The kernel's own word, once a quota: its budget is spent. Never a change.
                 now = time.time()
                 self.spent[spent.group(1)] = {"at": now, "at_text": format_time(now)}
