@@ -203,3 +203,33 @@ def test_without_a_budget_the_table_has_no_quota(workstation, server):
     assert results.get("put") == "200", transcript[-3000:]
     assert record["upload"] is None and "budget" not in record["policy"]
     assert not any("quota" in line or "upload_" in line for line in record["enforcement_watch"]["table"])
+
+
+# A methods entry narrows the name's plain HTTP: a GET passes, a POST (or a method the
+# list does not name, in any spelling) gets the gate's 403; a CONNECT tunnel to the same
+# name cannot be narrowed without interception, so a POST inside TLS reaches the server.
+METHODS_SCRIPT = """
+for method in GET POST post PUT; do
+  echo "RESULT $method=$(curl -s -o /dev/null -w '%{http_code}' -X $method http://allowed.test/methods-$method)"
+done
+echo "RESULT tls-POST=$(curl -sk -o /dev/null -w '%{http_code}' -X POST https://allowed.test/in-tls)"
+"""
+
+
+def test_a_methods_entry_lets_its_methods_through_and_refuses_the_rest(workstation, internet):
+    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(workstation), "-e", f"project={PROJECT}",
+            "-e", json.dumps({"aisb_allow": ["allowed.test methods=GET,HEAD"]}),
+            "-e", json.dumps({"command": ["bash", "-c", METHODS_SCRIPT]})]
+    workstation.sh(f"mkdir -p {PROJECT}")
+    before = len(internet.requests())
+    result = workstation.run(argv, check=False, env=ANSIBLE_ENV, timeout=900)
+    record = record_of(workstation, result.stdout)
+    transcript = workstation.path(record["transcript"]).read_text()
+    results = dict(re.findall(r"^RESULT ([\w-]+)=(.*)$", transcript, re.M))
+    assert results["GET"] == "200", transcript[-3000:]
+    assert results["POST"] == results["post"] == results["PUT"] == "403", transcript[-3000:]
+    denied = sorted(entry["method"] for entry in record["gate"]["denied"])
+    assert denied == ["POST", "PUT", "post"], record["gate"]
+    assert [r["path"] for r in internet.requests()[before:] if r["port"] == 80] == ["/methods-GET"]
+    # The tunnel carried the POST unread (the listener answers a POST 501: it got there).
+    assert results["tls-POST"] == "501", transcript[-3000:]

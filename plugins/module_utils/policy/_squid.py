@@ -97,9 +97,16 @@ def render_policy_conf(policy):
         # (a private entry goes to its own address, and its name is never resolved).
         ("!aisb_private " if policy.private else "") + "aisb_denied_dst",
     ]
+    narrowed = []
+    for index, (host, methods) in enumerate(policy.methods):
+        # A methods entry's name: its plain HTTP with those methods only (CONNECT is let
+        # on above, to the rules below: a tunnel's method says nothing of what it carries).
+        lines += ["acl aisb_methods_%d_host dstdomain -n %s" % (index, host),
+                  "acl aisb_methods_%d method %s" % (index, " ".join(methods))]
+        narrowed.append("http_access deny aisb_methods_%d_host !aisb_methods_%d" % (index, index))
     lines += ["http_access allow aisb_connect"]
     lines += ["http_access deny %s" % refusal for refusal in refusals]
-    lines += ["http_access allow aisb_domains", "http_access deny all"]
+    lines += narrowed + ["http_access allow aisb_domains", "http_access deny all"]
     return from_policy + "\n".join(lines + _connect(refusals, extra)) + "\n"
 
 
