@@ -61,6 +61,7 @@ _MONITOR_NOTE = "# Cannot set up netlink"
 # nft monitor ends a transaction's events with this line; the watch waits this long
 # at most for it, so the record names the whole change.
 _GENERATION = "# new generation"
+TRANSACTION_WAIT = 0.2
 # The kernel's event when a budget's quota is spent (nft names the packet's family, and
 # may warn first that it finds no such table in that family: a note). nft writes a
 # number of bytes in the largest of UNITS that divides it.
@@ -68,7 +69,6 @@ _QUOTA_SPENT = re.compile(r"^add quota (?:inet|ip|ip6) aisb (%s\d{1,5}) \{ over 
                           r"([kmg]?bytes) \}$" % _ruleset.BUDGET_PREFIX)
 UNITS = {"bytes": 1, "kbytes": 1 << 10, "mbytes": 1 << 20, "gbytes": 1 << 30}
 _CACHE_NOTE = "W: Unable to cache object"
-TRANSACTION_WAIT = 0.2
 # The host tools the helper runs, found in the system directories only (_host_tools:
 # never through the caller's PATH, which may name the project's directories).
 TOOLS = ("nsenter", "setpriv", "nft", "python3")
