@@ -234,3 +234,23 @@ def test_a_methods_entry_lets_its_methods_through_and_refuses_the_rest(workstati
     assert [r["path"] for r in internet.requests()[before:] if r["port"] == 80] == ["/methods-GET"]
     # The tunnel carried the POST unread (the listener answers a POST 501: it got there).
     assert results["tls-POST"] == "501", transcript[-3000:]
+
+
+def test_a_pi_session_s_bytes_up_are_in_its_record(workstation, provider):
+    """A typical session's figure for docs/sessions.md: pi answers one prompt through the
+    fake provider (the injector) with both budgets set, far above what it sends."""
+    workstation.sh(f"mkdir -p {PROJECT}")
+    argv = ["ansible-playbook", "aisb.sandbox.run_agent", "-e", operator_vars(workstation), "-e", f"project={PROJECT}",
+            "-e", json.dumps({"aisb_upload_budget": BUDGET, "aisb_provider_upload_budget": 64 * MIB,
+                              "aisb_credentials": [{"host": PROVIDER, "port": PROVIDER_PORT, "header": "x-api-key",
+                                                    "variable": "ANTHROPIC_API_KEY",
+                                                    "value": "sk-upload-test-" + uuid.uuid4().hex}]}),
+            "-e", "prompt=Say the answer."]
+    result = workstation.run(argv, check=False, env=ANSIBLE_ENV, timeout=900)
+    record = record_of(workstation, result.stdout)
+    transcript = workstation.path(record["transcript"]).read_text()
+    assert result.returncode == 0 and ANSWER in transcript, result.stdout[-3000:] + transcript[-3000:]
+    upload = record["upload"]
+    print("one pi prompt and answer sent %s bytes to the gate and %s to the injector; the gate read %s"
+          % (upload["gate"]["sent"], upload["injector"]["sent"], record["gate"]["sent_by_host"]))
+    assert upload["status"] == "within-budget" and 0 < upload["injector"]["sent"] < 64 * MIB, upload
