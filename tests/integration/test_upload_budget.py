@@ -89,7 +89,8 @@ echo "RESULT after=$? $code"
 curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" "$AISB_CREDENTIAL_PROXY/{PROVIDER}:{PROVIDER_PORT}/v1/echo" \\
   | grep -q 'fake provider saw /v1/echo'
 echo "RESULT provider=$?"
-sleep 3
+# Past three canary rounds: the canaries' CONNECT is reset now too, which is no loss.
+sleep 20
 """
 # The agent has no capabilities: the quota and its table stay. UDP to the gate's port
 # is dropped on the mapped path (the table lets TCP through only); on tcp-forward the
@@ -170,8 +171,10 @@ def test_uploads_past_the_budget_are_cut_and_the_record_says_so(workstation, ser
     assert results["provider"] == "0", transcript[-3000:]
     assert upload["injector"]["budget"] == PROVIDER_BUDGET and 0 < upload["injector"]["sent"] < PROVIDER_BUDGET
     assert upload["injector"]["spent_at"] is None, upload
-    # The watch saw the quota spent, never a change of the table.
+    # The watch saw the quota spent, never a change of the table; the canaries' CONNECT,
+    # reset like every packet with payload to the gate, is no loss either.
     assert record["enforcement_watch"]["lost"] is None, record["enforcement_watch"]
+    assert record["enforcement_watch"]["canaries"]["rounds"] >= 4, record["enforcement_watch"]["canaries"]
     assert list(record["enforcement_watch"]["quota_spent"]) == ["upload_%d" % upload_port(record)]
     # The agent cannot remove the quota or the table, nor send UDP to the gate's port.
     assert results["delete-quota"] not in ("0", "127") and results["flush"] not in ("0", "127"), transcript[-3000:]
@@ -245,7 +248,8 @@ def test_a_pi_session_s_bytes_up_are_in_its_record(workstation, provider):
                               "aisb_credentials": [{"host": PROVIDER, "port": PROVIDER_PORT, "header": "x-api-key",
                                                     "variable": "ANTHROPIC_API_KEY",
                                                     "value": "sk-upload-test-" + uuid.uuid4().hex}]}),
-            "-e", "prompt=Say the answer."]
+            # pi as the recipe runs it, then a reading of the table after its last request.
+            "-e", json.dumps({"command": ["bash", "-c", "pi -p 'Say the answer.'; code=$?; sleep 3; exit $code"]})]
     result = workstation.run(argv, check=False, env=ANSIBLE_ENV, timeout=900)
     record = record_of(workstation, result.stdout)
     transcript = workstation.path(record["transcript"]).read_text()

@@ -19,7 +19,10 @@ and one line of JSON with what each saw. verdict() judges a round (pure):
   503 from a gate that tried to resolve it) means it did not refuse it. No answer from
   the gate in GATE_SILENT_ROUNDS rounds in a row, once it has answered (until then the
   entrypoint waits for it, and ends the session when it never does), is lost too:
-  nothing proves it refuses; and so is no round answered at all in as many.
+  nothing proves it refuses; and so is no round answered at all in as many. Once the
+  gate's upload budget is spent (the sandbox's quota, _ruleset) the table resets the
+  CONNECT itself: that reset is the path closed, an answer. Each round's CONNECT counts
+  against that budget (some 100 bytes).
 
 Nothing a probe sends can reach anything real: the addresses are documentation ranges
 no network routes, the name cannot resolve. A failed probe calls on_lost once, naming
@@ -46,6 +49,8 @@ ROUND_TIMEOUT = 10.0
 CANARY_NAME = "aisb-canary.invalid"
 V4, V6 = "198.51.100.1", "2001:db8::1"
 TCP_PORT = 9
+# What the gate probe sees when the table resets its CONNECT (a spent upload budget).
+RESET = ("no answer: ECONNRESET", "no answer: EPIPE")
 # What a direct probe sees when what it sent left the sandbox (any error else, a
 # timeout, EPERM, no route, no IPv6, is the table or the network refusing it).
 LEAKED = ("connected", "ECONNREFUSED", "ECONNRESET", "sent")
@@ -120,18 +125,19 @@ def judged(policy_text):
     return tuple(probe for probe in ("tcp4", "tcp6", "udp4", "udp6") if not pinned.get(probe))
 
 
-def verdict(seen, judged_probes, silent):
+def verdict(seen, judged_probes, silent, spent=False):
     """(failed probe, what it saw) of one round SEEN ({probe: outcome}, or None when no
     round came), or None when each probe saw what it should. JUDGED_PROBES: the direct
     probes judged (judged()). SILENT: rounds in a row, this one included, in which the
-    gate (or the helper) did not answer."""
+    gate (or the helper) did not answer. SPENT: the gate's upload budget is spent, so a
+    reset (RESET) is the table's refusal."""
     if seen is None:
         return ("canaries", "no round answered in %d rounds" % silent) if silent >= GATE_SILENT_ROUNDS else None
     for probe in judged_probes:
         if seen.get(probe) in LEAKED:
             return probe, seen.get(probe)
     answer = seen.get("gate")
-    if answer is None or answer == "403":
+    if answer is None or answer == "403" or (spent and answer in RESET):
         return None
     if answer.startswith("no answer"):
         return ("gate", answer) if silent >= GATE_SILENT_ROUNDS else None
@@ -143,13 +149,15 @@ class Canaries(object):
     enforcement watch starts it, and ends it after stop())."""
 
     def __init__(self, process, judged_probes, on_lost, interval=INTERVAL, round_timeout=ROUND_TIMEOUT,
-                 sandbox_gone=lambda: False):
+                 sandbox_gone=lambda: False, budget_spent=lambda: False):
         self.process = process
         self.judged = judged_probes
         self.on_lost = on_lost
         # The helper lives in the sandbox's namespaces and ends with them: its end once the
         # sandbox has gone (a harness that exits at once) is the session's end, not a loss.
         self.sandbox_gone = sandbox_gone
+        # Whether the gate's upload budget is spent (the watch heard the kernel say so).
+        self.budget_spent = budget_spent
         self.interval = interval
         self.round_timeout = round_timeout
         self.rounds = 0
@@ -198,11 +206,13 @@ class Canaries(object):
         if seen is not None:
             self.rounds += 1
             self.last = seen
-        no_answer = seen is None or str(seen.get("gate", "")).startswith("no answer")
+        spent = self.budget_spent()
+        no_answer = seen is None or (str(seen.get("gate", "")).startswith("no answer")
+                                     and not (spent and seen.get("gate") in RESET))
         self.gate_answered = self.gate_answered or not no_answer
         # Before the gate's first answer, only a round that never came counts as silent.
         self.silent = self.silent + 1 if no_answer and (self.gate_answered or seen is None) else 0
-        failed = verdict(seen, self.judged, self.silent)
+        failed = verdict(seen, self.judged, self.silent, spent)
         if failed is not None:
             self._fail(*failed)
 

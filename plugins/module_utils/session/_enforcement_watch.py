@@ -261,7 +261,7 @@ class EnforcementWatch(object):
                     probes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=HELPER_ENV,
                     close_fds=True),
                 _canaries.judged(self.policy_text), self._lose,
-                sandbox_gone=lambda: self._sandbox_gone(pid))
+                sandbox_gone=lambda: self._sandbox_gone(pid), budget_spent=self._gate_budget_spent)
             self.canaries.start()
         failure = None  # the first failed reading since the last good one: the cause
         while not self._stopping.is_set():
@@ -380,6 +380,11 @@ class EnforcementWatch(object):
         self.readings += 1
         self.last_good_at = now
         return False
+
+    def _gate_budget_spent(self):
+        """Whether the gate's upload budget is spent (the kernel's event was heard)."""
+        gate = _ruleset.gate(self.policy_text)
+        return gate is not None and (_ruleset.BUDGET_PREFIX + str(gate[1])) in self.spent
 
     def _used_differs(self, used, now):
         """Keep the quotas' USED; a use lower than the last reading's (a quota reset, to
