@@ -3,7 +3,8 @@
 as many bytes as asked, over plain HTTP and over HTTPS (HTTP/1.1, keep-alive).
 
 usage: payload_server.py ADDRESS HTTP_PORT HTTPS_PORT CERTFILE KEYFILE
-GET /bytes/N answers N bytes; any other path answers 2 bytes.
+GET /bytes/N answers N bytes; any other path answers 2 bytes. PUT reads its body
+(Content-Length) and answers 2 bytes.
 """
 
 import socket
@@ -35,6 +36,15 @@ class Handler(BaseHTTPRequestHandler):
             sent = min(size, len(CHUNK))
             self.wfile.write(CHUNK[:sent])
             size -= sent
+
+    def do_PUT(self):  # pylint: disable=invalid-name
+        left = int(self.headers.get("Content-Length", "0"))
+        while left:
+            got = self.rfile.read(min(left, len(CHUNK)))
+            if not got:
+                return
+            left -= len(got)
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
     def log_message(self, *_args):
         pass

@@ -7,7 +7,7 @@ Provisions three disposable workstations at once (tests/workstation/fleet.py: De
 Debian 12, Debian 13 with tun at 0600; not timed), runs on the first: session start
 (bench/session.py), review mode (bench/review.py), the project's git
 (bench/project_git.py), the spike (bench/spike.py), the gate
-(bench/gate.py), re-provisioning (bench/reprovision.py), every harness recipe's image
+(bench/gate.py), the upload budget's quota (bench/upload_budget.py), re-provisioning (bench/reprovision.py), every harness recipe's image
 and warm start (bench/recipes.py); then verify.yml over 1 to 3 of
 them (bench/verify.py). The credential injector (bench/credential_injector.py) and the
 project's Ansible findings (bench/project_ansible.py) and the git broker's 50 MiB push
@@ -37,6 +37,7 @@ import reprovision
 import review
 import session
 import spike
+import upload_budget
 import verify
 from measure import REPO, provisioned_workstation
 
@@ -144,6 +145,7 @@ def main():
                               ("project_git", lambda: project_git.measure(ws, args.runs)),
                               ("spike", lambda: spike.measure(ws, args.runs, args.slow_runs)),
                               ("gate", lambda: gate.measure(ws, args.runs)),
+                              ("upload_budget", lambda: upload_budget.measure(ws, args.runs)),
                               ("provision", lambda: reprovision.measure(ws, args.slow_runs)),
                               ("recipes", lambda: recipes.measure(ws, args.slow_runs)),
                               ("credentials", lambda: credential_injector.measure(args.runs)[0]),

@@ -200,6 +200,25 @@ options:
         O(credentials) it bounds nothing (a warning says so). See docs/sessions.md,
         provider keys.
     type: int
+  upload_budget:
+    description:
+      - The most bytes the sandbox may send to the gate (the playbooks'
+        C(aisb_upload_budget)), 1 to 2**50. A named nft quota in the sandbox's own table
+        counts every packet to the gate's port that carries payload, headers included
+        (pure ACKs and other packets without payload pass uncounted); once it is spent,
+        every such packet is rejected with a TCP reset, so a transfer in flight is cut.
+        The record's C(upload) has what was sent and when the budget was spent
+        (C(upload-budget-exceeded)).
+      - It bounds what leaves through every allowed name together, CONNECT tunnels
+        included, not per host; unset, nothing is counted. Needs O(network=allow). See
+        docs/sessions.md, upload budget, and docs/security.md.
+    type: int
+  provider_upload_budget:
+    description:
+      - As O(upload_budget), for what the sandbox sends to the O(credentials)' injector
+        (the playbooks' C(aisb_provider_upload_budget)) - a budget of its own, because
+        prompts are large. Without O(credentials) it bounds nothing (a warning says so).
+    type: int
   interactive:
     description:
       - Give the harness ansible-playbook's own terminal (its TUI). Needs a local

@@ -34,6 +34,10 @@ options:
         through the gate, which never resolves the name; a self-hosted model server.
       - An IPv6 address there is refused (ULA, link-local, C(::1)); an IPv4-mapped one
         is told its plain IPv4 form.
+      - C(host methods=GET,HEAD) allows that name and narrows its plain HTTP to those
+        methods (DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT) - any other gets the gate's
+        403. Its CONNECT tunnels cannot be narrowed without interception, so such an
+        entry names no port or address. See docs/security.md, method rules.
       - An empty list is legal; the gate then denies everything.
     type: list
     elements: raw

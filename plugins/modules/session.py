@@ -232,6 +232,14 @@ gate:
     would relay it (Node harnesses send http:// URLs as CONNECT); the hints are also warnings.
   returned: when a session started
   type: dict
+upload:
+  description:
+    - When an upload budget (O(upload_budget), O(provider_upload_budget)) was spent,
+      C(upload-budget-exceeded) and each budget's bytes and what was sent; else empty. The
+      record's C(upload) has each budget, what was sent at the watch's last reading and
+      when it was spent.
+  returned: when a session started
+  type: str
 token_budget:
   description:
     - When the session's token budget (O(token_budget)) was spent, one sentence naming it and

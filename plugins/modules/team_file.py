@@ -33,6 +33,7 @@ options:
         C(harness) (a recipe's name), C(recipes) (the team's own recipes, name to recipe,
         as docs/harnesses.md has them), C(harness_config), C(project_mode), C(allow_unenforced),
         C(project_harness_code), C(token_budget) (a whole number of tokens, 1 or more),
+        C(upload_budget) and C(provider_upload_budget) (whole numbers of bytes, 1 or more),
         C(git_remotes) (the remotes the agent pushes its own branches to through the
         session's git broker, entries as M(aisb.sandbox.session)'s
         O(aisb.sandbox.session#module:git_remotes) takes them); and of
@@ -54,7 +55,8 @@ options:
         beside the team's (a name the team set cannot be changed); any other setting -
         the developer's value replaces the team's. A developer's value for a setting not
         named here is refused, naming the team file, unless it changes nothing (or, for
-        C(token_budget), unless it is at most the team's - the team's is the ceiling).
+        C(token_budget), C(upload_budget) and C(provider_upload_budget), unless it is at most
+        the team's - the team's is the ceiling).
     type: dict
     required: true
 attributes:

@@ -110,6 +110,17 @@ options:
         the default and the ceiling - a developer's value above it is refused unless
         C(user_may_add) names C(token_budget); one at or below it applies.
     type: int
+  upload_budget:
+    description:
+      - The bytes the sandbox may send to the gate (C(aisb_upload_budget)), 1 or more. The
+        team's value is the default and the ceiling, as for O(token_budget).
+    type: int
+  provider_upload_budget:
+    description:
+      - The bytes the sandbox may send to the credential injector
+        (C(aisb_provider_upload_budget)), 1 or more. The team's value is the default and the
+        ceiling, as for O(token_budget).
+    type: int
 attributes:
   check_mode:
     description: Reads as usual; it never changes anything.
@@ -133,10 +144,10 @@ settings:
     - Every setting, by name without C(aisb_) - C(allow), C(connect_ports),
       C(pass_environment), C(environment), C(credentials), C(limits), C(require_limits),
       C(network), C(harness), C(recipes), C(harness_config), C(project_mode), C(allow_unenforced),
-      C(project_harness_code), C(retention_days), C(retention_sessions), C(token_budget) (null - no budget - unless
-      set), C(allowed_harnesses) (the team's list of recipe names a developer may choose; null - any),
-      C(git_remotes) (the team's remotes, then those a developer added, each as written with its
-      defaults filled in).
+      C(project_harness_code), C(retention_days), C(retention_sessions), C(token_budget), C(upload_budget) and
+      C(provider_upload_budget) (null - no budget - unless set), C(allowed_harnesses) (the team's list of recipe
+      names a developer may choose; null - any), C(git_remotes) (the team's remotes, then those a developer
+      added, each as written with its defaults filled in).
   returned: success
   type: dict
 allow_origins:

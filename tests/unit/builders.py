@@ -134,3 +134,29 @@ def write(path, text="x\n", mode=None):
         handle.write(text)
     if mode is not None:
         os.chmod(path, mode)
+
+
+def match(protocol, field, right):
+    return {"match": {"op": "==", "left": {"payload": {"protocol": protocol, "field": field}}, "right": right}}
+
+
+def budget_reading(port=41234, limit=8388608, used=0, chain_rules=None, inv=True):
+    """`nft -j list ruleset` (as nftables 1.0.6 printed it) of the entrypoint's table for
+    POLICY's gate and pins with a budget of LIMIT bytes on the gate's PORT, its quota
+    having counted USED; CHAIN_RULES: the budget chain's rules instead of the entrypoint's."""
+    name = "upload_%d" % port
+    # The jump first, before oif lo (inserted).
+    rules = [tcp("ip", "100.64.0.1", port)[:2] + [{"jump": {"target": name}}]]
+    rules += [rule for rule in RULES if rule != tcp("ip", "100.64.0.1", port)]
+    if chain_rules is None:
+        chain_rules = [[match("tcp", "doff", words), match("ip", "length", 20 + 4 * words), {"accept": None}]
+                       for words in range(5, 16)]
+        chain_rules += [[{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": "tcp"}},
+                         {"quota": name}, {"reject": {"type": "tcp reset"}}], [{"accept": None}]]
+    quota = {"quota": {"family": "inet", "name": name, "table": "aisb", "handle": 90, "bytes": limit, "used": used}}
+    if inv:
+        quota["quota"]["inv"] = True
+    extra = [quota, {"chain": {"family": "inet", "table": "aisb", "name": name, "handle": 91}}]
+    extra += [{"rule": {"family": "inet", "table": "aisb", "chain": name, "handle": 100 + i, "expr": expr}}
+              for i, expr in enumerate(chain_rules)]
+    return reading(rules=rules, extra=extra)

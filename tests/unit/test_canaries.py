@@ -331,3 +331,13 @@ def test_the_probes_get_the_allowed_name_only_with_a_gate():
     assert _canaries.probe_argv("/usr/bin/python3", ("100.64.0.1", 41234), ("api.example.com", 443))[-3:] == [
         "100.64.0.1", "41234", "api.example.com:443"]
     assert _canaries.probe_argv("/usr/bin/python3", None, ("api.example.com", 443))[-2:] == ["-", "-"]
+
+
+def test_a_reset_from_the_gate_is_the_table_s_refusal_once_its_upload_budget_is_spent():
+    reset = dict(QUIET, gate="no answer: ECONNRESET")
+    assert _canaries.verdict(reset, ALL, 1, spent=True) is None
+    assert _canaries.verdict(reset, ALL, 3, spent=True) is None
+    # Not spent: silence, lost after GATE_SILENT_ROUNDS rounds.
+    assert _canaries.verdict(reset, ALL, 3) == ("gate", "no answer: ECONNRESET")
+    # Spent or not, a gate that relays the canary's CONNECT is lost at once.
+    assert _canaries.verdict(dict(QUIET, gate="200"), ALL, 0, spent=True) == ("gate", "200")

@@ -43,6 +43,7 @@ def nft_lines(text):
 
 def test_the_probes_table_is_the_sessions():
     template = nft_lines((REPO / "roles" / "image" / "files" / "ruleset.nft").read_text())
+    # The probe's gate has no budget: its rule accepts (a budget's is inserted, a jump to its chain).
     [rule] = re.findall(r'echo "add rule inet aisb output (.*)"', ENTRYPOINT.read_text())
     gate_rule = rule.replace("$family", "ip").replace("$address", "$gate_addr").replace("$port", "$gate_port")
     assert template[-2:] == ["}", "}"]

@@ -20,7 +20,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_t
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _gate_state, _netns_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._enforcement_watch import EnforcementWatch, find_tools
 
-from builders import RULES, reading
+from builders import RULES, budget_reading, reading
 
 POLICY = "gate 100.64.0.1 41234\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n"
 INTERVAL = 0.1
@@ -146,6 +146,66 @@ def test_the_monitors_note_at_its_start_is_no_event(stand):
     assert wait_for(lambda: watch.readings >= 5 and watch.monitor_notes)
     watch.stop()
     assert stand.lost == [] and watch.report()["monitor_notes"] == [note]
+
+
+BUDGETED = POLICY + "budget 100.64.0.1 41234 8388608\n"
+# What the host's nft monitor printed when a budget's quota was spent (the packet's family,
+# its warning that no such table is in that family, and its units: 1.1.3 on Debian 13).
+SPENT = ["W: Unable to cache object: table not found.",
+         "add quota ip aisb upload_41234 { over 8 mbytes used 8 mbytes }"]
+
+
+def test_a_budget_spent_is_kept_never_lost_and_its_use_is_read(stand):
+    stand.set(budget_reading(used=100))
+    watch = stand.watch(policy=BUDGETED)
+    assert wait_for(lambda: watch.readings >= 2)
+    stand.set(budget_reading(used=8388608))
+    stand.event(*SPENT)
+    assert wait_for(lambda: watch.spent and watch.used == {"upload_41234": 8388608} and watch.readings >= 5)
+    watch.stop()
+    report = watch.report()
+    assert stand.lost == [] and report["lost"] is None and report["monitor_notes"] == SPENT[:1]
+    assert list(report["quota_spent"]) == ["upload_41234"] and report["quota_used"] == {"upload_41234": 8388608}
+
+
+def test_nft_s_units_are_read_as_bytes(stand):
+    stand.set(budget_reading(limit=3000))
+    watch = stand.watch(policy=POLICY + "budget 100.64.0.1 41234 3000\n")
+    assert wait_for(lambda: watch.readings >= 1)
+    stand.event("add quota ip aisb upload_41234 { over 3000 bytes used 3000 bytes }")
+    assert wait_for(lambda: watch.spent)
+    watch.stop()
+    assert stand.lost == []
+
+
+@pytest.mark.parametrize("event", [
+    # Spent twice: it was reset in between.
+    SPENT[1:] * 2,
+    ["add quota ip aisb upload_41234 { over 8 mbytes used 7 mbytes }"],
+    # Another quota, or this one with other bytes or not spent.
+    ["add quota ip aisb upload_9 { over 8388608 bytes used 8388608 bytes }"],
+    ["add quota ip aisb upload_41234 { over 9999999 bytes used 9999999 bytes }"],
+    ["add quota inet aisb upload_41234 { over 8388608 bytes used 0 bytes }"],
+])
+def test_any_other_quota_event_is_lost(stand, event):
+    stand.set(budget_reading())
+    watch = stand.watch(policy=BUDGETED, interval=60)
+    assert wait_for(lambda: watch.readings == 1)
+    stand.event(*event)
+    assert stand.called.wait(10)
+    watch.stop()
+    assert stand.lost[0]["what"] == "the ruleset changed (nft monitor)"
+
+
+def test_a_quota_whose_use_goes_down_was_reset_and_is_lost(stand):
+    stand.set(budget_reading(used=5000))
+    watch = stand.watch(policy=BUDGETED)
+    assert wait_for(lambda: watch.readings >= 2)
+    stand.set(budget_reading(used=0))
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"] == "a budget's quota was reset" and lost["removed"] == ["quota upload_41234 used 0, was 5000"]
 
 
 def test_a_monitor_that_exits_while_the_sandbox_runs_is_lost(stand):

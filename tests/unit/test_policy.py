@@ -8,8 +8,11 @@ import re
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import (
+    MAX_ENTRY_LENGTH, METHODS,
     PRIVATE_RANGES, REFUSED_DESTINATIONS, Policy, PolicyError, no_gate_names, parse_policy, pin_resolved,
     refused_destination, render_sandbox_policy)
+
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import render_policy_conf
 
 from builders import PASSING, REFUSED
 
@@ -46,7 +49,7 @@ HOSTILE = [
     ("example-.com", "inner hyphens"),
     ("a" * 64 + ".com", "longer than 63"),
     (".".join(["a" * 50] * 5) + ".com", "longer than 253"),
-    ("x" * 300, "longer than 275"),
+    ("x" * 330, "longer than 320"),
     ("", "empty"),
     ("example.123", "IP address written as a name"),
     ("0x7f.0x1", "IP address written as a name"),
@@ -122,7 +125,7 @@ def test_hostile_entry_is_refused_and_named(entry, reason):
     with pytest.raises(PolicyError) as error:
         parse_policy([entry])
     message = str(error.value)
-    shown = repr(entry if len(entry) <= 275 else entry[:40] + "...")
+    shown = repr(entry if len(entry) <= 320 else entry[:40] + "...")
     assert shown in message
     assert reason in message
     assert "allowed forms" in message
@@ -214,6 +217,45 @@ def test_longest_legal_private_entry():
     assert parse_policy([entry]).private == ((name, 65535, "192.168.255.255"),)
 
 
+def test_longest_legal_methods_entry():
+    name = ".".join(["a" * 63, "a" * 63, "a" * 63, "a" * 57, "com"])
+    entry = name + " methods=" + ",".join(METHODS)
+    assert len(entry) == 300 <= MAX_ENTRY_LENGTH
+    assert parse_policy([entry]).methods == ((name, METHODS),)
+
+
+@pytest.mark.parametrize("entry,reason", [
+    ("a.test methods=CONNECT", "not CONNECT"),
+    ("a.test:443 methods=GET", "without a port"),
+    ("a.test:80 methods=GET", "without a port"),
+    ("198.18.0.5 methods=GET", "without a port"),
+    ("a.test:80=10.0.0.5 methods=GET", "without a port"),
+    ("a.test methods=GET,GET", "twice"),
+    ("a.test methods=", "not "),
+    ("a.test methods=GET\nhttp_access allow all", "not GET\nHTTP_ACCESS ALLOW ALL"),
+    ("a b.test methods=GET", "must be letters"),
+])
+def test_a_methods_entry_names_one_host_and_known_methods(entry, reason):
+    with pytest.raises(PolicyError, match="allowed forms") as error:
+        parse_policy([entry])
+    assert reason in str(error.value)
+
+
+def test_a_methods_entry_narrows_its_name_s_plain_http_in_squid():
+    policy = parse_policy(["a.test methods=get,HEAD", "b.test"])
+    assert policy.domains == ("a.test", "b.test") and policy.methods == (("a.test", ("GET", "HEAD")),)
+    conf = render_policy_conf(policy).splitlines()
+    assert "acl aisb_methods_0_host dstdomain -n a.test" in conf and "acl aisb_methods_0 method GET HEAD" in conf
+    # After CONNECT is let on to its own rules, before the names are allowed.
+    deny = conf.index("http_access deny aisb_methods_0_host !aisb_methods_0")
+    assert conf.index("http_access allow aisb_connect") < deny < conf.index("http_access allow aisb_domains")
+    with pytest.raises(PolicyError, match="only the gate reads a request's method"):
+        no_gate_names(policy)
+    # A private entry's name stays its own: no methods entry, as no plain one.
+    with pytest.raises(PolicyError, match="is also a plain entry"):
+        parse_policy(["a.test methods=GET", "a.test:8000=10.0.0.5"])
+
+
 def test_longest_legal_name_and_label():
     label = "a" * 63
     name = ".".join([label, label, label, "a" * 57, "com"])
@@ -259,3 +301,10 @@ def test_refused_destinations_are_one_list_without_overlaps():
     assert not any(network.overlaps(ipaddress.ip_network("::ffff:0:0/96")) for network in networks if network.version == 6)
     # Every listed network is refused by the check no-gate uses.
     assert all(refused_destination(str(network.network_address)) == network for network in networks)
+
+
+def test_the_sandbox_policy_names_each_budget_at_the_gate_s_address():
+    text = render_sandbox_policy(parse_policy(["198.18.0.7"]), ("100.64.0.1", 3128), [(3130, 5), (3128, 9)])
+    assert text.splitlines()[-2:] == ["budget 100.64.0.1 3128 9", "budget 100.64.0.1 3130 5"]
+    with pytest.raises(PolicyError, match="an upload budget meters the sandbox's path to its gate: there is none"):
+        render_sandbox_policy(parse_policy([]), None, [(3128, 9)])

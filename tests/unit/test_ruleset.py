@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
 
-from builders import META, OIF_LO, RULES, reading, tcp
+from builders import META, OIF_LO, RULES, budget_reading, reading, tcp
 
 POLICY = ("# aisb sandbox policy, format 1: read by the image's entrypoint\n"
           "gate 100.64.0.1 41234\npin 198.18.0.0/24 443\npin 2001:db8::5 22\n")
@@ -120,6 +120,72 @@ def test_output_that_is_no_reading_is_refused(text):
 
 
 def test_parse_gives_both_forms():
-    with_handles, lines = _ruleset.parse(json.dumps(reading()))
+    with_handles, lines, used = _ruleset.parse(json.dumps(reading()))
     assert lines == _ruleset.expected(POLICY)
     assert "table inet aisb [handle 1]" in with_handles and len(with_handles) == len(lines)
+    assert used == {}
+
+
+BUDGETED = POLICY + "budget 100.64.0.1 41234 8388608\n"
+
+
+def test_a_budget_sends_its_destination_through_a_metered_chain():
+    lines = _ruleset.expected(BUDGETED)
+    assert "rule inet aisb output: ip 100.64.0.1 tcp dport 41234 jump upload_41234 before oif lo" in lines
+    assert "rule inet aisb output: ip 100.64.0.1 tcp dport 41234" not in lines
+    assert "quota inet aisb upload_41234 over 8388608" in lines
+    assert "rule inet aisb upload_41234 #4: tcp doff 8 ip length 52 accept" in lines
+    # Last in its chain, in this order: the quota's reset, then the accept of the rest.
+    assert "rule inet aisb upload_41234 #12: quota upload_41234 reject tcp reset" in lines
+    assert "rule inet aisb upload_41234 #13: accept" in lines and len(lines) == len(_ruleset.expected(POLICY)) + 15
+    assert _ruleset.budgets(BUDGETED) == {41234: 8388608} and _ruleset.budgets(POLICY) == {}
+
+
+def test_a_budgeted_reading_is_what_the_policy_asks_for_whatever_its_quota_counted():
+    assert _ruleset.canonical(budget_reading()) == _ruleset.expected(BUDGETED)
+    # Every packet with payload changes the quota's use: never a difference.
+    assert _ruleset.canonical(budget_reading(used=8388608), handles=True) == _ruleset.canonical(
+        budget_reading(), handles=True)
+    assert _ruleset.parse(json.dumps(budget_reading(used=4242)))[2] == {"upload_41234": 4242}
+
+
+def _chain(*drop, swap=False):
+    rules = budget_reading()["nftables"]
+    chain = [item["rule"]["expr"] for item in rules if "rule" in item and item["rule"]["chain"] == "upload_41234"]
+    if swap:
+        chain[-1], chain[-2] = chain[-2], chain[-1]
+    return [expr for i, expr in enumerate(chain) if i not in drop]
+
+
+@pytest.mark.parametrize("weakened", [
+    # The accept before the quota: nothing is counted.
+    budget_reading(chain_rules=_chain(swap=True)),
+    # No quota rule: nothing is refused.
+    budget_reading(chain_rules=_chain(11)),
+    # A payload length let through uncounted.
+    budget_reading(chain_rules=_chain() + [[{"match": {"op": "==", "left": {"payload": {
+        "protocol": "ip", "field": "length"}}, "right": 1500}}, {"accept": None}]]),
+    # The quota in mode until (it matches below its bytes): the reject would hit every packet until then.
+    budget_reading(inv=False),
+    budget_reading(limit=2 ** 40),
+    # The jump after oif lo: on the tcp-forward gate path (127.0.0.1) loopback's accept passes it unmetered.
+    reading(rules=RULES[:1] + [RULES[1][:2] + [{"jump": {"target": "upload_41234"}}]] + RULES[2:],
+            extra=budget_reading()["nftables"][-15:]),
+])
+def test_a_weakened_budget_is_a_difference(weakened):
+    change = _ruleset.difference(_ruleset.expected(BUDGETED), _ruleset.canonical(weakened))
+    assert change["removed"] or change["added"]
+
+
+@pytest.mark.parametrize("line", [
+    "budget 100.64.0.1 9999 100",         # no gate or pin there
+    "budget 198.18.0.0/24 443 100",        # a network, not one address
+    "budget 2001:db8::5 22 100",          # IPv6
+    "budget 100.64.0.1 41234 0",           # nothing
+    "budget 100.64.0.1 41234 -5",
+])
+def test_a_budget_line_that_meters_nothing_of_the_policy_is_refused(line):
+    with pytest.raises(_ruleset.RulesetError):
+        _ruleset.expected(POLICY + line + "\n")
+    with pytest.raises(_ruleset.RulesetError):
+        _ruleset.expected(BUDGETED + "budget 100.64.0.1 41234 100\n")

@@ -4,7 +4,7 @@ codes that are not the harness's own, and a record that could not be written."""
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import gate_report, task_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import gate_report, task_result, upload_report
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outcome import (
     Outcome, Seen, decide, enforcement_lost_reason, exit_reason)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import parse_policy
@@ -145,3 +145,26 @@ def test_the_canaries_connects_are_counted_apart_from_the_sandboxs():
                     for target in ("aisb-canary.invalid:443", "unlisted.test:443", "aisb-canary.invalid:443"))
     gate = gate_report(parse_policy(["models.test"]), log)
     assert gate["canary_connects"] == 2 and [entry["url"] for entry in gate["denied"]] == ["unlisted.test:443"]
+
+
+def test_a_spent_upload_budget_is_named_in_the_result():
+    spent = {"gate": {"budget": 100, "sent": 100, "spent_at": "2026-12-04T02:00:00Z"},
+             "injector": {"budget": 50, "sent": 7, "spent_at": None}, "status": "upload-budget-exceeded"}
+    assert task_result(record(upload=spent))["upload"] == (
+        "upload-budget-exceeded: gate budget 100, sent 100, injector budget 50, sent 7; packets with payload "
+        "after it were reset")
+    within = dict(spent, status="within-budget")
+    assert task_result(record(upload=within))["upload"] == "" == task_result(record(upload=None))["upload"]
+
+
+def test_the_record_s_upload_section_names_each_budget_by_its_destination():
+    policy = "gate 100.64.0.1 41234\npin 100.64.0.1 41300\nbudget 100.64.0.1 41234 1000\nbudget 100.64.0.1 41300 50\n"
+    watch = {"quota_used": {"upload_41234": 1000, "upload_41300": 20},
+             "quota_spent": {"upload_41234": {"at": 1.0, "at_text": "T"}}}
+    assert upload_report(policy, 41234, 41300, watch) == {
+        "gate": {"budget": 1000, "sent": 1000, "spent_at": "T"},
+        "injector": {"budget": 50, "sent": 20, "spent_at": None}, "status": "upload-budget-exceeded"}
+    # No reading after the start (the watch was not run): nothing known was sent.
+    assert upload_report(policy, 41234, None, {"watched": False})["gate"] == {
+        "budget": 1000, "sent": None, "spent_at": None}
+    assert upload_report("gate 100.64.0.1 41234\n", 41234, None, watch) is None

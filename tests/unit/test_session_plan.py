@@ -200,3 +200,14 @@ def test_the_sni_canary_goes_to_the_first_allowed_name_on_the_first_connect_port
     assert _session_plan.sni_canary_target(parse([".example.org"], [443])) == ("example.org", 443)
     # No name allowed: the gate relays no CONNECT, and no such canary runs.
     assert _session_plan.sni_canary_target(parse([], [443])) is None
+
+
+def test_upload_budgets_meter_the_gate_s_port_and_the_injector_s():
+    plan = _session_plan.plan_session("sid", "/s", inputs(upload_budget=8 * 2 ** 20, provider_upload_budget=2 ** 20),
+                                      FACTS, 40001, injector=({}, 40005))
+    lines = plan.policy_text.splitlines()
+    assert lines[-2:] == ["budget 100.64.0.1 40001 8388608", "budget 100.64.0.1 40005 1048576"]
+    # Without credentials there is no injector to meter; without a budget, no line.
+    alone = _session_plan.plan_session("sid", "/s", inputs(provider_upload_budget=2 ** 20), FACTS, 40001)
+    assert "budget" not in alone.policy_text
+    assert "budget" not in _session_plan.plan_session("sid", "/s", inputs(), FACTS, 40001).policy_text

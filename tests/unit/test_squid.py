@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import REFUSED_DESTINATIONS, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import (
-    parse_gate_log, render_policy_conf, render_session_conf)
+    parse_gate_log, render_policy_conf, render_session_conf, sent_by_host)
 
 from builders import PASSING, REFUSED
 
@@ -268,7 +268,7 @@ def test_the_helper_gets_the_raw_client_hello_and_nothing_is_cached():
                       " cache=0 %DST %>handshake /usr/bin/perl /usr/local/lib/aisb/sni-is-connect-host"
                       " aisb-hello-checked"]
     assert "acl aisb_hello_checked note clt_conn_tag aisb-hello-checked" in conf
-    assert [line for line in conf if line.startswith("logformat aisb ")][0].endswith(" reason=%#ea")
+    assert [line for line in conf if line.startswith("logformat aisb ")][0].endswith(" up=%>st reason=%#ea")
 
 
 def test_gate_log_skips_connections_that_sent_no_request():
@@ -336,3 +336,21 @@ def test_the_gates_own_answers_are_their_own_kind_each_with_its_reason():
     reasons = [d["reason"] for d in decisions["answered"]]
     assert "not a request the gate relays" in reasons[0] and "could not reach" in reasons[1] and reasons[1] == reasons[2]
     assert decisions["denied"] == []
+
+
+def test_the_bytes_up_are_summed_by_host_a_tunnel_s_at_its_end():
+    line = ("%s session=sid client=127.0.0.1 %s %s %s dst=%s hier=%s tls=%s sni=%s up=%s reason=-")
+    log = "\n".join([
+        line % ("1.0", "TCP_MISS/200", "PUT", "http://up.test:8080/a", "198.18.0.2", "HIER_DIRECT", "-", "-", 3000),
+        line % ("2.0", "TCP_MISS/200", "PUT", "http://up.test:8080/b", "198.18.0.2", "HIER_DIRECT", "-", "-", 500),
+        # A tunnel's verdict (its ClientHello), then its end with all it carried.
+        line % ("3.0", "NONE_NONE/200", "CONNECT", "api.test:443", "-", "HIER_NONE", "splice", "api.test", 517),
+        line % ("9.0", "TCP_TUNNEL/200", "CONNECT", "api.test:443", "198.18.0.3", "HIER_DIRECT", "splice",
+                "api.test", 90000),
+        line % ("4.0", "TCP_DENIED/403", "PUT", "http://evil.test/", "-", "HIER_NONE", "-", "-", 7000),
+    ])
+    decisions = parse_gate_log(log)
+    assert sent_by_host(decisions) == {"up.test": 3500, "api.test": 90000}
+    # An older gate's lines have no bytes: nothing is summed, nothing fails.
+    assert sent_by_host(parse_gate_log(log.replace(" up=7000", "").replace(" up=3000", ""))) == {
+        "up.test": 500, "api.test": 90000}

@@ -347,3 +347,15 @@ def test_the_session_checks_its_git_remotes_against_the_team_again():
     _team.check_session(remotes_team("git_remotes"), {"git_remotes": [session_remote("https://h.org/x", "a/*")]}, "/t")
     with pytest.raises(TeamError, match="changes https://github.com/org/app.git"):
         _team.check_session(remotes_team("git_remotes"), {"git_remotes": [session_remote(GH["url"], "*")]}, "/t")
+
+
+@pytest.mark.parametrize("key", ["upload_budget", "provider_upload_budget"])
+def test_the_team_s_upload_budgets_are_the_default_and_the_ceiling(key):
+    assert apply_team(None, {})[0][key] is None
+    team = check_team({"format": 1, "settings": {key: 8 * 2 ** 20}})
+    assert apply_team(team, {})[0][key] == 8 * 2 ** 20
+    assert apply_team(team, {key: 2 ** 20})[0][key] == 2 ** 20
+    with pytest.raises(TeamError, match=r"^aisb_%s 8388609 is over the team file" % key):
+        apply_team(team, {key: 8 * 2 ** 20 + 1})
+    with pytest.raises(TeamError, match="aisb_%s must be a whole number of bytes, 1 to 1125899906842624, got 0" % key):
+        apply_team(None, {key: 0})

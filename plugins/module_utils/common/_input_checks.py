@@ -160,6 +160,19 @@ def check_token_budget(value, where="aisb_token_budget"):
     return value
 
 
+# The most an upload budget may be: nft's quota takes 64 bits; this is far beyond any session.
+MAX_UPLOAD_BUDGET = 2 ** 50
+
+
+def check_upload_budget(value, where):
+    """VALUE, an upload budget in bytes (a whole number, 1 to MAX_UPLOAD_BUDGET) or None;
+    InputError naming WHERE."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or not 1 <= value <= MAX_UPLOAD_BUDGET):
+        raise InputError("%s must be a whole number of bytes, 1 to %d, got %r" % (where, MAX_UPLOAD_BUDGET, value))
+    return value
+
+
 def check_env_name(name, origin):
     if not isinstance(name, str) or not ENV_NAME.match(name):
         raise InputError(

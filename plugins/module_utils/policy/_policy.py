@@ -20,12 +20,18 @@ ALLOWED_FORMS = (
     "'198.18.0.5' or '198.18.0.0/24' (pinned in the sandbox's ruleset, TCP to the "
     "CONNECT ports), 'ip:port', 'cidr:port' or '[ipv6]:port' (that port only), "
     "'host:port=address' (that host on that port only, relayed by the gate to that private "
-    "IPv4 address: a self-hosted model server)"
+    "IPv4 address: a self-hosted model server), 'host methods=GET,HEAD' (that host, its plain "
+    "HTTP with those methods only: CONNECT tunnels cannot be narrowed)"
 )
+# What a methods entry may name (methods=...): HTTP's methods that carry a request to a
+# server. CONNECT is a tunnel the gate cannot read, so it is never one of them.
+METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+_METHODS_SUFFIX = " methods="
 
-# Longer than any legal entry (a 253-character name, a colon, a port, '=' and an IPv4
-# address): reject early, before any regex runs over attacker-sized input.
-MAX_ENTRY_LENGTH = 275
+# Longer than any legal entry (a 253-character name, a colon, a port, and '=' and an IPv4
+# address or ' methods=' and every method once): reject early, before any regex runs over
+# attacker-sized input.
+MAX_ENTRY_LENGTH = 320
 # Inside a sandbox, pasta maps this address to the host's loopback (CGNAT space, never a
 # host's own; passt refuses a loopback address here). A pin covering it would open every
 # service on the host's loopback to the sandbox.
@@ -66,7 +72,8 @@ _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _PORT = re.compile(r"^[1-9][0-9]{0,4}$")
 _ENTRY_CHARS = re.compile(r"^[a-z0-9.:/\[\]=-]+$")
 
-Policy = collections.namedtuple("Policy", ["domains", "host_ports", "pins", "connect_ports", "private"])
+Policy = collections.namedtuple("Policy", ["domains", "host_ports", "pins", "connect_ports", "private", "methods"])
+Policy.__new__.__defaults__ = ((),)
 Policy.__doc__ = """A validated policy.
 
 domains: sorted names; a leading dot means the name and its subdomains.
@@ -76,6 +83,8 @@ pins: sorted (network, port) pairs for the sandbox's ruleset; a single address i
 connect_ports: sorted ports CONNECT may reach on every allowed name.
 private: sorted (name, port, address) triples: that name on that port only, relayed by
     the gate to that private address, never to what the name resolves to.
+methods: sorted (name, methods) pairs: that name's plain HTTP with those methods only
+    (sorted, upper case); its CONNECT tunnels are not narrowed.
 """
 
 
@@ -185,9 +194,23 @@ def _private_address(entry, text):
     return parsed
 
 
+def _methods(entry, text):
+    """(name, methods) of a methods entry's TEXT, 'host methods=GET,HEAD'."""
+    host, _sep, listed = text.partition(_METHODS_SUFFIX)
+    methods = listed.upper().split(",")
+    unknown = sorted(set(method for method in methods if method not in METHODS))
+    if unknown or len(set(methods)) != len(methods):
+        _fail(entry, "methods= names each of %s at most once, comma-separated (%s %s)"
+                     % (", ".join(METHODS), "not" if unknown else "twice:", ", ".join(unknown or methods)))
+    if ":" in host or "=" in host or "/" in host or _network(entry, host) is not None:
+        _fail(entry, "a methods entry is one name, without a port: 'host methods=GET,HEAD' narrows its plain HTTP "
+                     "(a CONNECT tunnel, or a port relayed as it comes, cannot be narrowed without interception)")
+    return _name(entry, host), tuple(sorted(methods))
+
+
 def _entry(entry):
-    """('name', name, port), ('pin', network, port) or ('private', (name, address), port)
-    for one allow entry."""
+    """('name', name, port), ('pin', network, port), ('private', (name, address), port)
+    or ('methods', (name, methods), None) for one allow entry."""
     if not isinstance(entry, str):
         raise PolicyError("allow entry %r: must be a string, not %s; %s"
                           % (entry, type(entry).__name__, ALLOWED_FORMS))
@@ -196,6 +219,8 @@ def _entry(entry):
     if len(entry) > MAX_ENTRY_LENGTH:
         _fail(entry[:40] + "...", "longer than %d characters" % MAX_ENTRY_LENGTH)
     text = entry.lower()
+    if _METHODS_SUFFIX in text:
+        return "methods", _methods(entry, text), None
     bad = sorted(set(char for char in text if not _ENTRY_CHARS.match(char)))
     if bad:
         hint = " (only a single leading dot is a wildcard)" if "*" in bad else ""
@@ -232,15 +257,18 @@ def parse_policy(allow_entries, connect_ports=(443,)):
     if not isinstance(allow_entries, (list, tuple)):
         raise PolicyError("allow entries must be a list, not %s" % type(allow_entries).__name__)
     ports = _connect_ports(connect_ports)
-    domains, host_ports, pins, private, private_names = set(), set(), set(), set(), {}
+    domains, host_ports, pins, private, private_names, methods = set(), set(), set(), set(), {}, {}
     seen = {}
     for entry in allow_entries:
         kind, value, port = _entry(entry)
-        key = (kind, value[0], port) if kind == "private" else (kind, value, port)
+        key = (kind, value[0], port) if kind in ("private", "methods") else (kind, value, port)
         if key in seen:
             _fail(entry, "same as %r earlier in the list" % seen[key])
         seen[key] = entry
-        if kind == "private":
+        if kind == "methods":
+            domains.add(value[0])
+            methods[value[0]] = value[1]
+        elif kind == "private":
             private.add((value[0], port, value[1]))
             private_names[value[0]] = entry
         elif kind == "pin":
@@ -253,7 +281,8 @@ def parse_policy(allow_entries, connect_ports=(443,)):
         _fail(private_names[name], "%r is also a plain entry: a private entry's name is reached on its "
                                    "own port only, and only at its address" % name)
     return Policy(domains=tuple(sorted(domains)), host_ports=tuple(sorted(host_ports)),
-                  pins=tuple(sorted(pins)), connect_ports=ports, private=tuple(sorted(private)))
+                  pins=tuple(sorted(pins)), connect_ports=ports, private=tuple(sorted(private)),
+                  methods=tuple(sorted(methods.items())))
 
 
 def no_gate_names(policy):
@@ -266,6 +295,9 @@ def no_gate_names(policy):
     for name, port, address in policy.private:
         raise PolicyError("allow entry '%s:%d=%s': a private entry needs the gate; network no-gate "
                           "never opens the local network" % (name, port, address))
+    for name, methods in policy.methods:
+        raise PolicyError("allow entry '%s methods=%s': only the gate reads a request's method; network no-gate "
+                          "pins addresses and sees no request" % (name, ",".join(methods)))
     for name in policy.domains:
         if name.startswith("."):
             raise PolicyError(
@@ -329,11 +361,13 @@ def pin_resolved(policy, resolved):
     return policy._replace(pins=tuple(sorted(pins)))
 
 
-def render_sandbox_policy(policy, gate=None):
+def render_sandbox_policy(policy, gate=None, budgets=()):
     """Text of the sandbox's /etc/aisb/policy file.
 
     GATE is (address, port) of the gate as the sandbox reaches it, or None for a
-    sandbox without a gate (only pinned entries go out).
+    sandbox without a gate (only pinned entries go out). BUDGETS: (port, bytes) pairs,
+    each a quota on what the sandbox sends to that port at the gate's address (the gate's
+    own, or a pinned one: the injector's).
     """
     lines = ["# aisb sandbox policy, format 1: read by the image's entrypoint"]
     if gate is None:
@@ -348,4 +382,7 @@ def render_sandbox_policy(policy, gate=None):
             raise PolicyError("gate port %r: must be an integer from 1 to 65535" % (port,))
         lines.append("gate %s %d" % (address, port))
     lines.extend("pin %s %d" % pin for pin in policy.pins)
+    if budgets and gate is None:
+        raise PolicyError("an upload budget meters the sandbox's path to its gate: there is none")
+    lines.extend("budget %s %d %d" % (address, port, limit) for port, limit in sorted(budgets))
     return "\n".join(lines) + "\n"

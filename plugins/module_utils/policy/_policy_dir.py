@@ -31,9 +31,13 @@ def policy_hash(directory):
 def policy_record(allow_entries, policy):
     """What policy.json keeps of POLICY, parsed from ALLOW_ENTRIES: the entries as given
     (read_policy parses them again) and what they became."""
-    return {"allow": sorted(allow_entries), "connect_ports": list(policy.connect_ports),
-            "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
-            "pins": [list(p) for p in policy.pins], "private": [list(p) for p in policy.private]}
+    record = {"allow": sorted(allow_entries), "connect_ports": list(policy.connect_ports),
+              "domains": list(policy.domains), "host_ports": [list(p) for p in policy.host_ports],
+              "pins": [list(p) for p in policy.pins], "private": [list(p) for p in policy.private]}
+    if policy.methods:
+        # Only where there are some: every other policy's record, and hash, stays as it was.
+        record["methods"] = dict((name, list(methods)) for name, methods in policy.methods)
+    return record
 
 
 def _files(policy, record):

@@ -13,6 +13,7 @@ parse_gate_log reads back the access log the session part asks for.
 """
 
 import re
+from urllib.parse import urlsplit
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import HTTP_PORT, REFUSED_DESTINATIONS
 
@@ -38,11 +39,12 @@ CONTAINER_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 # hier: squid's hierarchy code (HIER_NONE where no server was contacted); tls: squid's
 # SslBump decision, "-" where none applies (plain HTTP), "splice" for a tunnel relayed,
 # anything else for a ClientHello refused; sni: URL-encoded, "-" where none was read;
+# up: the bytes squid read from the sandbox for it (a tunnel's end: the whole tunnel's);
 # reason: why the SNI helper refused a ClientHello, "-" where it did not.
 GATE_LOG_LINE = re.compile(
     r"^(?P<time>\d+\.\d+) session=(?P<session>\S+) client=(?P<client>\S+) "
     r"(?P<status>[A-Z_]+)/(?P<code>\d{3}) (?P<method>\S+) (?P<url>\S+) dst=(?P<dst>\S+) "
-    r"hier=(?P<hier>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)(?: reason=(?P<reason>\S+))?$")
+    r"hier=(?P<hier>\S+) tls=(?P<tls>\S+) sni=(?P<sni>\S+)(?: up=(?P<up>\d+|-))?(?: reason=(?P<reason>\S+))?$")
 
 
 def render_policy_conf(policy):
@@ -95,9 +97,16 @@ def render_policy_conf(policy):
         # (a private entry goes to its own address, and its name is never resolved).
         ("!aisb_private " if policy.private else "") + "aisb_denied_dst",
     ]
+    narrowed = []
+    for index, (host, methods) in enumerate(policy.methods):
+        # A methods entry's name: its plain HTTP with those methods only (CONNECT is let
+        # on above, to the rules below: a tunnel's method says nothing of what it carries).
+        lines += ["acl aisb_methods_%d_host dstdomain -n %s" % (index, host),
+                  "acl aisb_methods_%d method %s" % (index, " ".join(methods))]
+        narrowed.append("http_access deny aisb_methods_%d_host !aisb_methods_%d" % (index, index))
     lines += ["http_access allow aisb_connect"]
     lines += ["http_access deny %s" % refusal for refusal in refusals]
-    lines += ["http_access allow aisb_domains", "http_access deny all"]
+    lines += narrowed + ["http_access allow aisb_domains", "http_access deny all"]
     return from_policy + "\n".join(lines + _connect(refusals, extra)) + "\n"
 
 
@@ -198,7 +207,7 @@ def render_session_conf(port, session_id, policy_path, access_log="stdio:/dev/st
         "max_filedescriptors %d" % MAX_FILEDESCRIPTORS,
         # hier and sni let parse_gate_log keep one line per decision (see there).
         "logformat aisb %%ts.%%03tu session=%s client=%%>a %%Ss/%%03>Hs %%rm %%ru dst=%%<a"
-        " hier=%%Sh tls=%%ssl::bump_mode sni=%%#ssl::>sni reason=%%#ea" % session_id,
+        " hier=%%Sh tls=%%ssl::bump_mode sni=%%#ssl::>sni up=%%>st reason=%%#ea" % session_id,
         # Unbuffered (no buffer-size): the session reads this log while the gate still
         # runs and then kills it; a buffered decision would be missing from the record.
         "access_log %s logformat=aisb" % access_log,
@@ -283,7 +292,8 @@ def parse_gate_log(text):
         tunnel = (match.group("url"), match.group("sni"))
         if match.group("sni") != "-" and match.group("hier") != "HIER_NONE":
             if open_tunnels.get(tunnel):
-                open_tunnels[tunnel].pop(0)["dst"] = match.group("dst")
+                verdict = open_tunnels[tunnel].pop(0)
+                verdict.update(dst=match.group("dst"), **_bytes(match))
             continue
         if match.group("sni") != "-" and match.group("code") == "403" and open_tunnels.get(tunnel):
             # A splice miss_access refused (the check gave no answer): its verdict allowed nothing.
@@ -291,7 +301,7 @@ def parse_gate_log(text):
         refused_hello = match.group("tls") not in ("-", "splice")
         denied = match.group("status").startswith("TCP_DENIED") or match.group("code") == "403" or refused_hello
         # Where squid connected ("-": nowhere yet, as for a ClientHello's verdict).
-        entry = dict(log_entry(match), dst=match.group("dst"))
+        entry = dict(log_entry(match), dst=match.group("dst"), **_bytes(match))
         if match.group("reason") not in (None, "-"):
             entry["reason"] = match.group("reason")
         # No server contacted and no tunnel's verdict (those name their SNI): the gate's own answer.
@@ -302,6 +312,22 @@ def parse_gate_log(text):
         if not denied and match.group("sni") != "-":
             open_tunnels.setdefault(tunnel, []).append(entry)
     return decisions
+
+
+def _bytes(match):
+    """{"up": bytes} of a GATE_LOG_LINE MATCH, {} where the line has none (an older gate's)."""
+    return {"up": int(match.group("up"))} if (match.group("up") or "-").isdigit() else {}
+
+
+def sent_by_host(decisions):
+    """{host: bytes} the sandbox sent through the gate to each host it relayed to, from
+    parse_gate_log's DECISIONS (a tunnel counts all it carried)."""
+    sent = {}
+    for entry in decisions["allowed"]:
+        url = entry["url"]
+        host = url.rpartition(":")[0] if entry["method"] == "CONNECT" else (urlsplit(url).hostname or url)
+        sent[host] = sent.get(host, 0) + (entry.get("up") or 0)
+    return sent
 
 
 def log_entry(match):

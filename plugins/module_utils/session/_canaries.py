@@ -19,7 +19,10 @@ and one line of JSON with what each saw. verdict() judges a round (pure):
   503 from a gate that tried to resolve it) means it did not refuse it. No answer from
   the gate in GATE_SILENT_ROUNDS rounds in a row, once it has answered (until then the
   entrypoint waits for it, and ends the session when it never does), is lost too:
-  nothing proves it refuses; and so is no round answered at all in as many;
+  nothing proves it refuses; and so is no round answered at all in as many. Once the
+  gate's upload budget is spent (the sandbox's quota, _ruleset) the table resets the
+  CONNECT itself: that reset is the path closed, an answer. Each round's CONNECTs count
+  against that budget (some 100 bytes each);
 - through the gate, when the policy allows a name (GatePlan.sni_canary: an allowed name
   on a CONNECT port), a CONNECT to that name whose ClientHello (the host Python's own,
   made without a socket) names CANARY_NAME instead: the gate answers the CONNECT (200, or
@@ -58,6 +61,8 @@ ROUND_TIMEOUT = 10.0
 CANARY_NAME = "aisb-canary.invalid"
 V4, V6 = "198.51.100.1", "2001:db8::1"
 TCP_PORT = 9
+# What the gate probe sees when the table resets its CONNECT (a spent upload budget).
+RESET = ("no answer: ECONNRESET", "no answer: EPIPE")
 # What a direct probe sees when what it sent left the sandbox (any error else, a
 # timeout, EPERM, no route, no IPv6, is the table or the network refusing it).
 LEAKED = ("connected", "ECONNREFUSED", "ECONNRESET", "sent")
@@ -175,12 +180,13 @@ def judged(policy_text):
     return tuple(probe for probe in ("tcp4", "tcp6", "udp4", "udp6") if not pinned.get(probe))
 
 
-def verdict(seen, judged_probes, silent, sni_silent=0):
+def verdict(seen, judged_probes, silent, sni_silent=0, spent=False):
     """(failed probe, what it saw) of one round SEEN ({probe: outcome}, or None when no
     round came), or None when each probe saw what it should. JUDGED_PROBES: the direct
     probes judged (judged()). SILENT: rounds in a row, this one included, in which the
     gate (or the helper) did not answer; SNI_SILENT: in which the mismatched ClientHello's
-    tunnel did not end."""
+    tunnel did not end. SPENT: the gate's upload budget is spent, so a reset (RESET) is
+    the table's refusal."""
     if seen is None:
         return ("canaries", "no round answered in %d rounds" % silent) if silent >= GATE_SILENT_ROUNDS else None
     for probe in judged_probes:
@@ -188,7 +194,7 @@ def verdict(seen, judged_probes, silent, sni_silent=0):
             return probe, seen.get(probe)
     for probe, refused, rounds in (("gate", ("403",), silent), ("sni", SNI_REFUSED, sni_silent)):
         answer = seen.get(probe)
-        if answer is None or answer in refused or answer.startswith(SNI_UNSENT):
+        if answer is None or answer in refused or answer.startswith(SNI_UNSENT) or (spent and answer in RESET):
             continue
         if not answer.startswith("no answer") or rounds >= GATE_SILENT_ROUNDS:
             return probe, answer
@@ -200,13 +206,15 @@ class Canaries(object):
     enforcement watch starts it, and ends it after stop())."""
 
     def __init__(self, process, judged_probes, on_lost, interval=INTERVAL, round_timeout=ROUND_TIMEOUT,
-                 sandbox_gone=lambda: False):
+                 sandbox_gone=lambda: False, budget_spent=lambda: False):
         self.process = process
         self.judged = judged_probes
         self.on_lost = on_lost
         # The helper lives in the sandbox's namespaces and ends with them: its end once the
         # sandbox has gone (a harness that exits at once) is the session's end, not a loss.
         self.sandbox_gone = sandbox_gone
+        # Whether the gate's upload budget is spent (the watch heard the kernel say so).
+        self.budget_spent = budget_spent
         self.interval = interval
         self.round_timeout = round_timeout
         self.rounds = 0
@@ -262,14 +270,17 @@ class Canaries(object):
         if seen is not None:
             self.rounds += 1
             self.last = seen
-        no_answer = seen is None or str(seen.get("gate", "")).startswith("no answer")
+        spent = self.budget_spent()
+        no_answer = seen is None or (str(seen.get("gate", "")).startswith("no answer")
+                                     and not (spent and seen.get("gate") in RESET))
         self.gate_answered = self.gate_answered or not no_answer
         # Before the gate's first answer, only a round that never came counts as silent.
         self.silent = self.silent + 1 if no_answer and (self.gate_answered or seen is None) else 0
         # The mismatched ClientHello's probe: counted once the gate has answered, as the gate's.
-        sni_silent = seen is not None and str(seen.get("sni", "")).startswith("no answer") and self.gate_answered
+        sni = str(seen.get("sni", "")) if seen is not None else ""
+        sni_silent = sni.startswith("no answer") and not (spent and sni in RESET) and self.gate_answered
         self.sni_silent = self.sni_silent + 1 if sni_silent else 0
-        failed = verdict(seen, self.judged, self.silent, self.sni_silent)
+        failed = verdict(seen, self.judged, self.silent, self.sni_silent, spent)
         # Silence once the sandbox has gone (its pasta, and the way to the gate, with it) is its end.
         if failed is None or ((seen is None or failed[1].startswith("no answer")) and self.sandbox_gone()):
             return

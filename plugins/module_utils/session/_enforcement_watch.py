@@ -18,7 +18,11 @@ Between readings it listens to a second helper, the host's `nft monitor` in the 
 namespaces: the session changes nothing there once the table is reported, so any line
 it prints (an event, a new generation) is a change, seen as it is made, however soon
 it is undone (a policy set to accept and back, a rule replaced under its handle and put
-back: the same text at the next reading). A difference, an event, or no good reading
+back: the same text at the next reading). One event is the kernel's own: a budget's quota
+(_ruleset, upload_PORT) announces once that it is spent, as `add quota` with its use at
+its bytes; that is kept as the budget's end, not a change. Every packet changes a
+quota's use: the comparison leaves it out (_ruleset), and a use that goes down (a reset
+quota) is lost like a change. A difference, an event, or no good reading
 for STALE_AFTER seconds, calls on_lost once with what changed and when, and ends the
 watch. With each reading it reads that process's /proc/PID/status too: a sandbox that is
 not under its seccomp profile (filter mode, one filter more than the session's own
@@ -31,6 +35,7 @@ closes that pipe, and with the session's death (end of file, and a parent-death 
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 import threading
@@ -58,6 +63,13 @@ _MONITOR_NOTE = "# Cannot set up netlink"
 # at most for it, so the record names the whole change.
 _GENERATION = "# new generation"
 TRANSACTION_WAIT = 0.2
+# The kernel's event when a budget's quota is spent (nft names the packet's family, and
+# may warn first that it finds no such table in that family: a note). nft writes a
+# number of bytes in the largest of UNITS that divides it.
+_QUOTA_SPENT = re.compile(r"^add quota (?:inet|ip|ip6) aisb (%s\d{1,5}) \{ over (\d+) ([kmg]?bytes) used (\d+) "
+                          r"([kmg]?bytes) \}$" % _ruleset.BUDGET_PREFIX)
+UNITS = {"bytes": 1, "kbytes": 1 << 10, "mbytes": 1 << 20, "gbytes": 1 << 30}
+_CACHE_NOTE = "W: Unable to cache object"
 # The host tools the helper runs, found in the system directories only (_host_tools:
 # never through the caller's PATH, which may name the project's directories).
 TOOLS = ("nsenter", "setpriv", "nft", "python3")
@@ -143,6 +155,11 @@ class EnforcementWatch(object):
         self.sni_canary = sni_canary
         self.gate_first = None     # the gate's first reading's lines (_gate_state)
         self.wanted = _ruleset.expected(policy_text)
+        self.budgets = dict((_ruleset.BUDGET_PREFIX + str(port), limit)
+                            for port, limit in _ruleset.budgets(policy_text).items())
+        # Each quota's use at the last good reading, and when the kernel said it was spent.
+        self.used = {}
+        self.spent = {}
         self.policy_text = policy_text
         self.with_canaries = canaries
         self.canaries = None
@@ -201,7 +218,7 @@ class EnforcementWatch(object):
             "last_error": self.last_error, "lost": self.lost, "seccomp": self.seccomp,
             "network": self.network, "pasta": self.pasta, "gate": self.gate_first,
             "canaries": self.canaries.report() if self.canaries is not None else None,
-            "cpu_s": self.cpu,
+            "cpu_s": self.cpu, "quota_used": self.used, "quota_spent": self.spent,
         }
 
     # -- the thread
@@ -251,7 +268,7 @@ class EnforcementWatch(object):
                     probes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=HELPER_ENV,
                     close_fds=True),
                 _canaries.judged(self.policy_text), self._canary_lost,
-                sandbox_gone=lambda: self._sandbox_gone(pid))
+                sandbox_gone=lambda: self._sandbox_gone(pid), budget_spent=self._gate_budget_spent)
             self.canaries.start()
         failure = None  # the first failed reading since the last good one: the cause
         while not self._stopping.is_set():
@@ -262,7 +279,7 @@ class EnforcementWatch(object):
                 return  # the session ended meanwhile: its sandbox is gone
             if error is None:
                 try:
-                    with_handles, lines = _ruleset.parse(text)
+                    with_handles, lines, used = _ruleset.parse(text)
                 except _ruleset.RulesetError as bad:
                     error = "nft printed no ruleset: %s" % bad
             if error is None and self.seccomp is not None:
@@ -282,8 +299,8 @@ class EnforcementWatch(object):
                         self._lose("the table cannot be read: no good reading for %.1f s: %s"
                                    % (self.stale_after, failure), now)
                     return
-            elif (self._differs(with_handles, lines, now) or self._network_differs(network, pid, now)
-                  or self._gate_differs(pid, now)):
+            elif (self._differs(with_handles, lines, now) or self._used_differs(used, now)
+                  or self._network_differs(network, pid, now) or self._gate_differs(pid, now)):
                 return
             else:
                 deadline, failure = time.monotonic() + self.stale_after, None
@@ -322,8 +339,16 @@ class EnforcementWatch(object):
         *lines, self._monitor_buffer = self._monitor_buffer.split(b"\n")
         events = []
         for line in (raw.decode("utf-8", "replace").strip() for raw in lines):
-            if line.startswith(_MONITOR_NOTE):
+            spent = _QUOTA_SPENT.match(line)
+            over, used = ((int(spent.group(2)) * UNITS[spent.group(3)], int(spent.group(4)) * UNITS[spent.group(5)])
+                          if spent else (None, None))
+            if line.startswith((_MONITOR_NOTE, _CACHE_NOTE)):
                 self.monitor_notes.append(line[:300])
+            elif (spent and self.budgets.get(spent.group(1)) == over and used >= over
+                  and spent.group(1) not in self.spent):
+                # The kernel's own word, once a quota: its budget is spent. Never a change.
+                now = time.time()
+                self.spent[spent.group(1)] = {"at": now, "at_text": format_time(now)}
             elif line:
                 events.append(line[:1000])
         return events
@@ -361,6 +386,22 @@ class EnforcementWatch(object):
             self.first, self.first_at = with_handles, now
         self.readings += 1
         self.last_good_at = now
+        return False
+
+    def _gate_budget_spent(self):
+        """Whether the gate's upload budget is spent (the kernel's event was heard)."""
+        gate = _ruleset.gate(self.policy_text)
+        return gate is not None and (_ruleset.BUDGET_PREFIX + str(gate[1])) in self.spent
+
+    def _used_differs(self, used, now):
+        """Keep the quotas' USED; a use lower than the last reading's (a quota reset, to
+        spend its bytes again) calls _lose and returns True."""
+        lower = sorted("quota %s used %s, was %s" % (name, used.get(name), was) for name, was in self.used.items()
+                       if not isinstance(used.get(name), int) or used[name] < was)
+        if lower:
+            self._lose("a budget's quota was reset", now, {"removed": lower})
+            return True
+        self.used = used
         return False
 
     def _network_differs(self, network, pid, now):

@@ -30,6 +30,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import
 from ansible_collections.aisb.sandbox.plugins.module_utils.gate._gate_loopback import free_loopback_port
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import connect_hint
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._providers import held_sentence, keys_held
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
@@ -39,7 +40,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_outc
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_plan import (
     SessionPlan, kept_state_mounts, plan_session)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_runner import SessionRunner
-from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import parse_gate_log, sent_by_host
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._state_layout import (
     TRANSCRIPT, images_dir, new_session_id, record_key_path, session_directory, state_dir)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._terminal import Interrupted, signals_raise
@@ -53,6 +54,8 @@ HIDDEN_VALUE_LENGTH = 8
 HIDDEN = "********"
 # The module's stdout, whose reader is the controller's side (see _controller).
 STDOUT = 1
+# The record's upload status when a budget's quota was spent.
+UPLOAD_EXCEEDED = "upload-budget-exceeded"
 
 
 def image_labels(run, podman, image):
@@ -156,6 +159,28 @@ def gate_report(policy, gate_log):
     report["denied"] = [entry for entry in report["denied"] if entry["url"] != canary]
     hints = (connect_hint(policy, entry["url"]) for entry in report["denied"] if entry["method"] == "CONNECT")
     report["hints"] = sorted(set(hint for hint in hints if hint))
+    # Where the bytes went: what squid read from the sandbox, by host relayed to.
+    report["sent_by_host"] = sent_by_host(report)
+    return report
+
+
+def upload_report(policy_text, gate_port, injector_port, watch):
+    """Each upload budget of POLICY_TEXT by destination kind (gate, injector): its bytes,
+    what the sandbox had sent at the watch's last reading (headers of every packet with
+    payload included), and when the kernel said it was spent; None without a budget.
+    "status" is upload-budget-exceeded when one was spent."""
+    budgets = _ruleset.budgets(policy_text)
+    if not budgets:
+        return None
+    report = {}
+    for kind, port in (("gate", gate_port), ("injector", injector_port)):
+        if port in budgets:
+            name = _ruleset.BUDGET_PREFIX + str(port)
+            spent = (watch.get("quota_spent") or {}).get(name)
+            report[kind] = {"budget": budgets[port], "sent": (watch.get("quota_used") or {}).get(name),
+                            "spent_at": spent["at_text"] if spent else None}
+    exceeded = any(entry["spent_at"] or entry["sent"] == entry["budget"] for entry in report.values())
+    report["status"] = UPLOAD_EXCEEDED if exceeded else "within-budget"
     return report
 
 
@@ -256,6 +281,9 @@ def execute(inputs, facts, environ, run, key, terminal=None, parent=None, warnin
         "reason": outcome.reason,
         "ruleset": runner.ruleset,
         "enforcement_watch": runner.enforcement_report(),
+        # Each upload budget (the sandbox's quotas): bytes, sent, spent.
+        "upload": upload_report(plan.policy_text, plan.gate.port if plan.gate else None,
+                                injector.port if injector else None, runner.enforcement_report()),
         "gate": gate_report(inputs.policy, runner.gate_log),
         "credentials": credentials_report(inputs, injector, runner.gate_log),
         # Each provider's input and output tokens, requests, and the budget's state.
@@ -344,6 +372,15 @@ def budget_note(tokens):
     return "token budget %d spent (%s); requests after it were refused (429)" % (budget, used)
 
 
+def upload_note(upload):
+    """One line for the play when an upload budget was spent, else ""."""
+    if not upload or upload["status"] != UPLOAD_EXCEEDED:
+        return ""
+    return "%s: %s; packets with payload after it were reset" % (UPLOAD_EXCEEDED, ", ".join(
+        "%s budget %d, sent %s" % (kind, entry["budget"], entry["sent"])
+        for kind, entry in sorted(upload.items()) if kind != "status"))
+
+
 def transcript_end(path, limit=ANSWER_BYTES):
     """The transcript at PATH as text, its last LIMIT bytes from a line's start (after a
     line naming the file) when it is longer; "" when there is none."""
@@ -382,6 +419,7 @@ def task_result(record, answer=True):
         "gate": {"allowed": len(gate["allowed"]), "denied": len(gate["denied"]),
                  "answered": len(gate["answered"]), "hints": gate["hints"]},
         "token_budget": budget_note(record.get("tokens")),
+        "upload": upload_note(record.get("upload")),
         # Which of the agent's refs arrived under refs/aisb/<session id>/ (the play's last line).
         "commits": _project_commits.summary(record.get("commits")),
     }

@@ -28,7 +28,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_tools im
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._seccomp import load_profile
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import (
     InputError, agent_trees, build_environment, check_command, check_operator_path, check_token_budget,
-    resolve_project)
+    check_upload_budget, resolve_project)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import (
     PolicyError, no_gate_names, parse_policy, pin_resolved)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy_dir import read_policy
@@ -168,7 +168,8 @@ def check_team_file(params, entries, policy, recipe, environment, team_file=TEAM
              "network": params["network"], "limits": limits, "require_limits": params.get("require_limits", False),
              "allow_unenforced": params["allow_unenforced"], "project_mode": params.get("project_mode") or "direct",
              "project_harness_code": params.get("project_harness_code", False),
-             "token_budget": params.get("token_budget"), "harness": params.get("harness") or DEFAULTS["harness"],
+             "token_budget": params.get("token_budget"), "upload_budget": params.get("upload_budget"),
+             "provider_upload_budget": params.get("provider_upload_budget"), "harness": params.get("harness") or DEFAULTS["harness"],
              "recipes": params.get("recipes") or {}, "harness_config": params.get("harness_config_dir"),
              "pass_environment": params.get("pass_environment") or [],
              "git_remotes": list(git_remotes),
@@ -201,6 +202,12 @@ def admit(params, environ, run, interactive=False, now=None):
             raise InputError("git_remotes need network allow: the sandbox reaches their broker where it reaches "
                              "the gate (network is %s)" % network)
         token_budget = check_token_budget(params.get("token_budget"))
+        upload_budget = check_upload_budget(params.get("upload_budget"), "aisb_upload_budget")
+        provider_upload_budget = check_upload_budget(params.get("provider_upload_budget"),
+                                                     "aisb_provider_upload_budget")
+        if network != "allow" and (upload_budget or provider_upload_budget):
+            raise InputError("aisb_upload_budget and aisb_provider_upload_budget meter what the sandbox sends to its "
+                             "gate and injector: they need network allow (network is %s)" % network)
         # The recipe the harness's name stands for, resolved here: never one a play variable gave.
         recipe = recipe_for(params["harness"], params.get("recipes")) if params.get("harness") is not None \
             else NO_RECIPE
@@ -223,6 +230,9 @@ def admit(params, environ, run, interactive=False, now=None):
     if token_budget is not None and not credentials:
         warnings.append("aisb_token_budget %d bounds nothing here: no provider key goes through the credential "
                         "injector (aisb_credentials)" % token_budget)
+    if provider_upload_budget is not None and not credentials:
+        warnings.append("aisb_provider_upload_budget %d bounds nothing here: no provider key goes through the "
+                        "credential injector (aisb_credentials)" % provider_upload_budget)
     facts = params.get("host_facts") or {}
     refusal = no_gate_refusal(facts.get("verdict") or {}) if network == "no-gate" else None
     if refusal:
@@ -276,6 +286,7 @@ def admit(params, environ, run, interactive=False, now=None):
         ansible_origin=params.get("ansible_origin"), credentials=credentials, git_remotes=git_remotes,
         harness_files=harness_files,
         harness_mounts=harness_mounts, harness_endpoints=harness_endpoints, harness_state=harness_state, allow=allow,
-        credential_urls=recipe.credential_urls, token_budget=token_budget, harness=params.get("harness"),
+        credential_urls=recipe.credential_urls, token_budget=token_budget, upload_budget=upload_budget,
+        provider_upload_budget=provider_upload_budget, harness=params.get("harness"),
         project_harness_code={"allowed": harness_code, "switches": switches}, hidden_dirs=hidden_dirs)
     return inputs, facts, problems, warnings

@@ -64,6 +64,10 @@ class SessionInputs(typing.NamedTuple):
     credential_urls: typing.Dict[str, str] = {}
     # check_token_budget's: the tokens the injector relays before refusing, or None.
     token_budget: typing.Optional[int] = None
+    # check_upload_budget's: the bytes the sandbox may send to the gate, and to the
+    # injector, each its own quota in the sandbox's table; None: no quota.
+    upload_budget: typing.Optional[int] = None
+    provider_upload_budget: typing.Optional[int] = None
     # aisb_project_harness_code ("allowed") and the recipe's switches the session applied
     # (_harness_code.apply_switches: "args" put in the command, "env").
     project_harness_code: typing.Dict[str, typing.Any] = {}

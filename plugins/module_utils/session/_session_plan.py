@@ -144,6 +144,17 @@ def kept_state_mounts(inputs):
     return list((inputs.harness_state or {}).get("mounts", []))
 
 
+def upload_budgets(inputs, gate, injector_port):
+    """(port, bytes) of the sandbox's quotas: the gate's port with aisb_upload_budget, the
+    injector's with aisb_provider_upload_budget."""
+    budgets = []
+    if gate is not None and inputs.upload_budget:
+        budgets.append((gate[1], inputs.upload_budget))
+    if injector_port and inputs.provider_upload_budget:
+        budgets.append((injector_port, inputs.provider_upload_budget))
+    return budgets
+
+
 def plan_session(session_id, session_dir, inputs, facts, port, injector=None, project_mounts=(), review=None,
                  broker=None):
     """Everything a session will run (a SessionPlan), from admitted INPUTS (SessionInputs),
@@ -244,7 +255,8 @@ def plan_session(session_id, session_dir, inputs, facts, port, injector=None, pr
             os.path.join(session_dir, GATE_PIDFILE), sni_canary_target(policy))
     return SessionPlan(
         session_id=session_id, names=names, environment=environment,
-        policy_text=render_sandbox_policy(policy, gate), session_files=sorted(session_files.items()),
+        policy_text=render_sandbox_policy(policy, gate, upload_budgets(inputs, gate, injector_port)),
+        session_files=sorted(session_files.items()),
         read_only_mounts=read_only_mounts, gate=gate_plan,
         enforcement_watch=None if inputs.allow_unenforced else inputs.watch_tools, limits=limits,
         sandbox_options=sandbox_options, seccomp_profile=inputs.seccomp_profile)

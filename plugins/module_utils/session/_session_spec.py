@@ -43,6 +43,9 @@ def argument_spec():
         git_remotes=dict(type="raw", default=[], no_log=True),
         # Input and output tokens the injector relays before it refuses (_credential_injector).
         token_budget=dict(type="int", no_log=False),
+        # Bytes the sandbox may send to the gate, and to the injector (the sandbox's quotas).
+        upload_budget=dict(type="int"),
+        provider_upload_budget=dict(type="int"),
         # A directory on the controller (aisb_harness_config); the action plugin sends its
         # files, read and checked there, as JSON text.
         harness_config=dict(type="raw"),
@@ -73,8 +76,8 @@ def argument_spec():
 # What aisb.sandbox.session_inputs checks before any image work: the session's own
 # options, minus what only the image and gate roles produce.
 INPUT_OPTIONS = ("project", "network", "command", "harness", "recipes", "harness_config", "harness_state", "prompt",
-                 "prompt_file", "environment", "pass_environment", "credentials", "git_remotes", "token_budget", "interactive",
-                 "project_mode")
+                 "prompt_file", "environment", "pass_environment", "credentials", "git_remotes", "token_budget", "upload_budget",
+                 "provider_upload_budget", "interactive", "project_mode")
 
 
 def input_spec():

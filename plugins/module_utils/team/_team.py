@@ -29,7 +29,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._credenti
 from ansible_collections.aisb.sandbox.plugins.module_utils.credentials._git_remotes import (
     KEYS as REMOTE_KEYS, ROUTE, as_written, check_git_remotes, repository)
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import (
-    InputError, build_environment, check_env_name, check_token_budget, environment_values)
+    InputError, build_environment, check_env_name, check_token_budget, check_upload_budget, environment_values)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError, parse_policy
 from ansible_collections.aisb.sandbox.plugins.module_utils.harness._recipes import check_recipes, recipe_for
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import RefusedError
@@ -48,13 +48,14 @@ DEFAULTS = {
     "limits": {}, "require_limits": False, "network": "allow", "harness": "pi", "recipes": {}, "harness_config": None,
     "project_mode": "direct", "allow_unenforced": False, "project_harness_code": False,
     "retention_days": DEFAULT_DAYS, "retention_sessions": DEFAULT_KEEP_SESSIONS, "token_budget": None,
+    "upload_budget": None, "provider_upload_budget": None,
     "allowed_harnesses": None, "git_remotes": [],
 }
 SETTINGS = tuple(sorted(DEFAULTS))
 LIST_KEYS = ("allow", "connect_ports", "pass_environment", "credentials", "git_remotes")
 DICT_KEYS = ("environment", "limits", "recipes")
 # The team's value is the default and the most a developer may give (None: no ceiling).
-CEILING_KEYS = ("token_budget",)
+CEILING_KEYS = ("token_budget", "upload_budget", "provider_upload_budget")
 # The team's word on what developers may choose, never a developer's value (None: any).
 TEAM_ONLY_KEYS = ("allowed_harnesses",)
 CHOICES = {"network": ("allow", "none", "no-gate"), "project_mode": ("direct", "review")}
@@ -123,6 +124,11 @@ def _check_value(key, value, where):
         elif key == "token_budget":
             try:
                 check_token_budget(value, where)
+            except InputError as error:
+                raise TeamError(str(error))
+        elif key in ("upload_budget", "provider_upload_budget"):
+            try:
+                check_upload_budget(value, where)
             except InputError as error:
                 raise TeamError(str(error))
         elif key == "harness_config":
@@ -380,6 +386,8 @@ def user_spec():
         retention_days=dict(type="int"),
         retention_sessions=dict(type="int"),
         token_budget=dict(type="int", no_log=False),
+        upload_budget=dict(type="int"),
+        provider_upload_budget=dict(type="int"),
         git_remotes=dict(type="raw", no_log=True),
     )
 

@@ -17,7 +17,7 @@
 # 1. Read the policy (/etc/aisb/policy, mounted read-only). Missing, unreadable or
 #    malformed: exit 78, whatever the flags.
 # 2. Install `table inet aisb` from the ruleset template plus the policy's gate and
-#    pinned rules, in one nft transaction.
+#    pinned rules and its budgets' quotas and chains, in one nft transaction.
 # 3. Verify the installed table from `nft -j` output, never from nft's exit status:
 #    a rejected ruleset leaves the container wide open. Failure of 2 or 3: exit 77,
 #    unless --allow-unenforced was given, which says so loudly and goes on.
@@ -30,6 +30,11 @@
 # Policy format (one directive a line; '#' comments and blank lines ignored):
 #   gate ADDRESS PORT | gate none     exactly one: the gate as the sandbox reaches it
 #   pin ADDRESS[/LEN] PORT            any number: TCP to that address or network and port
+#   budget ADDRESS PORT BYTES         at most one a port: the gate's or a pin's single IPv4
+#                                     address and port is reached through chain upload_PORT,
+#                                     whose named quota upload_PORT counts every packet that
+#                                     carries payload; over BYTES, such packets are rejected
+#                                     with a TCP reset (module_utils/policy/_ruleset.py)
 set -uo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 unset TMPDIR
@@ -41,20 +46,23 @@ readonly EX_ENFORCEMENT=77 EX_POLICY=78 EX_GATE=79
 # The session's bound on a gate's start (GATE_READY_TIMEOUT in module_utils/gate/_gate_loopback.py).
 readonly GATE_WAIT=15
 readonly IPV4='[0-9]{1,3}(\.[0-9]{1,3}){3}' IPV6='[0-9a-f]*:[0-9a-f:]*' PORT='[1-9][0-9]{0,4}'
+# A budget's chain: packets whose IPv4 length is their headers' (20 bytes and a TCP
+# header of 5 to 15 words) carry no payload and pass uncounted (_ruleset.TCP_WORDS).
+readonly TCP_WORDS='5 6 7 8 9 10 11 12 13 14 15'
 
 say() { printf 'aisb-entrypoint: %s\n' "$*" >&2; }
 
 # The nft family of an address: ip or ip6.
 family() { case $1 in *:*) echo ip6 ;; *) echo ip ;; esac; }
 
-# Fills GATE ("" for none) and the PINS array from the policy file, or exits 78.
+# Fills GATE ("" for none), the PINS and BUDGETS arrays from the policy file, or exits 78.
 read_policy() {
   if [ ! -r "$POLICY" ] || ! policy_text=$(<"$POLICY"); then
     say "policy $POLICY is missing or unreadable: refusing to start"
     exit "$EX_POLICY"
   fi
-  GATE=unset PINS=()
-  local line number=0
+  GATE=unset PINS=() BUDGETS=()
+  local line number=0 budget address port
   while IFS= read -r line || [ -n "$line" ]; do
     number=$((number + 1))
     if [[ $line =~ ^[[:space:]]*(#.*)?$ ]]; then
@@ -65,6 +73,8 @@ read_policy() {
       GATE="${BASH_REMATCH[1]} ${BASH_REMATCH[-1]}"
     elif [[ $line =~ ^pin\ (($IPV4|$IPV6)(/[0-9]{1,3})?)\ ($PORT)$ ]]; then
       PINS+=("${BASH_REMATCH[1]} ${BASH_REMATCH[-1]}")
+    elif [[ $line =~ ^budget\ ($IPV4)\ ($PORT)\ ([1-9][0-9]{0,17})$ ]]; then
+      BUDGETS+=("${BASH_REMATCH[1]} ${BASH_REMATCH[3]} ${BASH_REMATCH[4]}")
     else
       say "policy $POLICY line $number is not understood: ${line@Q}"
       exit "$EX_POLICY"
@@ -74,46 +84,131 @@ read_policy() {
     say "policy $POLICY has no 'gate' line"
     exit "$EX_POLICY"
   fi
+  for budget in "${BUDGETS[@]}"; do
+    read -r address port _ <<<"$budget"
+    if [ "$(printf '%s\n' "${BUDGETS[@]}" | awk -v port="$port" '$2 == port' | wc -l)" != 1 ] \
+        || ! printf '%s\n' ${GATE:+"$GATE"} "${PINS[@]}" | grep -qxF "$address $port"; then
+      say "policy $POLICY: budget ${budget@Q} meters no gate or pin of its address and port, or its port twice"
+      exit "$EX_POLICY"
+    fi
+  done
 }
 
-# The rules the table must hold beyond its base, one "FAMILY ADDRESS PORT" a line, sorted.
+# The budget of destination ADDRESS PORT in bytes, or nothing.
+budget_of() {
+  local entry address port bytes
+  for entry in "${BUDGETS[@]}"; do
+    read -r address port bytes <<<"$entry"
+    if [ "$address $port" = "$1 $2" ]; then
+      echo "$bytes"
+    fi
+  done
+}
+
+# The rules the table must hold beyond its base, one "FAMILY ADDRESS PORT" (or, for a
+# budgeted destination, "FAMILY ADDRESS PORT jump upload_PORT") a line, sorted.
+# verify wants each jump " before oif lo" as well.
 expected_rules() {
-  local entry address port
+  local entry address port budget
   for entry in ${GATE:+"$GATE"} "${PINS[@]}"; do
     read -r address port <<<"$entry"
-    echo "$(family "$address") $address $port"
+    budget=$(budget_of "$address" "$port")
+    echo "$(family "$address") $address $port${budget:+ jump upload_$port}"
   done | sort
 }
 
-# The nft script: the template, then the gate and pinned rules (one transaction).
+# The budgets' quotas, chains and chain rules as verify reads them back, sorted:
+# "quota NAME BYTES", "chain NAME", "NAME #POSITION: RULE".
+expected_budgets() {
+  local entry address port bytes words position
+  for entry in "${BUDGETS[@]}"; do
+    read -r address port bytes <<<"$entry"
+    echo "quota upload_$port $bytes"
+    echo "chain upload_$port"
+    position=0
+    for words in $TCP_WORDS; do
+      position=$((position + 1))
+      echo "upload_$port #$position: tcp doff $words ip length $((20 + 4 * words)) accept"
+    done
+    echo "upload_$port #$((position + 1)): quota upload_$port reject tcp reset"
+    echo "upload_$port #$((position + 2)): accept"
+  done | sort
+}
+
+# The nft script: the template, the budgets' quotas and chains, then the gate and pinned
+# rules (one transaction).
 ruleset() {
   cat "$RULESET" || return 1
-  local family address port
-  while read -r family address port; do
+  local entry family address port bytes words jump
+  for entry in "${BUDGETS[@]}"; do
+    read -r address port bytes <<<"$entry"
+    echo "add quota inet aisb upload_$port { over $bytes bytes }"
+    echo "add chain inet aisb upload_$port"
+    for words in $TCP_WORDS; do
+      echo "add rule inet aisb upload_$port tcp doff $words ip length $((20 + 4 * words)) accept"
+    done
+    echo "add rule inet aisb upload_$port quota name \"upload_$port\" reject with tcp reset"
+    echo "add rule inet aisb upload_$port accept"
+  done
+  # A budget's jump goes first, before oif lo: on the tcp-forward gate path the gate is at
+  # 127.0.0.1, and loopback's accept would pass it unmetered.
+  while read -r family address port jump; do
     if [ -n "$family" ]; then
-      echo "add rule inet aisb output $family daddr $address tcp dport $port accept"
+      if [ -n "$jump" ]; then
+        echo "insert rule inet aisb output $family daddr $address tcp dport $port $jump"
+      else
+        echo "add rule inet aisb output $family daddr $address tcp dport $port accept"
+      fi
     fi
   done <<<"$(expected_rules)"
 }
 
 # Every rule of chain output, reduced to "oif lo",
-# "FAMILY ADDRESS PORT", or "unexpected <json>" for anything else.
+# "FAMILY ADDRESS PORT", "FAMILY ADDRESS PORT jump CHAIN before oif lo" (or "after"),
+# or "unexpected <json>" for anything else.
 # \(...) below is jq's string interpolation, not the shell's:
 # shellcheck disable=SC2016
 readonly CANONICAL='
   def accept: {"accept": null};
   def address: if type == "object" and .prefix then "\(.prefix.addr)/\(.prefix.len)" else . end;
-  .nftables[] | select(.rule and .rule.chain == "output") | .rule.expr |
-  if . == [{"match": {"op": "==", "left": {"meta": {"key": "oif"}}, "right": "lo"}}, accept]
+  def jump: if .[2].jump and (.[2] | keys) == ["jump"] and (.[2].jump | keys) == ["target"]
+    and (.[2].jump.target | type) == "string" then " jump \(.[2].jump.target)" else null end;
+  def lo: [{"match": {"op": "==", "left": {"meta": {"key": "oif"}}, "right": "lo"}}, accept];
+  [.nftables[] | select(.rule and .rule.chain == "output") | .rule.expr] |
+  ([to_entries[] | select(.value == lo) | .key][0]) as $lo | to_entries[] | .key as $at | .value |
+  def place: if $lo != null and $at < $lo then " before oif lo" else " after oif lo" end;
+  if . == lo
   then "oif lo"
-  elif length == 3 and .[2] == accept
+  elif length == 3 and (.[2] == accept or jump)
     and (.[0].match.left.payload.protocol as $f | $f == "ip" or $f == "ip6")
     and .[0] == {"match": {"op": "==", "left": {"payload": {"protocol": .[0].match.left.payload.protocol, "field": "daddr"}}, "right": .[0].match.right}}
     and .[1] == {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": .[1].match.right}}
     and (.[1].match.right | type == "number")
     and (.[0].match.right | type == "string" or (type == "object" and keys == ["prefix"]))
-  then "\(.[0].match.left.payload.protocol) \(.[0].match.right | address) \(.[1].match.right)"
+  then "\(.[0].match.left.payload.protocol) \(.[0].match.right | address) \(.[1].match.right)\(jump // "")\(
+    if jump then place else "" end)"
   else "unexpected \(tojson)" end'
+# The quotas ("quota NAME BYTES", mode over), the chains but output ("chain NAME") and
+# their rules, numbered in the order nft lists them ("NAME #POSITION: RULE"): in a budget
+# chain the rules' order decides. nft may print the l4proto and nfproto matches it adds.
+# shellcheck disable=SC2016
+readonly BUDGET_CANONICAL='
+  def accept: {"accept": null};
+  def field($p; $f): .match == {"op": "==", "left": {"payload": {"protocol": $p, "field": $f}}, "right": .match.right}
+    and (.match.right | type) == "number";
+  def rule: [.[] | select((.match.left == {"meta": {"key": "l4proto"}} or .match.left == {"meta": {"key": "nfproto"}})
+    and .match.op == "==" | not)] |
+    if . == [accept] then "accept"
+    elif length == 2 and (.[0] | keys) == ["quota"] and (.[0].quota | type) == "string"
+      and .[1] == {"reject": {"type": "tcp reset"}} then "quota \(.[0].quota) reject tcp reset"
+    elif length == 3 and .[2] == accept and (.[0] | field("tcp"; "doff")) and (.[1] | field("ip"; "length"))
+    then "tcp doff \(.[0].match.right) ip length \(.[1].match.right) accept"
+    else "unexpected \(tojson)" end;
+  (.nftables[] | select(.quota) | .quota |
+    if .inv == true then "quota \(.name) \(.bytes)" else "unexpected quota \(tojson)" end),
+  (.nftables[] | select(.chain and .chain.name != "output") | "chain \(.chain.name)"),
+  ([.nftables[] | select(.rule and .rule.chain != "output") | .rule] | group_by(.chain)[] | to_entries[] |
+    "\(.value.chain) #\(.key + 1): \(.value.expr | rule)")'
 readonly OUTPUT_CHAIN='[.nftables[] | select(.chain) | .chain
   | select(.name == "output" and .type == "filter" and .hook == "output" and .policy == "drop")] | length == 1'
 
@@ -124,12 +219,23 @@ verify() {
   jq -e "$OUTPUT_CHAIN" >/dev/null <<<"$json" \
     || { say "chain inet aisb output is missing, not on the output hook, or its policy is not drop"; return 1; }
   actual=$(jq -r "$CANONICAL" <<<"$json" | sort) || { say "cannot read the installed rules"; return 1; }
-  wanted=$(printf '%s\n' "oif lo"; expected_rules)
+  wanted=$(printf '%s\n' "oif lo"; expected_rules | sed 's/ jump .*/& before oif lo/')
   wanted=$(sort <<<"$wanted" | sed '/^$/d')
   if [ "$actual" != "$wanted" ]; then
     say "installed rules differ from the policy:"
     diff <(echo "$wanted") <(echo "$actual") | sed 's/^/  /' >&2
     return 1
+  fi
+  # The quotas and budget chains, exactly: before the privilege drop, never after. Without
+  # a budget nothing jumps anywhere, and no jq more delays the start.
+  if [ "${#BUDGETS[@]}" -gt 0 ]; then
+    actual=$(jq -r "$BUDGET_CANONICAL" <<<"$json" | sort) || { say "cannot read the installed budgets"; return 1; }
+    wanted=$(expected_budgets)
+    if [ "$actual" != "$wanted" ]; then
+      say "installed quotas or budget chains differ from the policy:"
+      diff <(echo "$wanted") <(echo "$actual") | sed 's/^/  /' >&2
+      return 1
+    fi
   fi
 }
 
