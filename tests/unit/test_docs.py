@@ -81,7 +81,7 @@ def broken_links(path, root):
         for target in LINK.findall(line):
             if re.match(r"[a-z]+:", target):
                 continue
-            name, _, anchor = target.partition("#")
+            name, _hash, anchor = target.partition("#")
             resolved = (path.parent / name).resolve() if name else path
             where = f"{path.relative_to(root)}:{number}: {target}"
             if not resolved.is_relative_to(root.resolve()) or not resolved.exists():
