@@ -111,6 +111,8 @@ def test_the_shipped_readme_starts_with_ansible_core_and_the_checkouts_with_its_
     shipped = [line for _number, line in prose(REPO / "README.galaxy.md") if line.startswith("## ")]
     assert shipped[:4] == ["## 1. Install ansible-core (2.19, 2.20 or 2.21)", "## 2. Install the collection",
                            "## 3. Provision your workstation", "## 4. Run a first session"]
+    version = re.search(r"^version: (\S+)$", (REPO / "galaxy.yml").read_text(), re.M).group(1)
+    assert f"aisb-sandbox-{version}.tar.gz" in (REPO / "README.galaxy.md").read_text()
     block = re.search(r"^```\n(.*?)^```$", (REPO / "README.md").read_text(), re.M | re.S).group(1)
     assert [line.split()[0] for line in block.splitlines()] == ["./demo", "./tests/run"]
 
