@@ -14,7 +14,7 @@ project's Ansible findings (bench/project_ansible.py) and the git broker's 50 Mi
 (bench/git_broker.py) run on the build machine itself.
 --no-fleet provisions only the first and leaves verify.yml out. Writes PREFIX.json and
 PREFIX.md (default bench/results/latest); --update-docs also puts the table into
-docs/performance.md. Medians of N runs (default 5); full spikes,
+docs/dev/performance.md. Medians of N runs (default 5); full spikes,
 re-provisioning, the recipes' warm starts and verify.yml, seconds to tens of seconds a
 run, take --slow-runs (default 3).
 """
@@ -42,7 +42,7 @@ import verify
 from measure import REPO, provisioned_workstation
 
 COLUMNS = ("section", "figure", "value", "floor", "ratio", "target", "met")
-DOC = REPO / "docs" / "performance.md"
+DOC = REPO / "docs" / "dev" / "performance.md"
 # --update-docs replaces what stands between these two lines of DOC with the new table.
 DOC_START, DOC_END = "<!-- bench/run --update-docs: start -->\n", "<!-- bench/run --update-docs: end -->\n"
 

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """docs/quickstart.md as written: its command block, taken from the page, run line by line
 in one shell as the workstation's user on a bare Debian 13 workstation whose Ansible is
-removed (the page installs Debian's own), with the release tarball in the home directory
-and a fake provider behind api.anthropic.com. The test adds only what this machine lacks
+removed (the page installs Debian's own), with the release tarball (tools/build_release.py:
+README.galaxy.md as its README.md) in the home directory and a fake provider behind api.anthropic.com. The test adds only what this machine lacks
 and a real workstation has: apt's package lists, and the operator variables that give a
 base image from Debian's archive (no container registry here) and the build machine's CA
 anchors, passed by a shell function around ansible-playbook and aisb. The page's key
@@ -10,6 +10,8 @@ placeholder is replaced by the test's key."""
 
 import json
 import re
+import shutil
+import sys
 import uuid
 
 import pytest
@@ -18,7 +20,10 @@ import certificates
 from providers import BUNDLE, PlainProvider, addresses
 from scenario import Internet, operator_vars
 from sessions import session_dirs
-from workstation import AISB_STATE, REPO, TRANSFER_DIR, USER_HOME, Workstation, copy_checkout
+from workstation import AISB_STATE, REPO, TRANSFER_DIR, USER_HOME, USER_UID, Workstation
+
+sys.path.insert(0, str(REPO / "tools"))
+import build_release  # noqa: E402  pylint: disable=wrong-import-position
 
 PAGE = REPO / "docs" / "quickstart.md"
 KEY = "sk-ant-quickstart-" + uuid.uuid4().hex
@@ -46,12 +51,14 @@ def tarball_name():
 
 
 @pytest.fixture(scope="module")
-def bare():
+def bare(tmp_path_factory):
     """A bare Debian 13 workstation with the release tarball in the home directory and no
     Ansible, a fake Anthropic provider in its test internet, and a project at ~/src/app."""
     with Workstation("trixie") as ws:
-        source = copy_checkout(ws, REPO)
-        ws.sh(f"cd {source} && ansible-galaxy collection build --output-path {USER_HOME} . >/dev/null")
+        tarball = build_release.build(tmp_path_factory.mktemp("release"))
+        assert tarball.name == tarball_name()
+        shutil.copy2(tarball, ws.path(f"{USER_HOME}/{tarball.name}"))
+        shutil.chown(ws.path(f"{USER_HOME}/{tarball.name}"), USER_UID, USER_UID)
         # The tree's own Ansible (what the other tests run) goes: the page installs Debian's.
         ws.sh("rm -rf /opt/ansible /usr/local/bin/ansible* && apt-get update -qq", user="root", timeout=900)
         ws.sh("mkdir -p ~/src/app && echo 'print(1)' >~/src/app/main.py")

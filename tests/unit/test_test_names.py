@@ -18,6 +18,7 @@ ON_THE_PATH = ["", "unit", "integration", "workstation"]
 # Unit test files of no one module, with what they test instead.
 NOT_OF_ONE_MODULE = {
     "test_architecture_tree.py": "docs/architecture.md's tree against the module_utils folder",
+    "test_docs.py": "the shipped docs, the release tarball built from them, their links",
     "test_enforcement_copies.py": "values spelled out alike in the roles, the entrypoint and several module_utils",
     "test_no_gate_plan.py": "network no-gate across _policy, _host_verdict, _session_admission and _session_plan",
     "test_packaging.py": "the ansible-core the collection claims against the series it is tested on",

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Measure the reference hosts and regenerate the table in docs/networking.md.
+"""Measure the reference hosts and regenerate the table in docs/dev/networking-measured.md.
 
 usage: python3 tests/workstation/measure_hosts.py [NAME...]   (as root on the build machine)
 

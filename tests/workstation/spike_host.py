@@ -2,7 +2,7 @@
 """Run the network spike (aisb.sandbox.host_capabilities) in a disposable workstation.
 
 Shared by the integration tests, tests/workstation/measure_hosts.py (the measured table
-in docs/networking.md) and bench/spike.py.
+in docs/dev/networking-measured.md) and bench/spike.py.
 """
 
 import json
