@@ -423,7 +423,7 @@ def test_the_gate_rotating_its_logs_or_reading_its_own_files_again_is_no_loss(wo
                                check=False)
         assert done.returncode == 0, done.stderr
 
-    record, _ = changed_during_a_session(workstation, ["sleep", "16"], 6, make, allow("allowed.test"))
+    record = changed_during_a_session(workstation, ["sleep", "16"], 6, make, allow("allowed.test"))[0]
     watch = record["enforcement_watch"]
     assert record["status"] == "exited" and record["exit_code"] == 0, record["reason"]
     assert watch["lost"] is None and watch["canaries"]["failed"] is None

@@ -286,7 +286,7 @@ def fake_gate(answer):
     read = []
 
     def serve():
-        client, _ = server.accept()
+        client = server.accept()[0]
         with client, server:
             request = b""
             while b"\r\n\r\n" not in request:

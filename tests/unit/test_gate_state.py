@@ -46,10 +46,10 @@ def test_squid_and_its_files_are_read_through_its_root(tmp_path):
 
 
 def test_a_file_changed_or_a_squid_started_again_reads_otherwise(tmp_path):
-    first, _ = _gate_state.read(PID, proc_tree(tmp_path / "a"))
-    changed, _ = _gate_state.read(PID, proc_tree(tmp_path / "b", files=dict(FILES, **{
-        _podman.GATE_POLICY_CONF: "miss_access allow all\nacl a\n"})))
-    again, _ = _gate_state.read(PID, proc_tree(tmp_path / "c", started=778))
+    first = _gate_state.read(PID, proc_tree(tmp_path / "a"))[0]
+    changed = _gate_state.read(PID, proc_tree(tmp_path / "b", files=dict(FILES, **{
+        _podman.GATE_POLICY_CONF: "miss_access allow all\nacl a\n"})))[0]
+    again = _gate_state.read(PID, proc_tree(tmp_path / "c", started=778))[0]
     assert len(set(first) ^ set(changed)) == 2 and len(set(first) ^ set(again)) == 2
 
 
