@@ -13,7 +13,10 @@ import pytest
 from scenario import ANSIBLE_ENV, TRANSFER_DIR
 from sessions import PROJECT, images_and_policy, left_running, record_of, run_agent, session_containers, session_dirs
 
-LONG = "x" * 300
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import MAX_ENTRY_LENGTH
+
+# Past the policy's bound, refused before any pattern reads it.
+LONG = "x" * (MAX_ENTRY_LENGTH + 25)
 # (name, module arguments over a working default, text the refusal must contain).
 # allow and connect_ports go to the gate_policy module (the gate role's), the session's
 # one policy source; everything else to the session module.
