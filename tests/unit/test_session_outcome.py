@@ -145,6 +145,11 @@ def test_the_canaries_connects_are_counted_apart_from_the_sandboxs():
                     for target in ("aisb-canary.invalid:443", "unlisted.test:443", "aisb-canary.invalid:443"))
     gate = gate_report(parse_policy(["models.test"]), log)
     assert gate["canary_connects"] == 2 and [entry["url"] for entry in gate["denied"]] == ["unlisted.test:443"]
+    # The mismatched ClientHello's CONNECT to an allowed name: its refused verdict is the canary's.
+    hello = ("1796092405.001 session=s client=127.0.0.1 NONE_NONE/200 CONNECT models.test:443 dst=- hier=HIER_NONE "
+             "tls=terminate sni=aisb-canary.invalid up=517 reason=sni-differs")
+    gate = gate_report(parse_policy(["models.test"]), log + "\n" + hello)
+    assert gate["canary_connects"] == 3 and [entry["url"] for entry in gate["denied"]] == ["unlisted.test:443"]
 
 
 def test_a_spent_upload_budget_is_named_in_the_result():

@@ -152,10 +152,14 @@ def credentials_report(inputs, injector, gate_log):
 def gate_report(policy, gate_log):
     """The gate's decisions, and a hint for each refused CONNECT whose name is allowed on
     other ports (the allow entry that would relay it; see _policy.connect_hint)."""
-    report = parse_gate_log(gate_log)
-    # The canaries' CONNECTs (_canaries, every round): counted, not among the sandbox's.
+    # The canaries' CONNECTs (_canaries, every round): to CANARY_NAME, or to an allowed name
+    # with a ClientHello naming CANARY_NAME; counted, not among the sandbox's.
+    hello = " sni=%s " % CANARY_NAME
+    lines = (gate_log or "").splitlines()
+    report = parse_gate_log("\n".join(line for line in lines if hello not in line + " "))
     canary = "%s:443" % CANARY_NAME
-    report["canary_connects"] = len([entry for entry in report["denied"] if entry["url"] == canary])
+    report["canary_connects"] = len([entry for entry in report["denied"] if entry["url"] == canary]) + len(
+        [line for line in lines if hello in line + " "])
     report["denied"] = [entry for entry in report["denied"] if entry["url"] != canary]
     hints = (connect_hint(policy, entry["url"]) for entry in report["denied"] if entry["method"] == "CONNECT")
     report["hints"] = sorted(set(hint for hint in hints if hint))
