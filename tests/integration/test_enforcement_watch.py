@@ -145,6 +145,48 @@ def test_a_normal_session_is_watched_and_not_stopped(workstation, internet, proj
     assert processes(workstation, HELPER) == []
 
 
+# Holds the sandbox's first process in its exit: a member of its PID namespace whose parent
+# (outside, stopped) does not reap it when the namespace's end kills it. Its first process
+# has let go of its namespaces and is no zombie yet: as when unmounting the project's
+# overlay syncs a busy host filesystem (seen in CI for over 4 s, in review mode).
+HOLD_THE_EXIT = """
+while [ ! -s "$1" ]; do sleep 0.1; done
+pid=$(cat "$1")
+nsenter --target "$pid" --user --pid --preserve-credentials sleep 300 &
+member=$!
+sleep 1
+kill -STOP "$member"
+touch /project/.held
+while [ -e "/proc/$pid/ns/net" ]; do sleep 0.1; done
+sleep 8
+[ -e "/proc/$pid" ] && echo held-in-its-exit
+kill -CONT "$member"
+wait "$member" || true  # its sleep died with the namespace
+"""
+
+
+def test_a_sandbox_slow_to_end_ends_its_session_as_exited(workstation, project):
+    """Was a false loss: no network to read for 4 s while the sandbox's first process
+    ended, and the session said enforcement-lost (77)."""
+    workstation.sh(f"rm -f {PROJECT}/.held")
+    running = session_containers(workstation)
+    playbook = start_in_background(workstation, ["sh", "-c", "while [ ! -e /project/.held ]; do sleep 0.1; done"])
+    try:
+        sandbox = new_sandbox(workstation, running)
+        pidfile = f"{AISB_STATE}/sessions/{sandbox[len('aisb-sandbox-'):]}/sandbox.pid"
+        holder = workstation.run(["sh", "-c", HOLD_THE_EXIT.replace("/project/", f"{PROJECT}/"), "hold", pidfile],
+                                 timeout=120)
+        assert holder.stdout.split() == ["held-in-its-exit"], holder.stdout + holder.stderr
+        output = playbook.communicate(timeout=120)[0]
+    finally:
+        playbook.kill()
+        playbook.wait()
+    record = record_of(workstation, output)
+    assert record["status"] == "exited" and record["exit_code"] == 0, record
+    assert record["enforcement_watch"]["lost"] is None, record["enforcement_watch"]
+    assert session_containers(workstation) == []
+
+
 def test_the_helper_runs_during_the_session_and_dies_with_a_sigkilled_session(workstation, project):
     playbook = start_in_background(workstation, ["sleep", "300"])
     try:

@@ -7,6 +7,7 @@ tests/integration/test_enforcement_watch.py."""
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -341,3 +342,37 @@ def test_a_reset_from_the_gate_is_the_table_s_refusal_once_its_upload_budget_is_
     assert _canaries.verdict(reset, ALL, 3) == ("gate", "no answer: ECONNRESET")
     # Spent or not, a gate that relays the canary's CONNECT is lost at once.
     assert _canaries.verdict(dict(QUIET, gate="200"), ALL, 0, spent=True) == ("gate", "200")
+
+
+def test_a_first_process_whose_namespaces_are_gone_is_not_alive():
+    """Was a false loss (CI, review mode): the sandbox's first process, exiting, had let go
+    of its namespaces and sat in its exit for seconds (unmounting the project's overlay
+    synced the host's filesystem) without being a zombie yet; the watch, finding no
+    network to read for 4 s, said enforcement-lost. Here a PID namespace's first process
+    is held in its exit the same way (a member of its namespace whose parent, outside,
+    does not reap it)."""
+    holder = subprocess.Popen(["unshare", "--user", "--pid", "--fork", "sleep", "30"])
+    assert wait_for(lambda: _children(holder.pid))
+    first = _children(holder.pid)[0]
+    member = subprocess.Popen(["nsenter", "--target", str(first), "--user", "--pid", "--preserve-credentials",
+                               "sleep", "30"])
+    try:
+        assert wait_for(lambda: _children(member.pid))
+        os.kill(member.pid, signal.SIGSTOP)  # its child, killed with the namespace, stays unreaped
+        assert _enforcement_watch._alive(first)
+        os.kill(first, signal.SIGKILL)
+        assert wait_for(lambda: not os.path.exists("/proc/%d/ns/net" % first))
+        assert os.path.exists("/proc/%d/stat" % first)  # still exiting: not a zombie, not gone
+        assert not _enforcement_watch._alive(first)
+    finally:
+        os.kill(member.pid, signal.SIGCONT)
+        member.wait()
+        holder.wait()
+
+
+def _children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as handle:
+            return [int(child) for child in handle.read().split()]
+    except OSError:
+        return []

@@ -121,9 +121,12 @@ def process_status(pid):
 
 
 def _alive(pid):
-    """Whether process PID exists and has not ended (the sandbox's first process runs as
-    another user: kill -0 is refused while it exists). A zombie (killed, not yet reaped)
-    has ended: its namespaces, pasta and helpers are going with it."""
+    """Whether process PID exists and has not begun its end (the sandbox's first process
+    runs as another user: kill -0 is refused while it exists). A zombie (killed, not yet
+    reaped) has ended; so has a process without its network namespace: the kernel lets go
+    of a process's namespaces in its exit only, and its exit can last seconds after that
+    (unmounting an overlay syncs the host's filesystem; the PID namespace's first process
+    waits for the rest of it to die). Its pasta and helpers are going with it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -135,6 +138,12 @@ def _alive(pid):
             state = stat.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False
+    try:
+        os.stat("/proc/%d/ns/net" % pid)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass  # not readable is not ended: the watch's own reading says it is lost
     return state not in ("Z", "X")
 
 
