@@ -8,8 +8,9 @@ import time
 import pytest
 
 from scenario import ANSIBLE_ENV
-from sessions import (FACTS, PROJECT, allow, image_recipes, images_and_policy, new_sandbox, processes, record_of, run_agent,
-                      session_containers, session_dirs, session_module, start_in_background, through)
+from sessions import (FACTS, PROJECT, allow, containers_left, image_recipes, images_and_policy, new_sandbox, processes,
+                      record_of, run_agent, session_containers, session_dirs, session_module, start_in_background,
+                      through)
 from terminal import interactive_bash, interrupt_a_foreground_command, open_terminal, wait_for_screen
 from workstation import AISB_STATE
 
@@ -40,7 +41,7 @@ def test_headless_command_reaches_the_allowlisted_host_and_not_the_other(worksta
     assert answered["status"].endswith("/400") and answered["dst"] == "-", answered
     assert answered["reason"].startswith("not a request the gate relays"), answered
     assert record["ruleset"]["nftables"], "the ruleset as installed is recorded"
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""
 
 
 def test_pi_runs_headless(workstation, project):
@@ -49,7 +50,7 @@ def test_pi_runs_headless(workstation, project):
     record = record_of(workstation, result.stdout)
     assert record["exit_code"] == 0
     assert re.search(r"\d+\.\d+\.\d+", workstation.path(record["transcript"]).read_text())
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""
     assert processes(workstation, "aisb-watchdog") == []  # the watchdog left with the session
 
 
@@ -92,7 +93,7 @@ def test_bad_project_paths_are_refused_before_anything_starts(workstation, bad):
     assert result.returncode != 0
     assert "project" in result.stdout and "refused" in result.stdout, result.stdout[-2000:]
     assert session_dirs(workstation) == before
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""
 
 
 def test_a_project_cut_at_a_space_is_explained(workstation):
@@ -116,7 +117,7 @@ def test_bad_environment_names_are_refused(workstation, project, name):
     result = run_agent(workstation, "-e", json.dumps({"aisb_environment": {name: "x"}}), command=["true"])
     assert result.returncode != 0
     assert repr(name) in result.stdout, result.stdout[-2000:]
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""
 
 
 def test_stale_facts_are_refused(workstation, project):
@@ -158,10 +159,8 @@ def test_signal_to_ansible_playbook_leaves_nothing_running(workstation, project,
     try:
         new_sandbox(workstation, running)
         workstation.run(["pkill", f"-{signame}", "-f", "^/opt/ansible/bin/python3 /usr/local/bin/ansible-playbook"])
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and session_containers(workstation):
-            time.sleep(0.2)
-        assert session_containers(workstation) == []
+        # A correctness bound, generous for a loaded machine: not a speed assertion.
+        assert containers_left(workstation) == ""
     finally:
         playbook.kill()
         playbook.wait()
@@ -183,7 +182,7 @@ def test_sigkill_of_the_session_module_leaves_nothing_running(workstation, proje
         while time.monotonic() < deadline and (session_containers(workstation)
                                                or processes(workstation, "aisb-watchdog")):
             time.sleep(0.5)
-        assert session_containers(workstation) == []
+        assert containers_left(workstation) == ""
         assert processes(workstation, "aisb-watchdog") == []
         output = playbook.communicate(timeout=120)[0]
         assert playbook.returncode != 0, output[-2000:]
@@ -218,7 +217,7 @@ def test_gate_killed_mid_session_ends_it_with_a_clear_status(workstation, intern
     record = record_of(workstation, output)
     assert record["status"] == "gate-died", record
     assert "gate exited" in record["reason"]
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""
 
 
 def test_a_gate_that_cannot_start_fails_closed(workstation, project):
@@ -230,7 +229,7 @@ def test_a_gate_that_cannot_start_fails_closed(workstation, project):
     assert "the gate did not start" in result.stdout, result.stdout[-3000:]
     transcript = re.search(r'"transcript": "([^"]+)"', result.stdout).group(1)
     assert "harness-ran" not in workstation.path(transcript).read_text()
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""
 
 
 def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, internet, project, gate_path):
@@ -264,7 +263,7 @@ def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, inte
         gate = record["gate"]
         assert len(gate["allowed"]) == 1 and len(gate["denied"]) == 4, gate
     assert [r for r in internet.requests() if r["path"] == "/c-cross"] == []
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""
 
 
 def test_interactive_session_in_a_real_terminal(workstation, project):
@@ -290,7 +289,7 @@ def test_interactive_session_in_a_real_terminal(workstation, project):
         output = workstation.path(log).read_text()
         record = record_of(workstation, output)
         assert record["exit_code"] == 3 and record["status"] == "exited", output[-2000:]
-        assert session_containers(workstation) == []
+        assert containers_left(workstation) == ""
     finally:
         workstation.run(["tmux", "kill-server"], check=False)
 
@@ -301,4 +300,4 @@ def test_check_mode_plans_and_starts_nothing(workstation, project):
     assert result.returncode == 0, result.stdout[-3000:]
     assert re.search(r"TASK \[Run the session\] \*+\nok: \[localhost\]", result.stdout), result.stdout[-3000:]
     assert session_dirs(workstation) == before
-    assert session_containers(workstation) == []
+    assert containers_left(workstation) == ""

@@ -129,6 +129,20 @@ def session_containers(ws):
     return ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format", "{{.Names}}"]).stdout.split()
 
 
+def containers_left(ws, within=60):
+    """Session containers still there after up to WITHIN seconds (a sandbox's end can take
+    seconds on a busy disk: unmounting its overlays syncs the filesystem), with what the
+    workstation runs when any are: "" when none are left."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and session_containers(ws):
+        time.sleep(0.2)
+    left = ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format",
+                   "{{.Names}} {{.Status}} pid={{.Pid}}"]).stdout.strip()
+    if not left:
+        return ""
+    return left + "\n" + ws.run(["ps", "-eo", "pid,ppid,pgid,stat,etimes,wchan:24,args"]).stdout
+
+
 def left_running(ws, before):
     """Session containers that exist now and did not before: another test's leftovers
     must not make this one pass or fail."""
