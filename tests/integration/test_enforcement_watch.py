@@ -21,6 +21,7 @@ import pytest
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import HELLO_CHECKED, SNI_HELPER
 from sessions import (PROJECT, allow, images_and_policy, new_sandbox, processes, provisioned_sandbox_image, record_of,
                       run_agent, session_containers, session_module, start_in_background)
+from workstation import AISB_STATE
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
 HELPER = "nft --json --interactive"
