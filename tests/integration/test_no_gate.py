@@ -162,7 +162,9 @@ def test_a_session_reaches_only_the_pinned_address_and_ports(host, nets):
     assert record["network"] == "no-gate" and record["status"] == "exited" and record["exit_code"] == 0
     assert record["pinned_names"] == {"allowed.test": [a.address]}
     assert record["policy"].splitlines()[1:] == ["gate none", f"pin {a.address} 80", f"pin {a.address} 443"]
-    assert record["gate"] == {"allowed": [], "answered": [], "denied": [], "hints": [], "canary_connects": 0} and session_containers(host) == []
+    assert record["gate"] == {"allowed": [], "answered": [], "denied": [], "hints": [], "canary_connects": 0,
+                              "sent_by_host": {}}
+    assert session_containers(host) == []
     sandbox = next(argv for argv in record["commands"] if argv[1] == "run")
     assert "--network=pasta:--no-map-gw" in sandbox and f"allowed.test:{a.address}" in sandbox
     transcript = host.path(record["transcript"]).read_text()

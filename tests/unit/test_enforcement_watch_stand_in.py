@@ -306,6 +306,31 @@ def test_a_sandbox_that_has_exited_is_not_lost(stand):
     assert stand.lost == [] and "the sandbox's first process has exited" in watch.report()["last_error"]
 
 
+NSENTER_CANNOT = "echo \"nsenter: cannot open /proc/$$/ns/user: No such file or directory\"; exit 1\n"
+
+
+def test_helpers_that_cannot_enter_an_exited_sandbox_are_not_lost(stand, tmp_path):
+    """Was a false loss (CI, a command that ends at once): the sandbox had gone before the
+    monitor's nsenter ran, and nsenter's complaint on the monitor's output was taken for an
+    event: enforcement-lost (77)."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stand.pidfile.write_text("%d\n" % gone.pid)
+    (tmp_path / "nsenter").write_text("#!/bin/sh\n" + NSENTER_CANNOT)
+    watch = stand.watch()
+    assert wait_for(lambda: not watch._thread.is_alive())  # pylint: disable=protected-access
+    assert stand.lost == [], stand.lost
+
+
+def test_a_monitor_that_cannot_enter_a_running_sandbox_is_lost(stand):
+    stand.monitor.write_text(NSENTER_CANNOT)
+    watch = stand.watch()
+    assert stand.called.wait(10)
+    watch.stop()
+    lost = stand.lost[0]
+    assert lost["what"].startswith("the ruleset's monitor") and "nsenter: cannot open" in lost["what"], lost
+
+
 def test_stop_before_the_first_reading_ends_everything(stand):
     stand.nft_says("exec sleep 30")
     watch = stand.watch()

@@ -62,6 +62,9 @@ _MONITOR_NOTE = "# Cannot set up netlink"
 # nft monitor ends a transaction's events with this line; the watch waits this long
 # at most for it, so the record names the whole change.
 _GENERATION = "# new generation"
+# What the helper's own tools print when they cannot run it (the sandbox gone before its
+# nsenter entered, say): the helper's end, never an event.
+_HELPER_WORDS = ("nsenter: ", "setpriv: ")
 TRANSACTION_WAIT = 0.2
 # The kernel's event when a budget's quota is spent (nft names the packet's family, and
 # may warn first that it finds no such table in that family: a note). nft writes a
@@ -182,6 +185,8 @@ class EnforcementWatch(object):
         self.monitor_argv = None
         self.readings = 0
         self.monitor_notes = []
+        # What the monitor's own tools said when they could not run it (_HELPER_WORDS).
+        self.monitor_failures = []
         self.first = None          # the first reading's lines, handles included
         self.network = None        # the first reading's routes and addresses (_netns_state)
         self.pasta = None          # pasta's process at the first reading, if found
@@ -333,8 +338,8 @@ class EnforcementWatch(object):
             if not chunk:
                 if self._sandbox_gone(pid):
                     return True  # the sandbox has gone: nothing is left to watch
-                self._lose("the ruleset's monitor exited: %s" % self._monitor_buffer.decode("utf-8", "replace")[-500:],
-                           now)
+                said = self.monitor_failures + [self._monitor_buffer.decode("utf-8", "replace")]
+                self._lose("the ruleset's monitor exited: %s" % " / ".join(filter(None, said))[-500:], now)
                 return True
             self._monitor_buffer += chunk
             events = self._monitor_lines()
@@ -353,6 +358,8 @@ class EnforcementWatch(object):
                           if spent else (None, None))
             if line.startswith((_MONITOR_NOTE, _CACHE_NOTE)):
                 self.monitor_notes.append(line[:300])
+            elif line.startswith(_HELPER_WORDS):
+                self.monitor_failures.append(line[:300])
             elif (spent and self.budgets.get(spent.group(1)) == over and used >= over
                   and spent.group(1) not in self.spent):
                 # The kernel's own word, once a quota: its budget is spent. Never a change.
