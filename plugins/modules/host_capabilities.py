@@ -10,7 +10,7 @@ version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
 description:
-  - Runs the network spike as the connecting user. Real containers measure every part of
+  - Runs the network check as the connecting user. Real containers measure every part of
     the sandbox's networking model (pasta and its host-loopback mapping, the in-container
     nftables default-drop table, setpriv dropping every capability set, IPv6, UDP, limits,
     bind mounts) and the result is returned as C(ansible_facts.aisb_host).
