@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Write the reference pages whose source is code: docs/reference-record.md, the session
+record's fields (plugins/module_utils/common/_record_fields.py) and the reasons its exit
+codes carry (_session_outcome.EXIT_STATUS).
+
+usage: python3 docs/gen_reference.py [--check]
+  --check  write nothing; exit 1 naming each page that is not what its source makes
+
+tests/unit/test_record_fields.py runs the check, and holds the field table to the code
+that writes records. Run docs/docsite/gen_rst.py after this.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+MODULE_UTILS = DOCS.parent / "plugins" / "module_utils"
+RECORD_PAGE = DOCS / "reference-record.md"
+
+
+def load(relative):
+    """A module of module_utils by its path: both sources are pure, with no imports of the
+    collection, so no ansible_collections tree is needed."""
+    path = MODULE_UTILS / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cell(text):
+    return text.replace("|", "\\|")
+
+
+def record_page():
+    fields = load("common/_record_fields.py").FIELDS
+    exits = load("session/_session_outcome.py").EXIT_STATUS
+    lines = [
+        "<!-- SPDX-License-Identifier: GPL-3.0-or-later -->",
+        "<!-- Made by docs/gen_reference.py from plugins/module_utils/common/_record_fields.py and"
+        " session/_session_outcome.py: edit those, then run it. -->",
+        "# Reference: the session record",
+        "",
+        "Every session writes its record to `~/.local/state/aisb/sessions/<id>/record.json`",
+        "(under `$XDG_STATE_HOME` when set), readable by its user only. `aisb show ID` prints it",
+        "readable, `aisb ls` lists the sessions, and verify.yml checks each record's seal. The",
+        "file sorts the fields by name; here they are grouped by what they say. *written* says",
+        "when: at the session's start (the copy the watchdog completes when the session's",
+        "process dies has these), at its end, or both.",
+        "",
+        "| field | written | what it holds |",
+        "|---|---|---|",
+    ]
+    for name, when, what, see in fields:
+        more = " ([more](%s))" % see if see else ""
+        lines.append("| `%s` | %s | %s%s |" % (name, cell(when), cell(what), more))
+    lines += [
+        "",
+        "## What an exit code says",
+        "`reason` for an exit code that is not the harness's own:",
+        "",
+        "| `exit_code` | `reason` |",
+        "|---|---|",
+    ]
+    lines += ["| %d | %s |" % (code, cell(reason)) for code, reason in sorted(exits.items())]
+    lines += ["| above 128 | the sandbox was killed by signal (the code less 128) |", ""]
+    return "\n".join(lines)
+
+
+PAGES = {RECORD_PAGE: record_page}
+
+
+def main(argv):
+    check = argv[1:] == ["--check"]
+    stale = []
+    for page, make in PAGES.items():
+        wanted = make()
+        if page.exists() and page.read_text(encoding="utf-8") == wanted:
+            continue
+        stale.append(str(page.relative_to(DOCS.parent)))
+        if not check:
+            page.write_text(wanted, encoding="utf-8")
+    if check and stale:
+        print("not what docs/gen_reference.py makes: " + ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
