@@ -151,10 +151,12 @@ ansible_facts:
           returned: always
         verdict:
           description: >-
-            C(model_holds), C(no_gate_holds) (network no-gate's enforcement held on plain
-            pasta; measured only where there is no gate path),
-            C(gate_path) (C(map-host-loopback), C(tcp-forward) (pasta C(-T), where the
-            mapping is missing; holds when the C(tcp_forward_sandbox) probe passes) or C(none)),
+            C(model_holds) (every probe the sandbox's networking needs passed),
+            C(no_gate_holds) (network no-gate's enforcement held on plain pasta; measured
+            only where there is no gate path), C(gate_path) (the gate path, how a sandbox
+            reaches its gate on the host's loopback: C(map-host-loopback), C(tcp-forward)
+            (pasta C(-T), where the mapping is missing; holds when the
+            C(tcp_forward_sandbox) probe passes) or C(none)),
             C(limits_enforceable), C(bind_mount_label), C(reasons) (one sentence with the
             fix per failed probe the model needs) and C(notes) (informational probes that failed).
           type: dict
