@@ -43,7 +43,7 @@ def record_page():
         "# Reference: the session record",
         "",
         "Every session writes its record to `~/.local/state/aisb/sessions/<id>/record.json`",
-        "(under `$XDG_STATE_HOME` when set), readable by its user only. `aisb show ID` prints it",
+        "(under `$XDG_STATE_HOME` when set), readable by its user only. `aisb show ID|last` prints it",
         "readable, `aisb ls` lists the sessions, and verify.yml checks each record's seal. The",
         "file sorts the fields by name; here they are grouped by what they say. *written* says",
         "when: at the session's start (the copy the watchdog completes when the session's",

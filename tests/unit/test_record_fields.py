@@ -8,7 +8,8 @@ import ast
 import sys
 from pathlib import Path
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _errors, _record_fields, _record_seal
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import (
+    _errors, _record_fields, _record_seal, _session_record)
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _watchdog
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +66,8 @@ def test_the_table_names_each_field_once_with_a_sentence():
     names = [name for name, _when, _what, _see in _record_fields.FIELDS]
     assert len(names) == len(set(names))
     assert all(what.endswith(".") and when for _name, when, what, _see in _record_fields.FIELDS)
+    version = next(what for name, _when, what, _see in _record_fields.FIELDS if name == "schema_version")
+    assert version.startswith("The record's layout: %d." % _session_record.SCHEMA_VERSION)
 
 
 def test_every_field_the_session_writes_is_described_when_it_is_written():
