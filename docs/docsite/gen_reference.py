@@ -1,20 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Write the reference pages whose source is code: docs/reference-record.md, the session
+"""The reference pages whose source is code: docs/reference-record.md, the session
 record's fields (plugins/module_utils/common/_record_fields.py) and the reasons its exit
-codes carry (_session_outcome.EXIT_STATUS).
-
-usage: python3 docs/gen_reference.py [--check]
-  --check  write nothing; exit 1 naming each page that is not what its source makes
-
-tests/unit/test_record_fields.py runs the check, and holds the field table to the code
-that writes records. Run docs/docsite/gen_rst.py after this.
+codes carry (_session_outcome.EXIT_STATUS). docs/docsite/gen_rst.py writes (or checks)
+them before the guides' RST; tests/unit/test_record_fields.py holds the field table to
+the code that writes records.
 """
 
 import importlib.util
-import sys
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parent
+DOCS = Path(__file__).resolve().parents[1]
 MODULE_UTILS = DOCS.parent / "plugins" / "module_utils"
 RECORD_PAGE = DOCS / "reference-record.md"
 
@@ -38,8 +33,8 @@ def record_page():
     exits = load("session/_session_outcome.py").EXIT_STATUS
     lines = [
         "<!-- SPDX-License-Identifier: GPL-3.0-or-later -->",
-        "<!-- Made by docs/gen_reference.py from plugins/module_utils/common/_record_fields.py and"
-        " session/_session_outcome.py: edit those, then run it. -->",
+        "<!-- Made by docs/docsite/gen_rst.py (gen_reference.py) from plugins/module_utils/common/_record_fields.py"
+        " and session/_session_outcome.py: edit those, then run it. -->",
         "# Reference: the session record",
         "",
         "Every session writes its record to `~/.local/state/aisb/sessions/<id>/record.json`",
@@ -68,24 +63,6 @@ def record_page():
     return "\n".join(lines)
 
 
-PAGES = {RECORD_PAGE: record_page}
-
-
-def main(argv):
-    check = argv[1:] == ["--check"]
-    stale = []
-    for page, make in PAGES.items():
-        wanted = make()
-        if page.exists() and page.read_text(encoding="utf-8") == wanted:
-            continue
-        stale.append(str(page.relative_to(DOCS.parent)))
-        if not check:
-            page.write_text(wanted, encoding="utf-8")
-    if check and stale:
-        print("not what docs/gen_reference.py makes: " + ", ".join(stale))
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+def pages():
+    """{page's path: the text its source makes}."""
+    return {RECORD_PAGE: record_page()}
