@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Write the guides in docs/*.md as the docs site's extra docs, docs/docsite/rst/*.rst.
+"""Write the reference pages made from code (gen_reference.py: docs/reference-*.md), then
+the guides in docs/*.md as the docs site's extra docs, docs/docsite/rst/*.rst.
 
 usage: python3 docs/docsite/gen_rst.py [--check]
-  --check  write nothing; exit 1 naming each RST file that is not what its guide makes
+  --check  write nothing; exit 1 naming each file that is not what its source makes
 
 The Markdown guides are the source (they read well on a forge and in a checkout);
 antsibull-docs takes extra docs only as RST, each opening with a label under the
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pypandoc
+
+import gen_reference
 
 DOCS = Path(__file__).resolve().parents[1]
 RST = DOCS / "docsite" / "rst"
@@ -50,21 +53,27 @@ def rst(guide):
     return HEADER % guide.name + ".. _%s%s:\n\n" % (LABEL, guide.stem) + body
 
 
-def main(argv):
-    check = argv[1:] == ["--check"]
+def update(wanted, check):
+    """The files of WANTED ({path: text}) that do not hold their text, written unless CHECK."""
     stale = []
-    for guide in guides():
-        target = RST / (guide.stem + ".rst")
-        wanted = rst(guide)
-        if target.exists() and target.read_text(encoding="utf-8") == wanted:
+    for target, text in wanted.items():
+        if target.exists() and target.read_text(encoding="utf-8") == text:
             continue
         stale.append(str(target.relative_to(DOCS.parent)))
         if not check:
-            target.write_text(wanted, encoding="utf-8")
+            target.write_text(text, encoding="utf-8")
+    return stale
+
+
+def main(argv):
+    check = argv[1:] == ["--check"]
+    # The reference pages first: their RST is made from them.
+    stale = update(gen_reference.pages(), check)
+    stale += update(dict((RST / (guide.stem + ".rst"), rst(guide)) for guide in guides()), check)
     known = set(guide.stem + ".rst" for guide in guides())
     stale += [str(path.relative_to(DOCS.parent)) for path in sorted(RST.glob("*.rst")) if path.name not in known]
     if check and stale:
-        print("not what docs/docsite/gen_rst.py makes from docs/*.md: " + ", ".join(stale))
+        print("not what docs/docsite/gen_rst.py makes from its sources: " + ", ".join(stale))
         return 1
     return 0
 

@@ -19,7 +19,8 @@ options:
   network:
     description:
       - C(allow) runs the gate; C(none) gives the sandbox no network at all.
-      - C(no-gate) is the fallback for a host without a gate path (the host facts'
+      - C(no-gate) is the fallback for a host without a gate path, a way for the sandbox to
+        reach its gate on the host's loopback (the host facts'
         C(verdict.gate_path) is C(none), or C(tcp-forward) where the model does not hold)
         where C(verdict.no_gate_holds) is true, and is refused elsewhere. No gate and no proxy; the allowed names are
         resolved on the host at session start, handed to the sandbox's C(/etc/hosts), and

@@ -15,8 +15,9 @@ description:
     returned on every host into one report and writes it to O(dest) on the controller.
   - C(fleet-report.json) holds one object per host (status, fingerprint, every probe with
     its evidence, verdict, reasons, session records); C(fleet-report.md) one table (host,
-    distro, podman, passt, gate path, model holds, seccomp profile, limits enforceable,
-    session records, reasons) and a summary line.
+    distro, podman, passt, gate path (how a sandbox reaches its gate), model holds (whether
+    the sandbox's networking holds there), seccomp profile, limits enforceable, session
+    records, reasons) and a summary line.
   - A host whose result says it was unreachable, or whose probe failed (an error, a task
     timeout), or that has no result at all, is a row of its own with the message.
   - Fails after writing the report when any host does not hold the model, unless

@@ -10,7 +10,7 @@ version_added: 0.1.0
 extends_documentation_fragment:
   - aisb.sandbox.podman
 description:
-  - Runs the network spike as the connecting user. Real containers measure every part of
+  - Runs the network check as the connecting user. Real containers measure every part of
     the sandbox's networking model (pasta and its host-loopback mapping, the in-container
     nftables default-drop table, setpriv dropping every capability set, IPv6, UDP, limits,
     bind mounts) and the result is returned as C(ansible_facts.aisb_host).
@@ -151,10 +151,12 @@ ansible_facts:
           returned: always
         verdict:
           description: >-
-            C(model_holds), C(no_gate_holds) (network no-gate's enforcement held on plain
-            pasta; measured only where there is no gate path),
-            C(gate_path) (C(map-host-loopback), C(tcp-forward) (pasta C(-T), where the
-            mapping is missing; holds when the C(tcp_forward_sandbox) probe passes) or C(none)),
+            C(model_holds) (every probe the sandbox's networking needs passed),
+            C(no_gate_holds) (network no-gate's enforcement held on plain pasta; measured
+            only where there is no gate path), C(gate_path) (the gate path, how a sandbox
+            reaches its gate on the host's loopback: C(map-host-loopback), C(tcp-forward)
+            (pasta C(-T), where the mapping is missing; holds when the
+            C(tcp_forward_sandbox) probe passes) or C(none)),
             C(limits_enforceable), C(bind_mount_label), C(reasons) (one sentence with the
             fix per failed probe the model needs) and C(notes) (informational probes that failed).
           type: dict

@@ -36,7 +36,7 @@ def test_verdict_holds_on_tcp_forward_when_its_sandbox_probes_pass():
 
 
 def test_verdict_refuses_tcp_forward_when_its_sandbox_probes_fail():
-    leaked = {"ok": False, "detail": "raw_tcp_blocked: leak: TCP to the literal 127.0.0.1:9 reached the spike's "
+    leaked = {"ok": False, "detail": "raw_tcp_blocked: leak: TCP to the literal 127.0.0.1:9 reached the network check's "
                                      "listener"}
     verdict = _host_verdict.verdict(probes(failed=("host_loopback_reachable", "map_host_loopback"),
                                            tcp_forward_sandbox=leaked))

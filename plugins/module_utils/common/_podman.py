@@ -31,7 +31,7 @@ NO_GATE_NETWORK = "pasta:--no-map-gw"
 # pasta's own default, which podman 5 turns off unless asked (--map-gw): the gateway
 # address leads to the host's loopback. On a passt older than --map-host-loopback
 # (2024-08-21) and --map-guest-addr (2024-10) it is the only address that leads to the
-# host's listeners: the spike's sandbox probes run there, never a session.
+# host's listeners: the network check's sandbox probes run there, never a session.
 GATEWAY_NETWORK = "pasta:--map-gw"
 # The gate is squid as the image's unprivileged proxy user: binding a high loopback
 # port needs no capability, and squid never has to drop privileges itself.

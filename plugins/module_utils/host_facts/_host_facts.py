@@ -22,7 +22,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common import _files,
 # 4: probes.seccomp_profile (the sandbox's seccomp profile holds), needed by the verdict.
 SCHEMA_VERSION = 4
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-# The probe image the last spike used carries this name too, so the fingerprint can
+# The probe image the last network check used carries this name too, so the fingerprint can
 # name "the probe image" without knowing how it was chosen.
 PROBE_IMAGE_ALIAS = "localhost/aisb-probe:current"
 FINGERPRINT_KEYS = ("podman", "passt", "runtime", "kernel", "distro", "probe_image")

@@ -100,7 +100,7 @@ def probe_sandbox(prober, enforce=True):
     Where pasta cannot map the host's loopback (that container does not start), the same
     probes run on network no-gate's plain pasta instead, aimed at listeners on the host's
     own address. A passt before --map-guest-addr gives that address no name, or podman
-    names another of the host's addresses (one the spike does not listen on: the pinned
+    names another of the host's addresses (one the network check does not listen on: the pinned
     address is not reached); then they run on pasta with the gateway mapped to the
     host's loopback, aimed at listeners there, and that result stands when its gate was
     reached. Each entry records the network it ran on."""
@@ -192,11 +192,11 @@ def sandbox_probes(prober, enforce, path):
               status == {"CapEff": "0" * 16, "CapBnd": "0" * 16, "CapAmb": "0" * 16, "NoNewPrivs": "1"})
 
     def blocked(hits, what):
-        return ("leak: %s reached the spike's listener" % what) if hits else "%s never arrived" % what
+        return ("leak: %s reached the network check's listener" % what) if hits else "%s never arrived" % what
 
     target, target6 = values["target"], values.get("target6")
     if path == "none":
-        nowhere = "on plain pasta no IPv6 address leads to a listener of the spike: nothing to reach"
+        nowhere = "on plain pasta no IPv6 address leads to a listener of the network check: nothing to reach"
     elif not target6:
         nowhere, v6 = "the container has no IPv6 default gateway: nothing to reach", None
     else:

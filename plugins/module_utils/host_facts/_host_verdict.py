@@ -10,7 +10,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_prob
 
 # What to do when a probe fails, by probe name. Probes missing here are informational.
 FIXES = {
-    "rootless": "Run the spike as the workstation user, not root (rootless podman is the model).",
+    "rootless": "Run the network check (host_capabilities) as the workstation user, not root (rootless podman is the model).",
     "subids": "Give the user a subordinate uid and gid range (the host role does; or usermod "
               "--add-subuids/--add-subgids), then run `podman system migrate`.",
     "tun": "Make /dev/net/tun readable and writable by the user (mode 0666; the host role does).",
