@@ -64,6 +64,11 @@ def test_every_needed_probe_has_a_fix_and_every_probe_is_classified():
     assert not set(FIXES) & set(_host_verdict.INFORMATIONAL)
 
 
+def test_every_reason_a_probe_gives_says_what_it_means():
+    """docs/reference-refusals.md shows MEANS beside each fix: every reason's, no other."""
+    assert set(_host_verdict.MEANS) == set(FIXES) | {"tcp_forward_sandbox"}
+
+
 def test_verdict_groups_probes_that_could_not_run_by_cause():
     entries = probes(failed=("tun",))
     entries.update(unmeasured(("raw_tcp_blocked", "udp_blocked"), "pasta failed"))

@@ -6,6 +6,7 @@ ClientHellos are OpenSSL's own (Python's ssl), taken apart and rebuilt with the
 server_name extensions an attacker would send."""
 
 import base64
+import re
 import ssl
 import struct
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import HELLO_CHECKED
+from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import HELLO_CHECKED, SNI_REFUSALS
 
 SNI_HELPER = Path(__file__).resolve().parents[2] / "roles" / "gate" / "files" / "sni-is-connect-host"
 HOST = "b-tls.test"
@@ -210,3 +211,9 @@ def test_without_its_tag_the_helper_does_not_start():
                           check=False, timeout=10)
     assert (done.returncode, done.stdout) == (255, "")
     assert "usage: sni-is-connect-host CONNECTION-TAG" in done.stderr
+
+
+def test_every_reason_the_helper_gives_is_explained():
+    """_squid.SNI_REFUSALS (the words of docs/reference-refusals.md) names every reason the
+    helper can give (a quoted lower-case hyphenated word in it), and no other."""
+    assert set(re.findall(r'"([a-z]+(?:-[a-z]+)+)(?:\\n)?"', SNI_HELPER.read_text())) == set(SNI_REFUSALS)

@@ -40,6 +40,39 @@ FIXES = {
 # Where the host's only gate path is tcp-forward, its sandbox probes decide.
 TCP_FORWARD_FIX = ("The gate path tcp-forward (pasta -T) did not hold the sandbox's enforcement on this host: "
                    "install passt >= 2024-08-21 (pasta --map-host-loopback) for the mapped gate path.")
+# What each reason means, by the probe it starts with (FIXES' and tcp_forward_sandbox):
+# docs/reference-refusals.md shows it beside the fix, so the table is all in one place.
+MEANS = {
+    "rootless": "podman runs as root for this user",
+    "subids": "the user has fewer than 65536 subordinate uids or gids",
+    "tun": "the user cannot open /dev/net/tun, which pasta needs",
+    "pasta": "--network=pasta does not start a container: podman older than 4.4 or no passt "
+             "(Debian 12's podman 4.3.1)",
+    "host_loopback_reachable": "pasta cannot map the host's loopback into the sandbox (not a reason where "
+                               "-T works: the gate path is then tcp-forward)",
+    "network_host": "the gate's --network=host does not reach the host's loopback",
+    "nft_needs_net_admin": "root in a container changed nftables without CAP_NET_ADMIN",
+    "seccomp_profile": "the sandbox's seccomp profile (derived from /usr/share/containers/seccomp.json) could "
+                       "not be rendered, let the agent's `unshare -Urn true` through, or broke nft in the "
+                       "privileged stage",
+    "nft_default_drop": "the default-drop table did not install or did not block",
+    "table_allows_gate": "the gate's port was unreachable under the table",
+    "setpriv_locks_table": "after setpriv the agent kept capabilities or could flush the table",
+    "raw_tcp_blocked": "a raw TCP connection passed the table: a leak",
+    "udp_blocked": "a UDP datagram passed the table: a leak",
+    "ipv6_blocked": "an IPv6 connection passed the table: a leak",
+    "bind_mount": "the project mount is not writable even with :z",
+    "keep_id_owner": "files written under keep-id:uid=1000 are not the caller's",
+    "tcp_forward_sandbox": "the gate path is tcp-forward (an older passt) and the sandbox probes on its -T "
+                           "network failed",
+}
+# The verdict's reasons that are no single probe's, as it words them.
+NO_GATE_PATH = ("gate_path is none: the session reaches its gate through pasta's "
+                "--map-host-loopback or -T, which this host lacks.")
+NO_GATE_HOLDS = " Network no-gate (addresses pinned, no gate) holds here: verdict.no_gate_holds."
+PLAIN_PASTA_ONLY = ("%s: measured on plain pasta only, because the sandbox probe's container with "
+                    "--map-host-loopback did not start; measure again.")
+NOT_MEASURED = "%s: %s; fix what stops them and measure again."
 # Probes measured for the record (and the fleet report) that do not decide the verdict.
 INFORMATIONAL = ("selinux", "map_host_loopback", "tcp_forward", "tcp_forward_sandbox", "internal_network_blackout",
                  "container_to_container", "limits")
@@ -67,17 +100,13 @@ def verdict(probes):
     if gate_path == "map-host-loopback" and on_plain_pasta:
         # The mapped sandbox container failed to start while another mapped one worked:
         # raw TCP, UDP and IPv6 through the mapping went unmeasured.
-        reasons.append("%s: measured on plain pasta only, because the sandbox probe's container with "
-                       "--map-host-loopback did not start; measure again." % ", ".join(on_plain_pasta))
+        reasons.append(PLAIN_PASTA_ONLY % ", ".join(on_plain_pasta))
     if gate_path == "tcp-forward" and not ok("tcp_forward_sandbox"):
         # The table, setpriv and the host's other loopback ports, on the session's -T network.
         reasons.append("tcp_forward_sandbox: %s. %s" % (
             probes.get("tcp_forward_sandbox", {}).get("detail", "not measured"), TCP_FORWARD_FIX))
     if gate_path == "none":
-        reasons.append("gate_path is none: the session reaches its gate through pasta's "
-                       "--map-host-loopback or -T, which this host lacks.%s" % (
-                           " Network no-gate (addresses pinned, no gate) holds here: "
-                           "verdict.no_gate_holds." if no_gate_holds else ""))
+        reasons.append(NO_GATE_PATH + (NO_GATE_HOLDS if no_gate_holds else ""))
     return {
         "model_holds": not reasons,
         "no_gate_holds": no_gate_holds,
@@ -98,5 +127,4 @@ def sentences(probes, failed, fixes):
     for name in failed:
         if not probes[name].get("measured", True):
             causes.setdefault(probes[name]["detail"], []).append(name)
-    return said + ["%s: %s; fix what stops them and measure again." % (", ".join(names), detail)
-                   for detail, names in causes.items()]
+    return said + [NOT_MEASURED % (", ".join(names), detail) for detail, names in causes.items()]

@@ -29,6 +29,27 @@ SNI_HELPER = "/usr/local/lib/aisb/sni-is-connect-host"
 # What the helper's OK tags the client connection with (clt_conn_tag, its argument): a
 # tunnel to a CONNECT port opens only with it (see _connect).
 HELLO_CHECKED = "aisb-hello-checked"
+# Why the helper refused a ClientHello (its ERR log=, the record's gate.denied reason), by
+# the reason it gives: the kinds are the helper's (tests/unit/test_squid.py holds this
+# table to it), the words docs/reference-refusals.md shows.
+SNI_REFUSALS = {
+    "sni-differs": "one good name, but another than the CONNECT host (even one the allowlist has, or another "
+                   "name of the same .example.com entry: the SNI must equal the CONNECT host, which was "
+                   "already checked against the allowlist)",
+    "sni-absent": "no server_name extension (an IP-literal CONNECT is refused before this; a client that "
+                  "reaches a name by its name sends it)",
+    "sni-extension-twice": "two server_name extensions (squid's own parser keeps the last)",
+    "sni-several-names": "two or more names in the extension, in either order (squid's parser keeps the first "
+                         "host_name)",
+    "sni-name-type": "a name of a type other than host_name, alone or beside one",
+    "sni-not-a-dns-name": "a NUL (squid's %ssl::>sni stops there), a space, any byte but letters, digits, "
+                          "hyphens and dots, an empty name or label, a label over 63, over 253 characters, "
+                          "two trailing dots",
+    "client-hello-malformed": "anything the helper does not read to its end: a length past its vector, bytes "
+                              "after the extensions or after the ClientHello (another handshake message, "
+                              "another record, TLS 1.3 early data), another record type or version, not "
+                              "base64; and any error in the helper (it fails closed)",
+}
 # Seconds a client has after connecting (and after a CONNECT's 200) to send its first
 # byte. Every HTTP and TLS client speaks first, at once.
 FIRST_BYTE_TIMEOUT = 10
