@@ -95,13 +95,13 @@ def refusals_page():
     ]
     lines += ["| `%s:` | %s | %s |" % (name, cell(verdict.MEANS[name]), cell(verdict.FIXES[name])) for name in reasons]
     lines += [
-        "| `tcp_forward_sandbox:` | %s | %s |" % (cell(verdict.MEANS["tcp_forward_sandbox"]),
-                                                   cell(verdict.TCP_FORWARD_FIX)),
+        "| `tcp_forward_sandbox:` | %s | %s |" % (
+            cell(verdict.MEANS["tcp_forward_sandbox"]), cell(verdict.TCP_FORWARD_FIX)),
         "",
         "The verdict's other reasons, as it words them (PROBES: the probes' names):",
         "",
-        "- `%s` On a host where network no-gate holds, it adds: `%s`" % (verdict.NO_GATE_PATH,
-                                                                        verdict.NO_GATE_HOLDS.strip()),
+        "- `%s` On a host where network no-gate holds, it adds: `%s`" % (
+            verdict.NO_GATE_PATH, verdict.NO_GATE_HOLDS.strip()),
         "- `%s`" % (verdict.PLAIN_PASTA_ONLY % "PROBES"),
         "- `%s` Probes that could not run (no pasta, no probe image, a hung container) share one"
         " sentence: fix the cause, and the rest follow." % (verdict.NOT_MEASURED % ("PROBES", "not measured: CAUSE")),
