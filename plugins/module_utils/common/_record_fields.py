@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What each top-level field of a session record (sessions/<id>/record.json) holds: the
-source of docs/reference-record.md (docs/docsite/gen_reference.py). Pure data, no imports:
-the generator reads this file alone. tests/unit/test_record_fields.py holds it to the code
-that writes records (_session, _watchdog, _record_seal), field by field.
+source of docs/reference-record.md (docs/docsite/gen_reference.py). Pure data.
+tests/unit/test_record_fields.py holds it to the code that writes records (_session,
+_watchdog, _record_seal), field by field.
 """
 
 # When a field is written. START: before the sandbox starts (the watchdog's copy has it
