@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The reference pages whose source is code. docs/reference-record.md: the session
 record's fields (plugins/module_utils/common/_record_fields.py) and the reasons its exit
-codes carry (_session_outcome.EXIT_STATUS). docs/reference-refusals.md: why a host's
-network check fails and the fix (_host_verdict.MEANS, FIXES and its sentences), why the
-gate refused a ClientHello (_squid.SNI_REFUSALS) and why it answered a request itself
-(_squid.ANSWER_REASONS). docs/docsite/gen_rst.py writes (or checks) them before the
-guides' RST; tests/unit/test_record_fields.py holds the field table to the code that
-writes records, test_host_verdict.py and test_sni_helper.py the refusal tables to theirs.
+codes carry (_session_outcome.EXIT_STATUS). docs/reference-refusals.md: the status a
+task's error gives (_errors), why a host's network check fails and the fix
+(_host_verdict.MEANS, FIXES and its sentences), why the gate refused a ClientHello
+(_squid.SNI_REFUSALS) and why it answered a request itself (_squid.ANSWER_REASONS).
+docs/docsite/gen_rst.py writes (or checks) them before the guides' RST;
+tests/unit/test_record_fields.py holds the field table to the code that writes records,
+test_host_verdict.py and test_sni_helper.py the refusal tables to theirs.
 """
 
 import sys
@@ -19,7 +20,8 @@ REFUSALS_PAGE = DOCS / "reference-refusals.md"
 sys.path.insert(0, str(DOCS.parent / "tests"))
 import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common import _record_fields  # noqa: E402  pylint: disable=C0413
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import (  # noqa: E402  pylint: disable=C0413
+    _errors, _record_fields)
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import (  # noqa: E402  pylint: disable=C0413
     _host_probes, _host_verdict)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _squid  # noqa: E402  pylint: disable=C0413
@@ -81,6 +83,17 @@ def refusals_page():
         "check fails, why the gate refused a ClientHello, and why it answered a request itself.",
         "How a session ended (its `status`, and the `reason` of its exit code) is in",
         "[reference-record.md](reference-record.md#what-an-exit-code-says).",
+        "",
+        "## A task that refuses",
+        "A task that ends with an error says why in its `msg`, and its result's `status` says",
+        "which kind of error it was:",
+        "",
+        "| `status` | the error |",
+        "|---|---|",
+    ]
+    lines += ["| `%s` | %s |" % (error.status, cell(" ".join(error.__doc__.split())))
+              for error in (_errors.RefusedError, _errors.SessionError)]
+    lines += [
         "",
         "## A host whose network check failed",
         "A session refuses to start on a host whose network check (the host_capabilities",
