@@ -199,6 +199,29 @@ def test_a_large_download_spends_almost_nothing_of_the_budget(workstation, serve
     assert record["enforcement_watch"]["lost"] is None and result.returncode == 0
 
 
+# The most one round of the session's canaries may send to the gate: two CONNECTs and a
+# ClientHello of one key share (the host's OpenSSL 3.5 offers a post-quantum one of its
+# own, 1561 bytes in all, and spent 1.3 MB of a budget an hour).
+CANARY_ROUND_BYTES = 1024
+
+
+def test_the_canaries_spend_little_of_the_budget(workstation, server):
+    """An idle session's bytes to the gate are its canaries' (and the entrypoint's checks,
+    once): what each round costs a budget, from the record (bytes the kernel counted)."""
+    rounds = {}
+    for seconds in (3, 33):
+        _result, record, transcript, _results = session(workstation, f"sleep {seconds}", "map-host-loopback",
+                                                        {"aisb_upload_budget": BUDGET})
+        canaries = record["enforcement_watch"]["canaries"]
+        assert canaries["failed"] is None and record["upload"]["status"] == "within-budget", transcript[-2000:]
+        rounds[seconds] = (canaries["rounds"], record["upload"]["gate"]["sent"])
+    (short_rounds, short_sent), (long_rounds, long_sent) = rounds[3], rounds[33]
+    assert long_rounds > short_rounds, rounds
+    per_round = (long_sent - short_sent) / (long_rounds - short_rounds)
+    print("the canaries sent %.0f bytes a round to the gate (%s)" % (per_round, rounds))
+    assert 0 < per_round <= CANARY_ROUND_BYTES, rounds
+
+
 def test_without_a_budget_the_table_has_no_quota(workstation, server):
     _result, record, transcript, results = session(
         workstation, f"curl -s -o /dev/null -w 'RESULT put=%{{http_code}}\\n' -T /etc/os-release "

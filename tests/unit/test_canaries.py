@@ -350,8 +350,18 @@ def test_a_first_process_whose_namespaces_are_gone_is_not_alive():
     synced the host's filesystem) without being a zombie yet; the watch, finding no
     network to read for 4 s, said enforcement-lost. Here a PID namespace's first process
     is held in its exit the same way (a member of its namespace whose parent, outside,
-    does not reap it)."""
-    holder = subprocess.Popen(["unshare", "--user", "--pid", "--fork", "sleep", "30"])
+    is stopped and does not reap it)."""
+    held = [_held_in_its_exit() for _attempt in range(3)]
+    # The hold is the test's scaffolding (once in some 25 runs of this file the first process
+    # ended at once): one of three attempts must hold it; each that did is judged.
+    assert any(alive is not None for alive in held), "no attempt held a first process in its exit"
+    assert [alive for alive in held if alive is not None] == [False] * sum(alive is not None for alive in held)
+
+
+def _held_in_its_exit():
+    """_alive of a PID namespace's first process held in its exit (alive before), or None
+    when it could not be held there."""
+    holder = subprocess.Popen(["unshare", "--user", "--pid", "--fork", "sleep", "30"], stderr=subprocess.DEVNULL)
     assert wait_for(lambda: _children(holder.pid))
     first = _children(holder.pid)[0]
     member = subprocess.Popen(["nsenter", "--target", str(first), "--user", "--pid", "--preserve-credentials",
@@ -362,8 +372,9 @@ def test_a_first_process_whose_namespaces_are_gone_is_not_alive():
         assert _enforcement_watch._alive(first)
         os.kill(first, signal.SIGKILL)
         assert wait_for(lambda: not os.path.exists("/proc/%d/ns/net" % first))
-        assert os.path.exists("/proc/%d/stat" % first)  # still exiting: not a zombie, not gone
-        assert not _enforcement_watch._alive(first)
+        if not os.path.exists("/proc/%d/stat" % first):
+            return None
+        return _enforcement_watch._alive(first)
     finally:
         os.kill(member.pid, signal.SIGCONT)
         member.wait()

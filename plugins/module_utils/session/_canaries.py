@@ -72,9 +72,12 @@ PROBE_CODE = r"""
 import errno, json, socket, ssl, sys
 V4, V6, NAME, PORT = %r, %r, %r, %d
 def hello():
-    # A ClientHello naming NAME, as the Python's TLS makes it, without a socket.
+    # A ClientHello naming NAME, as the Python's TLS makes it, without a socket; one key
+    # share (OpenSSL 3.5 adds a post-quantum one, 1561 bytes in all against 517, every
+    # round spent from the session's upload budget): the gate reads its server name only.
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    context.set_ecdh_curve("prime256v1")
     outgoing = ssl.MemoryBIO()
     try:
         context.wrap_bio(ssl.MemoryBIO(), outgoing, server_hostname=NAME).do_handshake()
