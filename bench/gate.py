@@ -22,11 +22,23 @@ business):
     one kept-alive connection, and over HTTPS a new CONNECT tunnel and TLS handshake each
     (what the peeking port reads a ClientHello of): p50 and p99, gate and direct, RUNS
     rounds (medians);
-  - the same small requests' p50 through a session's own gate (run_agent.yml allowing
-    the same name and ports, its harness asleep) while its enforcement watch reads that
-    gate every 2 s and its canaries send it their CONNECTs every 5 s, beside the
-    unwatched gate above, alternately (each first in every other round): the added p50
-    within 0.1 ms of the unwatched gate's (issue 34);
+  - the same small requests' p50 through the gates of two run_agent.yml sessions side by
+    side (same allow entries and ports, harnesses asleep): a normal one, whose enforcement
+    watch reads its gate every 2 s (squid's process in /proc, its configuration and
+    ClientHello check hashed through /proc/PID/root) and whose canaries send it two
+    CONNECTs every 5 s, and one with aisb_allow_unenforced, which has neither. Their gates
+    are the same: a session's gate-session.conf is render_session_conf(port, session id,
+    the policy) (_session_plan.plan_session), which aisb_allow_unenforced does not enter;
+    same image, podman options and policy directory, both on the host's loopback; only
+    port and session id differ. (aisb_allow_unenforced also lets the entrypoint go on
+    when its table fails, which it does not here: the sandbox's side, off the measured
+    path.) The two alternately, each first in every other round, then the long-lived gate
+    (its configuration rendered the same, its container a systemd service's): the watched
+    gate's added p50 within 0.1 ms of the unwatched one's (issue 34), and the unwatched
+    one's beside the long-lived gate's as a figure. Both sessions run through all rounds,
+    so the machine's load, the watch's own CPU included, weighs on both: the row is what
+    the watch does to its gate's requests; the watch's CPU share over that session is a
+    row of its own (over a 60 s session, bench/session.py's);
   - peak memory: the gate container's cgroup memory.peak where cgroup v2 keeps one,
     else the kernel's high-water mark of resident memory (VmHWM) of its processes,
     read after all the traffic above and a burst of 32 downloads at once (5 MB each,
@@ -41,7 +53,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from measure import median, percentile, playbook_argv, row, run_alone
+from measure import median, percentile, playbook_argv, playbook_record, row, run_alone, watch_cpu
 from scenario import ANSIBLE_ENV, Internet
 from user_manager import UserManager
 from workstation import AISB_STATE, TRANSFER_DIR
@@ -57,9 +69,12 @@ LINK_RATE = "1gbit"
 SERVER = f"{TRANSFER_DIR}/payload_server.py"
 CLIENT = f"{TRANSFER_DIR}/latency_client.py"
 CERT, KEY = f"{TRANSFER_DIR}/payload.crt", f"{TRANSFER_DIR}/payload.key"
-# The watched session's project, and the longest its harness sleeps (it is stopped once measured).
-WATCHED_PROJECT = "/home/dev/bench-watched-project"
-WATCHED_SLEEP = 1800
+# The projects of the watched session and of the unwatched one (by watched), and the
+# longest their harnesses sleep (they are stopped once measured).
+PROJECTS = {True: "/home/dev/bench-watched-project", False: "/home/dev/bench-unwatched-project"}
+SESSION_SLEEP = 1800
+# The enforcement watch's helper, as pgrep -f finds it.
+WATCH_HELPER = "nft --json --interactive"
 # The small requests: URL's scheme and port, the client's mode, and what the row says.
 SMALL = (("http", HTTP_PORT, "new", "a new connection each"), ("http", HTTP_PORT, "reuse", "one kept-alive connection"),
          ("https", HTTPS_PORT, "new", "HTTPS, a new CONNECT tunnel and TLS handshake each"))
@@ -104,69 +119,118 @@ def start_gate(ws):
     return found.groups()
 
 
-def watched_session(ws):
+def sandboxes(ws):
+    """Names of the sandboxes running."""
+    return set(name for name in ws.run(["podman", "ps", "--format", "{{.Names}}"]).stdout.split()
+               if name.startswith("aisb-sandbox-"))
+
+
+def relays(ws, proxy):
+    """Whether the gate at PROXY (host:port) relays a small request to the origin."""
+    argv = ["curl", "-sS", "--fail", "-o", "/dev/null", "--max-time", "5", "--proxy", f"http://{proxy}",
+            f"http://{NAME}:{HTTP_PORT}/small"]
+    return ws.run(argv, check=False).returncode == 0
+
+
+def watch_helper_runs(ws):
+    """Whether an enforcement watch's helper runs on the workstation."""
+    return ws.run(["pgrep", "-f", WATCH_HELPER], check=False).returncode == 0
+
+
+def start_session(ws, watched):
     """(the playbook's process, its sandbox's name, its gate's address host:port): a
-    session allowing NAME on the benchmark's ports, its harness asleep, once its
-    enforcement watch and canaries have run for a few seconds."""
-    ws.sh(f"mkdir -p {WATCHED_PROJECT}")
-    before = set(ws.run(["podman", "ps", "--format", "{{.Names}}"]).stdout.split())
-    allow = {"aisb_allow": [NAME], "aisb_connect_ports": [HTTP_PORT, HTTPS_PORT],
-             "command": ["sleep", str(WATCHED_SLEEP)]}
-    playbook = subprocess.Popen(ws.command(playbook_argv(ws, "run_agent", "-e", f"project={WATCHED_PROJECT}",
-                                                         "-e", json.dumps(allow)), env=ANSIBLE_ENV),
+    run_agent.yml session allowing NAME on the benchmark's ports, its harness asleep, once
+    its gate relays. WATCHED: a normal session, once its enforcement watch and canaries have
+    run for a few seconds; else one with aisb_allow_unenforced (no watch, no canaries),
+    started first: the watch's helper then found running is the watched session's."""
+    project = PROJECTS[watched]
+    ws.sh(f"mkdir -p {project}")
+    before = sandboxes(ws)
+    settings = {"aisb_allow": [NAME], "aisb_connect_ports": [HTTP_PORT, HTTPS_PORT],
+                "command": ["sleep", str(SESSION_SLEEP)]}
+    if not watched:
+        settings["aisb_allow_unenforced"] = True
+    playbook = subprocess.Popen(ws.command(playbook_argv(ws, "run_agent", "-e", f"project={project}",
+                                                         "-e", json.dumps(settings)), env=ANSIBLE_ENV),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and playbook.poll() is None:
-        started = [name for name in set(ws.run(["podman", "ps", "--format", "{{.Names}}"]).stdout.split()) - before
-                   if name.startswith("aisb-sandbox-")]
-        # The watch's helper runs once the entrypoint has reported its table.
-        if started and ws.run(["pgrep", "-f", "nft --json --interactive"], check=False).returncode == 0:
-            session = started[0][len("aisb-sandbox-"):]
-            conf = ws.path(f"{AISB_STATE}/sessions/{session}/gate-session.conf").read_text()
-            time.sleep(12)  # a few readings and two rounds of canaries first
-            return playbook, started[0], re.search(r"^http_port (\S+) ", conf, re.M).group(1)
+        for sandbox in sandboxes(ws) - before:
+            # Written before the sandbox starts; its port is the gate's.
+            conf = ws.path(f"{AISB_STATE}/sessions/{sandbox[len('aisb-sandbox-'):]}/gate-session.conf")
+            proxy = re.search(r"^http_port (\S+) ", conf.read_text(), re.M).group(1) if conf.exists() else None
+            if not (proxy and relays(ws, proxy)):
+                continue
+            if not watched:
+                if watch_helper_runs(ws):
+                    playbook.kill()
+                    raise SystemExit("an enforcement watch's helper runs beside the unwatched session")
+                return playbook, sandbox, proxy
+            # The watch's helper runs once the entrypoint has reported its table.
+            if watch_helper_runs(ws):
+                time.sleep(12)  # a few readings and two rounds of canaries first
+                return playbook, sandbox, proxy
         time.sleep(0.5)
     playbook.kill()
-    raise SystemExit("the watched session did not start: %s" % playbook.communicate()[0][-3000:])
+    raise SystemExit("the %s session did not start: %s" % ("watched" if watched else "unwatched",
+                                                           playbook.communicate()[0][-3000:]))
 
 
-def end_watched_session(ws, playbook, sandbox):
-    """Stop the watched session's sandbox; its record, which must show nothing lost."""
-    ws.run(["podman", "stop", "--time", "0", sandbox], check=False)
-    output = playbook.communicate(timeout=300)[0]
-    path = re.search(r'"record": "([^"]+)"', output) or re.search(r"record (\S+/record\.json)", output)
-    watch = json.loads(ws.path(path.group(1)).read_text())["enforcement_watch"]
-    if watch["lost"] is not None:
-        raise SystemExit("the watched session lost its enforcement: %s" % watch["lost"])
-    return watch
+def end_sessions(ws, sessions):
+    """Stop the sandboxes of SESSIONS ({watched: (playbook, sandbox, proxy)}); their records'
+    enforcement_watch, by watched. The watched one must have lost nothing, the other must
+    not have been watched."""
+    for _playbook, sandbox, _proxy in sessions.values():
+        ws.run(["podman", "stop", "--time", "0", sandbox], check=False)
+    watches = dict((watched, playbook_record(ws, playbook.communicate(timeout=300)[0])["enforcement_watch"])
+                   for watched, (playbook, _sandbox, _proxy) in sessions.items())
+    if True in watches and not (watches[True]["watched"] and watches[True]["lost"] is None):
+        raise SystemExit("the watched session was not watched, or lost its enforcement: %s" % watches[True])
+    if False in watches and watches[False]["watched"]:
+        raise SystemExit("the unwatched session was watched: %s" % watches[False])
+    return watches
 
 
 def watched_latency(ws, proxy, runs):
-    """Rows: each small request's p50 through a watched session's gate beside PROXY's
-    (the unwatched gate), alternately, RUNS rounds (medians)."""
-    playbook, sandbox, watched = watched_session(ws)
+    """Rows: each small request's p50 through a watched session's gate beside an unwatched
+    session's, alternately (each first in every other round), then through the long-lived
+    gate at PROXY, RUNS rounds (medians); the watch's CPU meanwhile."""
+    sessions = {}
     try:
-        figures = dict((how, {"direct": [], "gate": [], "watched": []}) for _s, _p, _m, how in SMALL)
+        for watched in (False, True):
+            sessions[watched] = start_session(ws, watched)
+        figures = dict((how, dict((path, []) for path in ("direct", "watched", "unwatched", "service")))
+                       for _s, _p, _m, how in SMALL)
         for run in range(runs):
-            # The two gates in turn first: neither gains from coming second.
-            gates = [("gate", proxy), ("watched", watched)][::1 if run % 2 == 0 else -1]
+            # The two session gates in turn first: neither gains from coming second.
+            pair = [("watched", sessions[True][2]), ("unwatched", sessions[False][2])][::1 if run % 2 == 0 else -1]
             for scheme, port, mode, how in SMALL:
-                for path, address in [("direct", None)] + gates:
+                for path, address in [("direct", None)] + pair + [("service", proxy)]:
                     figures[how][path].append(percentile(
                         request_times(ws, f"{scheme}://{NAME}:{port}/small", mode, address), 0.5))
     finally:
-        watch = end_watched_session(ws, playbook, sandbox)
+        watch = end_sessions(ws, sessions).get(True)
+    cpu = watch_cpu(watch)
     rows = []
     for _scheme, _port, _mode, how in SMALL:
-        direct, gate_ms, watched_ms = (1000 * median(figures[how][path]) for path in ("direct", "gate", "watched"))
-        more = (watched_ms - direct) - (gate_ms - direct)
+        direct, watched_ms, unwatched_ms, service_ms = (1000 * median(figures[how][path])
+                                                        for path in ("direct", "watched", "unwatched", "service"))
         rows.append(row("gate", f"small request p50, {how}, through a session's gate its watch read "
-                        f"{watch['readings']} times and its canaries probed {watch['canaries']['rounds']} times "
-                        f"meanwhile (added: "
-                        f"{watched_ms - direct:.2f} ms; unwatched gate: {gate_ms - direct:.2f} ms)",
-                        round(watched_ms, 3), "ms", round(gate_ms, 3), "same request, the unwatched gate",
-                        "added within 0.1 ms of the unwatched gate's", more <= 0.1, runs,
-                        [1000 * t for t in figures[how]["watched"]], [1000 * t for t in figures[how]["gate"]]))
+                        f"{cpu['readings']} times and its canaries probed {cpu['rounds']} times meanwhile (added: "
+                        f"{watched_ms - direct:.2f} ms; the unwatched session's gate: {unwatched_ms - direct:.2f} ms)",
+                        round(watched_ms, 3), "ms", round(unwatched_ms, 3),
+                        "same request, the gate of a session without watch and canaries (aisb_allow_unenforced)",
+                        "added within 0.1 ms of the unwatched session gate's", watched_ms - unwatched_ms <= 0.1, runs,
+                        [1000 * t for t in figures[how]["watched"]], [1000 * t for t in figures[how]["unwatched"]]))
+        rows.append(row("gate", f"small request p50, {how}, through the unwatched session's gate (added: "
+                        f"{unwatched_ms - direct:.2f} ms; the long-lived gate: {service_ms - direct:.2f} ms)",
+                        round(unwatched_ms, 3), "ms", round(service_ms, 3), "same request, the long-lived gate",
+                        None, None, runs, [1000 * t for t in figures[how]["unwatched"]],
+                        [1000 * t for t in figures[how]["service"]]))
+    rows.append(row("gate", "enforcement watch and canaries: CPU of their helpers, %d readings, %d canary rounds and "
+                    "their threads over the watched session (%.0f s, the small requests above through its gate)"
+                    % (cpu["readings"], cpu["rounds"], cpu["watched_s"]), round(cpu["percent"], 3), "% of one core",
+                    target="<= 1 %", met=cpu["percent"] <= 1, runs=1, samples=[cpu["percent"]]))
     return rows
 
 

@@ -9,6 +9,7 @@ the samples are the single runs the value and the floor are the medians of (seco
 """
 
 import json
+import re
 import statistics
 import sys
 import time
@@ -86,6 +87,24 @@ def percentile(values, fraction):
     """The nearest-rank percentile of VALUES (FRACTION 0.5 for p50, 0.99 for p99)."""
     ordered = sorted(values)
     return ordered[max(0, min(len(ordered) - 1, int(round(fraction * len(ordered))) - 1))]
+
+
+def playbook_record(ws, output):
+    """The session record run_agent.yml's OUTPUT names (its result's, or the line saying
+    where the record is), read."""
+    path = re.search(r'"record": "([^"]+)"', output) or re.search(r"record (\S+/record\.json)", output)
+    return json.loads(ws.path(path.group(1)).read_text())
+
+
+def watch_cpu(watch):
+    """The CPU a session's enforcement watch and canaries used, from its record's
+    enforcement_watch: their helpers (wait4's rusage) and threads (thread_time), as a share
+    of one core over the time it watched."""
+    canaries = watch["canaries"]
+    cpu = sum(watch["cpu_s"][part] for part in ("helper_s", "monitor_s", "canaries_s", "thread_s")) + canaries["cpu_s"]
+    watched = watch["last_good_reading_at"] - watch["first_reading_at"] + watch["interval_s"]
+    return {"percent": 100 * cpu / watched, "readings": watch["readings"], "rounds": canaries["rounds"], "cpu_s": cpu,
+            "watched_s": watched}
 
 
 def row(section, what, value, unit, floor=None, floor_what=None, target=None, met=None, runs=None,

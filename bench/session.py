@@ -28,9 +28,9 @@ A measurement, not a test: it asserts nothing.
 """
 
 import json
-import re
 
-from measure import ANSIBLE_ENV, HARNESS, empty_play, median, operator_vars, playbook_argv, row, run_alone, timed
+from measure import (ANSIBLE_ENV, HARNESS, empty_play, median, operator_vars, playbook_argv, playbook_record, row,
+                     run_alone, timed, watch_cpu)
 
 PROJECT = "/home/dev/bench-project"
 FIRST_INSTRUCTION = ["sh", "-c", "date +%s.%N"]
@@ -167,13 +167,7 @@ def watcher_cpu(ws):
     result = ws.run(playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
                                   "-e", json.dumps({"command": ["sleep", str(WATCH_SECONDS)]})),
                     env=ANSIBLE_ENV, timeout=600)
-    path = re.search(r'"record": "([^"]+)"', result.stdout) or re.search(r"record (\S+/record\.json)", result.stdout)
-    watch = json.loads(ws.path(path.group(1)).read_text())["enforcement_watch"]
-    canaries = watch["canaries"]
-    cpu = sum(watch["cpu_s"][part] for part in ("helper_s", "monitor_s", "canaries_s", "thread_s")) + canaries["cpu_s"]
-    watched = watch["last_good_reading_at"] - watch["first_reading_at"] + watch["interval_s"]
-    return {"percent": 100 * cpu / watched, "readings": watch["readings"], "rounds": canaries["rounds"], "cpu_s": cpu,
-            "watched_s": watched}
+    return watch_cpu(playbook_record(ws, result.stdout)["enforcement_watch"])
 
 
 if __name__ == "__main__":
