@@ -19,8 +19,9 @@ import time
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy._squid import HELLO_CHECKED, SNI_HELPER
-from sessions import (PROJECT, allow, images_and_policy, new_sandbox, processes, provisioned_sandbox_image, record_of,
-                      run_agent, session_containers, session_module, start_in_background)
+from sessions import (PROJECT, allow, containers_left, images_and_policy, new_sandbox, processes,
+                      provisioned_sandbox_image, record_of, run_agent, session_containers, session_module,
+                      start_in_background)
 from workstation import AISB_STATE
 
 # The watcher's helper: the host's nft in interactive mode (_podman.netns_reader).
@@ -168,7 +169,21 @@ wait "$member" || true  # its sleep died with the namespace
 
 def test_a_sandbox_slow_to_end_ends_its_session_as_exited(workstation, project):
     """Was a false loss: no network to read for 4 s while the sandbox's first process
-    ended, and the session said enforcement-lost (77)."""
+    ended, and the session said enforcement-lost (77). Every session ends as exited; the
+    hold is the test's scaffolding (rarely its first process ends at once): one of three
+    sessions must have been held."""
+    held = []
+    while len(held) < 3 and True not in held:
+        holder, record = held_session(workstation)
+        held.append(holder.stdout.split() == ["held-in-its-exit"])
+        assert record["status"] == "exited" and record["exit_code"] == 0, (record, holder.stdout + holder.stderr)
+        assert record["enforcement_watch"]["lost"] is None, record["enforcement_watch"]
+        assert containers_left(workstation) == ""
+    assert True in held, held
+
+
+def held_session(workstation):
+    """(the holder's result, the record) of a session whose sandbox HOLD_THE_EXIT held."""
     workstation.sh(f"rm -f {PROJECT}/.held")
     running = session_containers(workstation)
     playbook = start_in_background(workstation, ["sh", "-c", "while [ ! -e /project/.held ]; do sleep 0.1; done"])
@@ -177,15 +192,11 @@ def test_a_sandbox_slow_to_end_ends_its_session_as_exited(workstation, project):
         pidfile = f"{AISB_STATE}/sessions/{sandbox[len('aisb-sandbox-'):]}/sandbox.pid"
         holder = workstation.run(["sh", "-c", HOLD_THE_EXIT.replace("/project/", f"{PROJECT}/"), "hold", pidfile],
                                  timeout=120)
-        assert holder.stdout.split() == ["held-in-its-exit"], holder.stdout + holder.stderr
         output = playbook.communicate(timeout=120)[0]
     finally:
         playbook.kill()
         playbook.wait()
-    record = record_of(workstation, output)
-    assert record["status"] == "exited" and record["exit_code"] == 0, record
-    assert record["enforcement_watch"]["lost"] is None, record["enforcement_watch"]
-    assert session_containers(workstation) == []
+    return holder, record_of(workstation, output)
 
 
 def test_the_helper_runs_during_the_session_and_dies_with_a_sigkilled_session(workstation, project):
