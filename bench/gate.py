@@ -53,8 +53,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from measure import median, percentile, playbook_argv, playbook_record, row, run_alone, watch_cpu
+from measure import median, percentile, playbook_argv, row, run_alone, watch_cpu
 from scenario import ANSIBLE_ENV, Internet
+from sessions import record_of
 from user_manager import UserManager
 from workstation import AISB_STATE, TRANSFER_DIR
 
@@ -182,7 +183,7 @@ def end_sessions(ws, sessions):
     not have been watched."""
     for _playbook, sandbox, _proxy in sessions.values():
         ws.run(["podman", "stop", "--time", "0", sandbox], check=False)
-    watches = dict((watched, playbook_record(ws, playbook.communicate(timeout=300)[0])["enforcement_watch"])
+    watches = dict((watched, record_of(ws, playbook.communicate(timeout=300)[0])["enforcement_watch"])
                    for watched, (playbook, _sandbox, _proxy) in sessions.items())
     if True in watches and not (watches[True]["watched"] and watches[True]["lost"] is None):
         raise SystemExit("the watched session was not watched, or lost its enforcement: %s" % watches[True])

@@ -9,7 +9,6 @@ the samples are the single runs the value and the floor are the medians of (seco
 """
 
 import json
-import re
 import statistics
 import sys
 import time
@@ -87,13 +86,6 @@ def percentile(values, fraction):
     """The nearest-rank percentile of VALUES (FRACTION 0.5 for p50, 0.99 for p99)."""
     ordered = sorted(values)
     return ordered[max(0, min(len(ordered) - 1, int(round(fraction * len(ordered))) - 1))]
-
-
-def playbook_record(ws, output):
-    """The session record run_agent.yml's OUTPUT names (its result's, or the line saying
-    where the record is), read."""
-    path = re.search(r'"record": "([^"]+)"', output) or re.search(r"record (\S+/record\.json)", output)
-    return json.loads(ws.path(path.group(1)).read_text())
 
 
 def watch_cpu(watch):

@@ -29,8 +29,9 @@ A measurement, not a test: it asserts nothing.
 
 import json
 
-from measure import (ANSIBLE_ENV, HARNESS, empty_play, median, operator_vars, playbook_argv, playbook_record, row,
-                     run_alone, timed, watch_cpu)
+from measure import (ANSIBLE_ENV, HARNESS, empty_play, median, operator_vars, playbook_argv, row, run_alone, timed,
+                     watch_cpu)
+from sessions import record_of
 
 PROJECT = "/home/dev/bench-project"
 FIRST_INSTRUCTION = ["sh", "-c", "date +%s.%N"]
@@ -167,7 +168,7 @@ def watcher_cpu(ws):
     result = ws.run(playbook_argv(ws, "run_agent", "-e", f"project={PROJECT}",
                                   "-e", json.dumps({"command": ["sleep", str(WATCH_SECONDS)]})),
                     env=ANSIBLE_ENV, timeout=600)
-    return watch_cpu(playbook_record(ws, result.stdout)["enforcement_watch"])
+    return watch_cpu(record_of(ws, result.stdout)["enforcement_watch"])
 
 
 if __name__ == "__main__":

@@ -124,9 +124,15 @@ def session_dirs(ws):
     return sorted(p.name for p in sessions.iterdir()) if sessions.exists() else []
 
 
+def listed_session_containers(ws, shape):
+    """podman's listing of every session's container (gates and sandboxes), running or
+    not, a line each in SHAPE (a Go template)."""
+    return ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format", shape]).stdout
+
+
 def session_containers(ws):
     """Names of every session's containers (gates and sandboxes), running or not."""
-    return ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format", "{{.Names}}"]).stdout.split()
+    return listed_session_containers(ws, "{{.Names}}").split()
 
 
 def containers_left(ws, within=60):
@@ -136,8 +142,7 @@ def containers_left(ws, within=60):
     deadline = time.monotonic() + within
     while time.monotonic() < deadline and session_containers(ws):
         time.sleep(0.2)
-    left = ws.run(["podman", "ps", "-a", "--filter", "label=aisb.session", "--format",
-                   "{{.Names}} {{.Status}} pid={{.Pid}}"]).stdout.strip()
+    left = listed_session_containers(ws, "{{.Names}} {{.Status}} pid={{.Pid}}").strip()
     if not left:
         return ""
     return left + "\n" + ws.run(["ps", "-eo", "pid,ppid,pgid,stat,etimes,wchan:24,args"]).stdout

@@ -30,7 +30,7 @@ SNI_HELPER = "/usr/local/lib/aisb/sni-is-connect-host"
 # tunnel to a CONNECT port opens only with it (see _connect).
 HELLO_CHECKED = "aisb-hello-checked"
 # Why the helper refused a ClientHello (its ERR log=, the record's gate.denied reason), by
-# the reason it gives: the kinds are the helper's (tests/unit/test_squid.py holds this
+# the reason it gives: the kinds are the helper's (tests/unit/test_sni_helper.py holds this
 # table to it), the words docs/reference-refusals.md shows.
 SNI_REFUSALS = {
     "sni-differs": "one good name, but another than the CONNECT host (even one the allowlist has, or another "
