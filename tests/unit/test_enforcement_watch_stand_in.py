@@ -70,10 +70,10 @@ class Stand:
         self.lost.append(lost)
         self.called.set()
 
-    def watch(self, policy=POLICY, seccomp=None, reported=None, interval=INTERVAL, gate=None):
+    def watch(self, policy=POLICY, seccomp=None, reported=None, interval=INTERVAL, gate=None, canaries=False):
         watch = EnforcementWatch(str(self.pidfile), policy, self.tools, self.on_lost, interval=interval,
                                  stale_after=max(STALE_AFTER, 2 * interval), seccomp=seccomp, reported=reported,
-                                 gate=gate)
+                                 gate=gate, canaries=canaries)
         watch.start()
         return watch
 
@@ -339,6 +339,28 @@ def test_stop_before_the_first_reading_ends_everything(stand):
     assert stand.lost == []
     assert not watch._thread.is_alive()  # pylint: disable=protected-access
     assert watch._process.returncode is not None  # pylint: disable=protected-access
+
+
+def test_helpers_in_a_round_or_already_ended_are_ended_and_reaped_with_their_cpu_time(stand, tmp_path):
+    """The session's end: the canaries' helper in the middle of a round (a probe waiting on
+    a dropped SYN: it reads no more input) is killed, not waited for; a monitor that had
+    exited already is reaped with its CPU time (Popen.kill reaped it first: none kept)."""
+    asked = tmp_path / "asked"
+    probes = tmp_path / "python3"
+    probes.write_text("#!/bin/sh\nread -r _ && : >%s && exec sleep 300\n" % asked)
+    probes.chmod(0o755)
+    stand.tools["python3"] = str(probes)
+    stand.monitor.write_text("exit 0\n")
+    watch = stand.watch(canaries=True)
+    assert wait_for(lambda: asked.exists() and watch.readings >= 1)
+    helper, monitor = watch.canaries.process, watch._monitor  # pylint: disable=protected-access
+    assert wait_for(lambda: os.waitid(os.P_PID, monitor.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None)
+    watch.stop()
+    cpu = watch.report()["cpu_s"]
+    assert helper.returncode == -9 and not os.path.exists("/proc/%d" % helper.pid)
+    assert monitor.returncode == 0 and cpu["canaries_s"] >= 0 and cpu["monitor_s"] >= 0, cpu
+    # The sandbox (this test) still runs: a monitor gone is nothing listening any more.
+    assert [lost["what"] for lost in stand.lost] == ["the ruleset's monitor exited: "]
 
 
 def test_the_helper_reads_in_the_sandboxs_namespaces_with_the_hosts_nft():

@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import subprocess
 import threading
 import time
@@ -245,8 +246,11 @@ class EnforcementWatch(object):
             self._lose("the watcher failed: %s: %s" % (type(error).__name__, error), time.time())
         finally:
             if self.canaries is not None:
+                # The session is over: a round the helper is in may wait seconds on a dropped
+                # probe. Killed first, its output ends, and with it the thread's wait for it.
+                _kill(self.canaries.process)
                 self.canaries.stop()
-                self.cpu["canaries_s"] = _end(self.canaries.process, close_input=True)
+                self.cpu["canaries_s"] = _end(self.canaries.process, close_input=False)
             self.cpu["helper_s"] = _end(self._process, close_input=True)
             self.cpu["monitor_s"] = _end(self._monitor, close_input=False)
             for fd in (self._wake_read, self._wake_write):
@@ -556,8 +560,7 @@ class EnforcementWatch(object):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._stopping.is_set():
                 return None
-            ready, _w, _x = select.select([fd], [], [], min(remaining, 0.5))
-            if not ready:
+            if fd not in select.select([fd, self._wake_read], [], [], remaining)[0]:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -598,6 +601,16 @@ def _reported_lines(text):
         return None
 
 
+def _kill(process):
+    """SIGKILL to a helper not yet reaped (Popen.kill would reap one that has exited, and
+    its CPU time with it: _end reads that from wait4)."""
+    if process.returncode is None:
+        try:
+            os.kill(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _end(process, close_input):
     """End a helper: close its input (nft --interactive ends at end of file) or kill it
     (nft monitor reads nothing), kill it if it lingers, and return its CPU time in
@@ -610,7 +623,7 @@ def _end(process, close_input):
         except OSError:
             pass
     else:
-        process.kill()
+        _kill(process)
     deadline = time.monotonic() + 1.0
     try:
         while time.monotonic() < deadline:
@@ -619,7 +632,7 @@ def _end(process, close_input):
                 break
             time.sleep(0.01)
         else:
-            process.kill()
+            _kill(process)
             pid, status, usage = os.wait4(process.pid, 0)
     except ChildProcessError:
         return None  # reaped elsewhere: gone, its CPU time unknown
