@@ -330,10 +330,11 @@ def bring_back(inputs, plan, runner, run, review, environ):
     commits = [{"repository": path, "refs": {}, "error": missing} for path in repositories] if missing else \
         _project_commits.bring_back(run, inputs.executable, git, inputs.image, inputs.project, repositories,
                                     runner.session_dir, plan.session_id, mounts, overlay, inputs.project_label)
-    if inputs.project_git is not None:
+    overlays = os.path.join(runner.session_dir, _project_git.GIT_DIR)
+    if inputs.project_git is not None and os.path.lexists(overlays):
         # The overlays' work directories belong to the user namespace's root: removed
         # inside it, with the upper layers (their commits are in the bundles now).
-        run(_podman.remove_tree(inputs.executable, os.path.join(runner.session_dir, _project_git.GIT_DIR)))
+        run(_podman.remove_tree(inputs.executable, overlays))
     return commits
 
 
