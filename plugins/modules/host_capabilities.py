@@ -42,6 +42,10 @@ options:
       - Return the facts stored at O(path) without probing when their fingerprint matches
         this host, they were measured with the same O(probe_image) or O(base_image), and
         they are younger than O(max_age). Otherwise probe again.
+      - The fingerprint's versions are read with C(podman info) only when podman's, pasta's,
+        the OCI runtime's or conmon's executables, podman's C(containers.conf) files, the
+        kernel or C(/etc/os-release) changed since it last ran (a session reads them the
+        same way); the probe image's ID is read every time.
     type: bool
     default: false
   max_age:
@@ -220,7 +224,9 @@ def measure(params, check_mode, run, environ, now):
     previous = _host_facts.load(path)
     source = params["probe_image"] or base_image
     if params["cached"] and previous and previous.get("probe_source") == source:
-        fingerprint = _host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman, cache_environ)
+        # podman info's part as a session's admission reads it: kept while the host's key stands.
+        fingerprint = (_host_facts.current_fingerprint(run, _host_facts.PROBE_IMAGE_ALIAS, podman) if check_mode
+                       else _host_facts.cached_fingerprint(run, cache_environ, _host_facts.PROBE_IMAGE_ALIAS, podman))
         if not _host_facts.stale_reasons(previous, fingerprint, now, params["max_age"]):
             return {"changed": False, "cached": True, "path": path, "state_dir": state,
                     "ansible_facts": {"aisb_host": previous}}

@@ -40,6 +40,23 @@ def test_cached_mode_answers_from_the_file_without_a_container(tmp_path):
     assert run.commands and all(argv[1] in ("info", "image") for argv in run.commands)
 
 
+def test_cached_mode_reads_podman_info_once_while_the_host_key_stands(tmp_path):
+    """podman info cost a warm run_agent.yml 0.15 s a run: the fingerprint's podman part is
+    kept (_host_facts.cached_fingerprint, as a session's admission reads it); only the
+    probe image's ID is asked for again."""
+    path = tmp_path / "facts.json"
+    stored = stored_facts("localhost/base:1")
+    _host_facts.save(str(path), stored)
+    environ = {"HOME": str(tmp_path)}
+    asked = []
+    for _run in range(2):
+        run = Runner(fake_podman({_host_facts.PROBE_IMAGE_ALIAS}))
+        answer = measure(*given(path=str(path), base_image="localhost/base:1", cached=True), run, environ, NOW)
+        assert answer["cached"] is True and answer["ansible_facts"] == {"aisb_host": stored}
+        asked.append(sorted(argv[1] for argv in run.commands))
+    assert asked == [["image", "info"], ["image"]]
+
+
 def test_a_measurement_is_stored_and_names_its_probe_image(tmp_path, programs_as_named):
     environ = {"HOME": str(tmp_path)}
     run = Runner(fake_podman())
