@@ -76,8 +76,8 @@ options:
     default: {}
   fact_name:
     description:
-      - When set, also return the tag as the fact C(<fact_name>) and the hashed inputs as
-        C(<fact_name>_inputs).
+      - When set, also return the tag as the fact C(<fact_name>), the hashed inputs as
+        C(<fact_name>_inputs) and O(base_image) as C(<fact_name>_base_image).
     type: str
   log_dir:
     description:
@@ -89,7 +89,8 @@ options:
   records_dir:
     description:
       - Where the images' refresh stamps (C(refreshed/<name's last part>)) and last-use
-        marks (C(used/<name's last part>-<hash>)) are kept.
+        marks (C(used/<name's last part>-<hash>)) are kept. A build removes
+        C(session-images.json) there (what M(aisb.sandbox.session_images) remembered).
       - Defaults to C(${XDG_STATE_HOME:-~/.local/state}/aisb/images).
     type: path
   refresh_stamp:
@@ -162,7 +163,7 @@ msg:
   returned: when a build ran, or the tag is not known yet
   type: str
 ansible_facts:
-  description: The tag and the inputs as facts, when O(fact_name) is set.
+  description: The tag, the inputs and the base image as facts, when O(fact_name) is set.
   returned: success and O(fact_name) is set
   type: dict
   sample: {aisb_sandbox_image: "localhost/aisb-sandbox:3f2a9c0d1e4b5a67", aisb_sandbox_image_inputs: {}}
@@ -177,7 +178,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _state_layout
-from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images, _session_images
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
 
 
@@ -244,7 +245,11 @@ def execute_showing(params, check_mode, run, environ, progress):
     fact = params["fact_name"]
     result = dict(changed=image.built or image.tag is None, built=image.built or image.tag is None, image=image.tag,
                   hash=image.digest, inputs=image.inputs, commands=run.commands, log=image.log, seconds=image.seconds,
-                  ansible_facts={fact: image.tag, fact + "_inputs": image.inputs} if fact else {})
+                  ansible_facts={fact: image.tag, fact + "_inputs": image.inputs,
+                                 fact + "_base_image": params["base_image"]} if fact else {})
+    if image.built and not check_mode:
+        # Another image may be current now for what sessions remembered: forget it all.
+        _session_images.forget(params["records_dir"] or _state_layout.images_dir(_state_layout.state_dir(environ)))
     if image.seconds is not None:
         result["msg"] = "built %s from %s in %d s; build log %s" % (
             image.tag, params["base_image"], image.seconds, image.log)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scenario import ANSIBLE_ENV
+from scenario import ANSIBLE_ENV, task_status
 from sessions import (FACTS, PROJECT, allow, containers_left, image_recipes, images_and_policy, new_sandbox, processes,
                       record_of, run_agent, session_containers, session_dirs, session_module, start_in_background,
                       through)
@@ -264,6 +264,35 @@ def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, inte
         assert len(gate["allowed"]) == 1 and len(gate["denied"]) == 4, gate
     assert [r for r in internet.requests() if r["path"] == "/c-cross"] == []
     assert containers_left(workstation) == ""
+
+
+def test_a_warm_session_takes_what_the_roles_gave_only_for_its_own_inputs(workstation, internet, project):
+    """A warm run includes neither the image nor the gate role: what they gave for the same
+    inputs is found (session_images). The attacker's case: right after sessions allowed
+    wider.test, a session whose inputs allow only narrow.test must run under its own
+    policy, wider.test refused by its gate (real traffic), and its next run finds that one."""
+    script = ["sh", "-c", "; ".join("curl -s -o /dev/null -w '%s=%%{http_code}\\n' http://%s.test/" % (name, name)
+                                    for name in ("wider", "narrow"))]
+
+    def session(*entries):
+        result = run_agent(workstation, *allow(*entries), command=script)
+        assert result.returncode == 0, result.stdout[-3000:]
+        record = record_of(workstation, result.stdout)
+        codes = dict(line.split("=") for line in workstation.path(record["transcript"]).read_text().split())
+        return result.stdout, record, codes
+
+    run_agent(workstation, *allow("wider.test", "narrow.test"), command=["true"])  # remembered, if it was not
+    output, wide, codes = session("wider.test", "narrow.test")
+    assert task_status(output, "Ensure the gate image and this policy") == "skipping", output[-3000:]
+    assert codes == {"wider": "200", "narrow": "200"}
+    output, narrow, codes = session("narrow.test")
+    # Other inputs: the gate role ran and rendered this allow list's policy.
+    assert task_status(output, "Validate the policy, render it") == "changed", output[-3000:]
+    assert codes == {"wider": "403", "narrow": "200"}, codes
+    assert narrow["policy_dir"] != wide["policy_dir"] and narrow["image"]["tag"] == wide["image"]["tag"]
+    output, again, codes = session("narrow.test")
+    assert task_status(output, "Ensure the gate image and this policy") == "skipping", output[-3000:]
+    assert again["policy_dir"] == narrow["policy_dir"] and codes == {"wider": "403", "narrow": "200"}
 
 
 def test_interactive_session_in_a_real_terminal(workstation, project):

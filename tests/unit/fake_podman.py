@@ -26,7 +26,9 @@ def fake_podman(images=("localhost/base:1",)):
         if argv[1:3] == ["image", "exists"]:
             return (0 if argv[3] in images else 1), "", ""
         if argv[1:3] == ["image", "inspect"]:
-            return (0, "sha256:" + argv[-1].replace("/", "-") + "\n", "") if argv[-1] in images else (125, "", "")
+            references = argv[5:]
+            return ((0, "".join("sha256:%s\n" % ref.replace("/", "-") for ref in references), "")
+                    if set(references) <= images else (125, "", ""))
         if argv[1] == "build":
             images.add(argv[argv.index("--tag") + 1])
             return 0, "", ""

@@ -46,8 +46,10 @@ def is_local(reference):
     return reference.startswith("localhost/")
 
 
-def image_id(podman, reference):
-    return [podman, "image", "inspect", "--format", "{{.Id}}", reference]
+def image_id(podman, reference, *more):
+    """The ID of REFERENCE (and of each of MORE, a line each, in order; any missing one
+    fails the whole command)."""
+    return [podman, "image", "inspect", "--format", "{{.Id}}", reference] + list(more)
 
 
 def image_labels(podman, reference):

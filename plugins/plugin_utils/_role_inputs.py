@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the image and gate roles' outcome depends on, read on the controller, where the
+roles run: the key of aisb.sandbox.session_images (module_utils/images/_session_images).
+
+- this collection's roles and plugins (templates, files, tasks, defaults, the recipe
+  lookup, content_image, gate_policy): one digest over their bytes;
+- every variable the two roles name anywhere (defaults, vars, tasks and their
+  conditions, argument specs, templates), found by parsing them (role_variables), with
+  the value it has in the play; none is listed by hand;
+- the files the roles read from a variable's paths: the extra CA certificates.
+
+Pure but for reading this collection's files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import yaml
+from jinja2 import Environment, meta
+
+# libyaml's safe loader where PyYAML has it (as Ansible's own does).
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+ROLES = ("image", "gate")
+# Role files whose strings are Jinja, and the task keys whose text is a bare expression.
+ROLE_YAML = ("defaults/main.yml", "vars/main.yml", "tasks/main.yml", "meta/argument_specs.yml")
+CONDITIONS = ("when", "that", "failed_when", "changed_when", "until")
+# Named by the roles but not their inputs: the host's facts (the roles' own outputs among
+# them, and the state directory run_agent.yml passes itself) and Ansible's per-run omit token.
+NOT_INPUTS = ("ansible_facts", "omit")
+# The variables naming files the roles read (the image role's query of their contents).
+FILE_LISTS = ("image_extra_ca_certificates", "aisb_extra_ca_certificates")
+# A refresh builds whatever was found: nothing is looked up for it.
+REFRESH = ("aisb_refresh", "image_refresh", "gate_refresh")
+# What the digest covers, under the collection's root.
+DIGESTED = ("roles", "plugins")
+
+
+class _AnyName(dict):
+    """Every filter and test name is known: Ansible's (to_json, dict2items, ...) are not
+    Jinja's, and parsing (nothing is rendered here) only needs to know they exist."""
+
+    def __contains__(self, _name):
+        return True
+
+    def __getitem__(self, _name):
+        return _unrendered
+
+    def get(self, _name, _default=None):
+        return _unrendered
+
+
+def _unrendered(*_args, **_kwargs):
+    """What every filter and test is while parsing: never called."""
+
+
+# Parses only: Jinja's syntax, which Ansible's templates use.
+_JINJA = Environment()
+_JINJA.filters = _AnyName()
+_JINJA.tests = _AnyName()
+
+
+def collection_root():
+    """This collection's directory (this file is plugins/plugin_utils/ in it)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _strings(data, key=None):
+    """(text, whether it is a bare expression) for every string in DATA."""
+    if isinstance(data, dict):
+        for name, value in data.items():
+            yield from _strings(value, name)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _strings(value, key)
+    elif isinstance(data, str):
+        yield data, key in CONDITIONS
+
+
+def template_names(text, expression=False):
+    """The variables TEXT names (a template, or with EXPRESSION a bare one, as `when:` has)."""
+    if not expression and "{{" not in text and "{%" not in text:
+        return set()
+    # A role's text Jinja cannot read raises: a key that missed its variables would find
+    # images made for other inputs.
+    return meta.find_undeclared_variables(_JINJA.parse("{{ (%s) }}" % text if expression else text))
+
+
+def role_variables(root):
+    """Every variable ROOT's image and gate roles name, but NOT_INPUTS, sorted."""
+    names = set()
+    for role in ROLES:
+        base = os.path.join(root, "roles", role)
+        for relative in ROLE_YAML:
+            try:
+                with open(os.path.join(base, relative)) as handle:
+                    data = yaml.load(handle, Loader=_YAML_LOADER)
+            except FileNotFoundError:
+                continue
+            for text, expression in _strings(data):
+                names |= template_names(text, expression)
+        templates = os.path.join(base, "templates")
+        for name in sorted(os.listdir(templates)) if os.path.isdir(templates) else []:
+            with open(os.path.join(templates, name)) as handle:
+                names |= template_names(handle.read())
+    return sorted(names - set(NOT_INPUTS))
+
+
+def collection_digest(root):
+    """sha256 over the paths and bytes of every file under ROOT's DIGESTED directories."""
+    paths = []
+    for top in DIGESTED:
+        for directory, subdirectories, files in os.walk(os.path.join(root, top)):
+            # Python's byte code is written as the plugins load: not the collection's.
+            subdirectories[:] = [name for name in subdirectories if name != "__pycache__"]
+            paths += [os.path.relpath(os.path.join(directory, name), root) for name in files]
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        with open(os.path.join(root, path), "rb") as handle:
+            digest.update(path.encode("utf-8") + b"\0" + hashlib.sha256(handle.read()).digest())
+    return digest.hexdigest()
+
+
+def refresh_asked(values):
+    """Whether VALUES (variable: value) ask for a refresh."""
+    return any(str(values.get(name, "")).strip().lower() in ("1", "true", "yes", "on") for name in REFRESH)
+
+
+def listed_files(values):
+    """The paths VALUES' FILE_LISTS name, in order, once each."""
+    paths = []
+    for name in FILE_LISTS:
+        listed = values.get(name)
+        for path in listed if isinstance(listed, list) else []:
+            if isinstance(path, str) and path not in paths:
+                paths.append(path)
+    return paths
+
+
+def inputs_key(digest, values, file_digests):
+    """The key: sha256 over the collection's DIGEST, the variables' VALUES and the read
+    files' FILE_DIGESTS (path: sha256 of its bytes, or None when unreadable)."""
+    canonical = json.dumps({"collection": digest, "variables": values, "files": file_digests},
+                           sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
