@@ -269,10 +269,11 @@ def test_concurrent_sessions_each_see_only_their_own_allowlist(workstation, inte
 def test_a_warm_session_takes_what_the_roles_gave_only_for_its_own_inputs(workstation, internet, project):
     """A warm run includes neither the image nor the gate role: what they gave for the same
     inputs is found (session_images). The attacker's case: right after sessions allowed
-    wider.test, a session whose inputs allow only narrow.test must run under its own
-    policy, wider.test refused by its gate (real traffic), and its next run finds that one."""
-    script = ["sh", "-c", "; ".join("curl -s -o /dev/null -w '%s=%%{http_code}\\n' http://%s.test/" % (name, name)
-                                    for name in ("wider", "narrow"))]
+    site1.test, a session whose inputs allow only site2.test (and other.test) must run
+    under its own policy, site1.test refused by its gate (real traffic), and its next run
+    finds that one."""
+    script = ["sh", "-c", "; ".join("curl -s -o /dev/null -w '%s=%%{http_code}\\n' http://%s/" % (name, name)
+                                    for name in ("site1.test", "site2.test"))]
 
     def session(*entries):
         result = run_agent(workstation, *allow(*entries), command=script)
@@ -281,18 +282,18 @@ def test_a_warm_session_takes_what_the_roles_gave_only_for_its_own_inputs(workst
         codes = dict(line.split("=") for line in workstation.path(record["transcript"]).read_text().split())
         return result.stdout, record, codes
 
-    run_agent(workstation, *allow("wider.test", "narrow.test"), command=["true"])  # remembered, if it was not
-    output, wide, codes = session("wider.test", "narrow.test")
+    run_agent(workstation, *allow("site1.test", "site2.test"), command=["true"])  # remembered, if it was not
+    output, wide, codes = session("site1.test", "site2.test")
     assert task_status(output, "Ensure the gate image and this policy") == "skipping", output[-3000:]
-    assert codes == {"wider": "200", "narrow": "200"}
-    output, narrow, codes = session("narrow.test")
+    assert codes == {"site1.test": "200", "site2.test": "200"}
+    output, narrow, codes = session("site2.test", "other.test")
     # Other inputs: the gate role ran and rendered this allow list's policy.
     assert task_status(output, "Validate the policy, render it") == "changed", output[-3000:]
-    assert codes == {"wider": "403", "narrow": "200"}, codes
+    assert codes == {"site1.test": "403", "site2.test": "200"}, codes
     assert narrow["policy_dir"] != wide["policy_dir"] and narrow["image"]["tag"] == wide["image"]["tag"]
-    output, again, codes = session("narrow.test")
+    output, again, codes = session("site2.test", "other.test")
     assert task_status(output, "Ensure the gate image and this policy") == "skipping", output[-3000:]
-    assert again["policy_dir"] == narrow["policy_dir"] and codes == {"wider": "403", "narrow": "200"}
+    assert again["policy_dir"] == narrow["policy_dir"] and codes == {"site1.test": "403", "site2.test": "200"}
 
 
 def test_interactive_session_in_a_real_terminal(workstation, project):
