@@ -81,18 +81,29 @@ def _strings(data, key=None):
         yield data, key in CONDITIONS
 
 
-def template_names(text, expression=False):
-    """The variables TEXT names (a template, or with EXPRESSION a bare one, as `when:` has)."""
-    if not expression and "{{" not in text and "{%" not in text:
-        return set()
-    # A role's text Jinja cannot read raises: a key that missed its variables would find
-    # images made for other inputs.
-    return meta.find_undeclared_variables(_JINJA.parse("{{ (%s) }}" % text if expression else text))
+def as_template(text, expression=False):
+    """TEXT as a template (with EXPRESSION a bare one, as `when:` has, wrapped), or None
+    when it is plain text."""
+    if expression:
+        return "{{ (%s) }}" % text
+    return text if "{{" in text or "{%" in text else None
+
+
+def template_names(templates):
+    """The variables TEMPLATES name. Those without a statement ({% %}: only a statement
+    declares a name) are parsed as one, since a parse costs per call. A role's text Jinja
+    cannot read raises: a key that missed its variables would find images made for other
+    inputs."""
+    joined = "\n".join(text for text in templates if "{%" not in text)
+    names = set()
+    for text in [joined] + [text for text in templates if "{%" in text]:
+        names |= meta.find_undeclared_variables(_JINJA.parse(text))
+    return names
 
 
 def role_variables(root):
     """Every variable ROOT's image and gate roles name, but NOT_INPUTS, sorted."""
-    names = set()
+    templates = []
     for role in ROLES:
         base = os.path.join(root, "roles", role)
         for relative in ROLE_YAML:
@@ -101,13 +112,12 @@ def role_variables(root):
                     data = yaml.load(handle, Loader=_YAML_LOADER)
             except FileNotFoundError:
                 continue
-            for text, expression in _strings(data):
-                names |= template_names(text, expression)
-        templates = os.path.join(base, "templates")
-        for name in sorted(os.listdir(templates)) if os.path.isdir(templates) else []:
-            with open(os.path.join(templates, name)) as handle:
-                names |= template_names(handle.read())
-    return sorted(names - set(NOT_INPUTS))
+            templates += filter(None, (as_template(text, expression) for text, expression in _strings(data)))
+        directory = os.path.join(base, "templates")
+        for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+            with open(os.path.join(directory, name)) as handle:
+                templates.append(handle.read())
+    return sorted(template_names(templates) - set(NOT_INPUTS))
 
 
 def collection_digest(root):
