@@ -14,3 +14,5 @@ atexit.register(shutil.rmtree, _root, True)
 (_root / "ansible_collections" / "aisb").mkdir(parents=True)
 (_root / "ansible_collections" / "aisb" / "sandbox").symlink_to(REPO)
 sys.path.insert(0, str(_root))
+# What ANSIBLE_COLLECTIONS_PATH names for an ansible-playbook a test runs on this checkout.
+IMPORT_ROOT = _root

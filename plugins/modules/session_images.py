@@ -140,11 +140,13 @@ def execute(params, check_mode, run, environ):
             _session_images.remember(file_path, key, _session_images.entry(
                 given["image"], given["gate_image"], given["policy_dir"], given["bases"]))
         return dict(result, changed=True)
+    found = _session_images.entry_for(file_path, key)
+    if found is None:
+        return result
     podman, problem = _host_tools.resolve(params["executable"])
     if problem:
         return dict(result, failed=True, msg=problem)
-    found = _session_images.find(run, podman, file_path, key)
-    if found is None:
+    if not _session_images.images_current(run, podman, found):
         return result
     if not check_mode:
         os.utime(found["policy_dir"])  # used now: retention keeps it

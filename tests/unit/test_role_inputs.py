@@ -3,13 +3,18 @@
 the image and gate roles name (found by parsing them, none by hand), this collection's
 files and the files the roles read from a variable's paths; any of them changing changes it."""
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from ansible_collections.aisb.sandbox.plugins.plugin_utils import _role_inputs
+from collection_path import IMPORT_ROOT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,3 +112,42 @@ def test_the_listed_files_come_from_both_lists_once_each():
                                       "aisb_extra_ca_certificates": ["/b.crt", "/c.crt"], "other": ["/d"]}) == \
         ["/a.crt", "/b.crt", "/c.crt"]
     assert _role_inputs.listed_files({"aisb_extra_ca_certificates": "/a.crt"}) == []
+
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    settings: {allow: [a.test], harness: pi}
+    gate_allow: "{{ settings.allow }}"
+    image_harness: "{{ settings.harness }}"
+  tasks:
+    - aisb.sandbox.session_images:
+        images_dir: %s
+      register: found
+    - ansible.builtin.debug:
+        msg: "key={{ found.key }} found={{ found.found }}"
+"""
+
+
+def test_the_action_keys_the_values_play_variables_have_not_their_text(tmp_path):
+    """The roles' variables are templates of the play's settings (run_agent.yml's
+    gate_allow: "{{ run_agent_settings.allow }}"): a key over their text would find the
+    images and policy of other settings. This ansible-core's own templating, for real."""
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY % (tmp_path / "images"))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(IMPORT_ROOT), ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1")
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+
+    def key(*extra):
+        done = subprocess.run([playbook, str(play), *extra], env=env, capture_output=True, text=True, check=False)
+        found = re.search(r'"msg": "key=(\S*) found=False"', done.stdout)
+        assert done.returncode == 0 and found, done.stdout[-3000:] + done.stderr[-2000:]
+        return found.group(1)
+
+    first = key()
+    assert len(first) == 64 and key() == first
+    assert key("-e", json.dumps({"settings": {"allow": ["b.test"], "harness": "pi"}})) != first
+    assert key("-e", json.dumps({"settings": {"allow": ["a.test"], "harness": "shell"}})) != first
+    assert key("-e", "aisb_refresh=true") == ""  # none: a refresh looks nothing up

@@ -72,13 +72,16 @@ def read(file_path):
     return entries if isinstance(entries, dict) else {}
 
 
-def find(run, podman, file_path, key):
-    """The entry for KEY while it is current, else None."""
+def entry_for(file_path, key):
+    """The well-formed entry for KEY whose policy's directory exists, else None."""
     found = read(file_path).get(key)
-    if not well_formed(found) or not os.path.isdir(found["policy_dir"]):
-        return None
+    return found if well_formed(found) and os.path.isdir(found["policy_dir"]) else None
+
+
+def images_current(run, podman, found):
+    """Whether the images and bases of the entry FOUND are as it says (one podman call)."""
     rc, out, _err = run(_podman.image_id(podman, *references(found)))
-    return found if rc == 0 and current(found, out.split()) else None
+    return rc == 0 and current(found, out.split())
 
 
 def remember(file_path, key, new):
