@@ -13,6 +13,7 @@ processes (the sandbox on a terminal, the watchdog) stay outside the Runner.
 """
 
 import os
+import signal
 import subprocess
 import threading
 
@@ -106,3 +107,13 @@ def subprocess_execute(env=None):
         return done.returncode, done.stdout, done.stderr
 
     return execute
+
+
+def kill_unreaped(process):
+    """SIGKILL to PROCESS (a subprocess.Popen) unless it was reaped: Popen.kill would reap
+    one that has exited, and its CPU time (wait4's rusage) with it."""
+    if process.returncode is None:
+        try:
+            os.kill(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -51,6 +51,7 @@ import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import kill_unreaped
 
 # Seconds between two rounds.
 INTERVAL = 5.0
@@ -236,7 +237,11 @@ class Canaries(object):
         self._thread.start()
 
     def stop(self, timeout=10.0):
+        """End the rounds. The helper is killed (the session is over: a round it is in may
+        wait seconds on a dropped probe), which ends the thread's wait for its answer; the
+        watch reaps it (_enforcement_watch._end), for its CPU time."""
         self._stopping.set()
+        kill_unreaped(self.process)
         if self._thread is not None:
             self._thread.join(timeout)
 

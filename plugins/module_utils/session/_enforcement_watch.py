@@ -37,7 +37,6 @@ from __future__ import annotations
 import os
 import re
 import select
-import signal
 import subprocess
 import threading
 import time
@@ -47,6 +46,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _ruleset
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _canaries, _gate_state, _netns_state
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts._host_facts import format_time
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import kill_unreaped
 
 # Seconds between two readings; a change is seen at most this long after it was made.
 INTERVAL = 2.0
@@ -246,9 +246,6 @@ class EnforcementWatch(object):
             self._lose("the watcher failed: %s: %s" % (type(error).__name__, error), time.time())
         finally:
             if self.canaries is not None:
-                # The session is over: a round the helper is in may wait seconds on a dropped
-                # probe. Killed first, its output ends, and with it the thread's wait for it.
-                _kill(self.canaries.process)
                 self.canaries.stop()
                 self.cpu["canaries_s"] = _end(self.canaries.process, close_input=False)
             self.cpu["helper_s"] = _end(self._process, close_input=True)
@@ -601,16 +598,6 @@ def _reported_lines(text):
         return None
 
 
-def _kill(process):
-    """SIGKILL to a helper not yet reaped (Popen.kill would reap one that has exited, and
-    its CPU time with it: _end reads that from wait4)."""
-    if process.returncode is None:
-        try:
-            os.kill(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def _end(process, close_input):
     """End a helper: close its input (nft --interactive ends at end of file) or kill it
     (nft monitor reads nothing), kill it if it lingers, and return its CPU time in
@@ -623,7 +610,7 @@ def _end(process, close_input):
         except OSError:
             pass
     else:
-        _kill(process)
+        kill_unreaped(process)
     deadline = time.monotonic() + 1.0
     try:
         while time.monotonic() < deadline:
@@ -632,7 +619,7 @@ def _end(process, close_input):
                 break
             time.sleep(0.01)
         else:
-            _kill(process)
+            kill_unreaped(process)
             pid, status, usage = os.wait4(process.pid, 0)
     except ChildProcessError:
         return None  # reaped elsewhere: gone, its CPU time unknown
