@@ -369,6 +369,26 @@ def test_helpers_in_a_round_or_already_ended_are_ended_and_reaped_with_their_cpu
     assert monitor.returncode == 0 and cpu["canaries_s"] >= 0 and cpu["monitor_s"] >= 0, cpu
 
 
+def test_a_watch_that_lost_the_table_records_no_canary_failure_at_its_end(stand, tmp_path):
+    """The canaries' helper is ended with the watch: its end is not a probe that failed.
+    Killed before the canaries stopped their rounds, it was (the record's canaries said
+    "the probes failed: the probes' helper exited" after a table change)."""
+    asked = tmp_path / "asked"
+    probes = tmp_path / "python3"
+    probes.write_text("#!/bin/sh\nread -r _ && : >%s && exec sleep 300\n" % asked)
+    probes.chmod(0o755)
+    stand.tools["python3"] = str(probes)
+    watch = stand.watch(canaries=True, interval=60)
+    assert wait_for(lambda: asked.exists() and watch.readings == 1)
+    stand.event(*POLICY_EVENTS)
+    assert stand.called.wait(10)
+    assert wait_for(lambda: not watch._thread.is_alive())  # pylint: disable=protected-access
+    watch.stop()
+    report = watch.report()
+    assert report["lost"]["what"] == "the ruleset changed (nft monitor)" and len(stand.lost) == 1
+    assert report["canaries"]["failed"] is None, report["canaries"]
+
+
 def test_the_helper_reads_in_the_sandboxs_namespaces_with_the_hosts_nft():
     argv = _podman.netns_reader("/usr/bin/nsenter", 4242, "/usr/bin/setpriv", "/usr/sbin/nft")
     assert argv[:6] == ["/usr/bin/nsenter", "--target", "4242", "--user", "--net", "--"]
