@@ -20,12 +20,22 @@ from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options i
     local_agent_trees, resolve_controller_options)
 
 
+# run_agent.yml passes no project when the developer gave none: said here, before any
+# other check, in the words of the playbook's own variable.
+PROJECT_MISSING = (
+    "project is missing: it is the directory the agent works in, mounted at /project (nothing else of this "
+    "workstation is visible to it). Pass it as an extra var, ansible-playbook aisb.sandbox.run_agent "
+    "-e project=~/src/app (a path with spaces as JSON, -e '{\"project\": \"/home/me/my app\"}').")
+
+
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
+        if self._task.args.get("project") is None:
+            return dict(result, **refused_result(PROJECT_MISSING))
         _validation, args = self.validate_argument_spec(argument_spec=input_spec(), **input_constraints())
         try:
             resolve_controller_options(args, os.environ,
