@@ -178,7 +178,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _state_layout
-from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images, _session_images
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
 
 
@@ -247,9 +247,6 @@ def execute_showing(params, check_mode, run, environ, progress):
                   hash=image.digest, inputs=image.inputs, commands=run.commands, log=image.log, seconds=image.seconds,
                   ansible_facts={fact: image.tag, fact + "_inputs": image.inputs,
                                  fact + "_base_image": params["base_image"]} if fact else {})
-    if image.built and not check_mode:
-        # Another image may be current now for what sessions remembered: forget it all.
-        _session_images.forget(params["records_dir"] or _state_layout.images_dir(_state_layout.state_dir(environ)))
     if image.seconds is not None:
         result["msg"] = "built %s from %s in %d s; build log %s" % (
             image.tag, params["base_image"], image.seconds, image.log)

@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _content_hash, _files, _podman
+from ansible_collections.aisb.sandbox.plugins.module_utils.images import _session_images
 
 # The base of every image the collection builds unless the operator names another
 # (aisb_base_image). The roles' defaults and the modules' documentation repeat it:
@@ -276,6 +277,8 @@ def ensure(run, podman, repository, files, base_image, check_mode, context=None,
         if refresh_stamp is not None:
             write_record(records_dir, REFRESH_STAMPS, repository_name(repository), refresh_stamp + "\n")
         mark_used(records_dir, tag)
+        # Another image may be current now for what sessions remembered: forget it all.
+        _session_images.forget(records_dir)
     return Image(tag, digest, inputs, built=True, pulled=pulled, log=log, seconds=seconds)
 
 
