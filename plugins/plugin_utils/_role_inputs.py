@@ -16,11 +16,12 @@ Pure but for reading this collection's files.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 
 import yaml
 from jinja2 import Environment, meta
+
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._content_hash import content_hash
 
 # libyaml's safe loader where PyYAML has it (as Ansible's own does).
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -152,8 +153,7 @@ def listed_files(values):
 
 
 def inputs_key(digest, values, file_digests):
-    """The key: sha256 over the collection's DIGEST, the variables' VALUES and the read
-    files' FILE_DIGESTS (path: sha256 of its bytes, or None when unreadable)."""
-    canonical = json.dumps({"collection": digest, "variables": values, "files": file_digests},
-                           sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """The key: the content hash (as images are tagged) of the collection's DIGEST, the
+    variables' VALUES and the read files' FILE_DIGESTS (path: sha256 of its bytes, or None
+    when unreadable)."""
+    return content_hash({"collection": digest, "variables": values, "files": file_digests})
