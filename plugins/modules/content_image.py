@@ -179,7 +179,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module, module_runner
 
 
 def argspec():
@@ -259,10 +259,7 @@ def execute_showing(params, check_mode, run, environ, progress):
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    result = execute(module.params, module.check_mode, module_runner(module), os.environ)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    exit_module(module, execute(module.params, module.check_mode, module_runner(module), os.environ))
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import (
     _content_hash, _host_tools, _podman, _state_layout)
 from ansible_collections.aisb.sandbox.plugins.module_utils.policy import _policy, _policy_dir, _squid
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module, module_runner
 
 # Only for the nft -c check: the real address and port come with each session.
 SAMPLE_GATE = ("100.64.0.1", 3128)
@@ -198,10 +198,7 @@ def execute(params, check_mode, run, _environ):
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    result = execute(module.params, module.check_mode, module_runner(module), os.environ)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    exit_module(module, execute(module.params, module.check_mode, module_runner(module), os.environ))
 
 
 if __name__ == "__main__":

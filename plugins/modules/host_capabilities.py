@@ -185,7 +185,7 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_e
 from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _host_facts, _host_probes, _host_verdict
 from ansible_collections.aisb.sandbox.plugins.module_utils.images import _images
 from ansible_collections.aisb.sandbox.plugins.module_utils.session import _enforcement_watch
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module, module_runner
 
 
 def constraints():
@@ -267,10 +267,7 @@ def execute(params, check_mode, run, environ):
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True, **constraints())
-    result = execute(module.params, module.check_mode, module_runner(module), os.environ)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    exit_module(module, execute(module.params, module.check_mode, module_runner(module), os.environ))
 
 
 if __name__ == "__main__":

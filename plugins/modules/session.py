@@ -270,6 +270,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session import run_session
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import (
     CONTROLLER_OPTIONS, argument_spec, constraints)
@@ -289,9 +290,7 @@ def main():
     result = execute(module)
     for warning in result.pop("warnings"):
         module.warn(warning)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    exit_module(module, result)
 
 
 if __name__ == "__main__":

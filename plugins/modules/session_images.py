@@ -110,7 +110,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import _host_tools, _state_layout
 from ansible_collections.aisb.sandbox.plugins.module_utils.images import _session_images
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import module_runner
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module, module_runner
 
 
 def argspec():
@@ -156,10 +156,7 @@ def execute(params, check_mode, run, environ):
 
 def main():
     module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    result = execute(module.params, module.check_mode, module_runner(module), os.environ)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    exit_module(module, execute(module.params, module.check_mode, module_runner(module), os.environ))
 
 
 if __name__ == "__main__":

@@ -67,6 +67,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_admission import session_project
 from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import input_constraints, input_spec
 
@@ -81,10 +82,7 @@ def execute(params, _check_mode, _run, environ):
 
 def main():
     module = AnsibleModule(argument_spec=input_spec(), supports_check_mode=True, **input_constraints())
-    result = execute(module.params, module.check_mode, None, os.environ)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    exit_module(module, execute(module.params, module.check_mode, None, os.environ))
 
 
 if __name__ == "__main__":

@@ -173,6 +173,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
+from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TEAM_FILE, TeamError, read_team_file, user_spec
 
 
@@ -192,10 +193,7 @@ def execute(_params, _check_mode, _run, _environ):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    result = execute(module.params, module.check_mode, None, os.environ)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    exit_module(module, execute(module.params, module.check_mode, None, os.environ))
 
 
 if __name__ == "__main__":

@@ -109,6 +109,14 @@ def subprocess_execute(env=None):
     return execute
 
 
+def exit_module(module, result):
+    """End MODULE (an AnsibleModule) with RESULT, its execute()'s: fail_json when RESULT
+    says failed, else exit_json."""
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
 def kill_unreaped(process):
     """SIGKILL to PROCESS (a subprocess.Popen) unless it was reaped: Popen.kill would reap
     one that has exited, and its CPU time (wait4's rusage) with it."""
