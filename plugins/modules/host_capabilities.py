@@ -72,6 +72,11 @@ options:
         it; C(verify.yml) does not, so an unprovisioned host still gets its report row.
     type: bool
     default: false
+  local_fact:
+    description:
+      - The local fact file kept for fleet reporting (role C(aisb.sandbox.capabilities) writes
+        it as root); RV(local_fact_current) says whether it already holds these facts.
+    type: path
 notes:
   - Check mode probes as usual (probes change nothing) but writes no facts file and pulls
     or builds no image; without the probe image the container probes report that.
@@ -109,6 +114,12 @@ path:
   description: The facts file.
   returned: always
   type: str
+local_fact_current:
+  description:
+    - Whether O(local_fact) exists with mode C(0644) and holds the facts returned (its copy
+      need not be written again).
+  returned: when O(local_fact) is given and the facts were read or measured
+  type: bool
 state_dir:
   description:
     - The state directory, C(${XDG_STATE_HOME:-~/.local/state}/aisb), where the collection keeps the facts,
@@ -202,6 +213,7 @@ def argspec():
         probe_timeout=dict(type="int", default=60),
         executable=dict(type="str", default="podman"),
         require_provisioned=dict(type="bool", default=False),
+        local_fact=dict(type="path"),
     )
 
 
@@ -262,7 +274,11 @@ def measure(params, check_mode, run, environ, now):
 
 def execute(params, check_mode, run, environ):
     """The task's result (failed=True with msg on an error), its commands in it."""
-    return dict(measure(params, check_mode, run, environ, time.time()), commands=run.commands)
+    result = dict(measure(params, check_mode, run, environ, time.time()), commands=run.commands)
+    if params["local_fact"] and "ansible_facts" in result:
+        result["local_fact_current"] = _host_facts.local_fact_current(params["local_fact"],
+                                                                      result["ansible_facts"]["aisb_host"])
+    return result
 
 
 def main():

@@ -119,3 +119,18 @@ def test_provisioned_means_podman_and_the_watch_tools_in_the_system_directories(
     (tmp_path / "nft").write_text("#!/bin/sh\n")
     (tmp_path / "nft").chmod(0o755)
     assert _enforcement_watch.unprovisioned("podman") is None
+
+
+def test_the_local_fact_is_current_only_with_the_same_facts_and_mode_0644(tmp_path):
+    facts = stored_facts("localhost/base:1")
+    path = tmp_path / "aisb_host.fact"
+    assert _host_facts.local_fact_current(str(path), facts) is False
+    path.write_text(json.dumps(facts, indent=4) + "\n")
+    path.chmod(0o644)
+    assert _host_facts.local_fact_current(str(path), facts) is True
+    assert _host_facts.local_fact_current(str(path), dict(facts, measured_at="2026-12-01T09:00:00Z")) is False
+    path.chmod(0o600)
+    assert _host_facts.local_fact_current(str(path), facts) is False
+    path.chmod(0o644)
+    path.write_text("{not json")
+    assert _host_facts.local_fact_current(str(path), facts) is False

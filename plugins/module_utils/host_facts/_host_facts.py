@@ -54,6 +54,16 @@ def save(path, facts):
     _files.write_whole(path, json.dumps(facts, indent=2, sort_keys=True) + "\n", 0o600)
 
 
+def local_fact_current(path, facts):
+    """Whether the local fact file at PATH (fleet reporting's copy, 0644) holds FACTS."""
+    try:
+        if os.stat(path).st_mode & 0o7777 != 0o644:
+            return False
+    except OSError:
+        return False
+    return load(path) == facts
+
+
 def change_key(facts):
     """What a new measurement must change to count as a change: not the time, the
     evidence or the wording."""
