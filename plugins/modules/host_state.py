@@ -10,7 +10,7 @@ version_added: 0.2.0
 description:
   - The host role's reads (which packages are missing, podman's version, the subordinate
     id files, whether C(/dev/net/tun), udev, the kernel's user namespace switches and the
-    files the role writes exist) in one module run, as root. Each was a module trip of its
+    files the role writes exist, and what they hold) in one module run, as root. Each was a module trip of its
     own (0.3-0.9 s each as root); the role's writing tasks now run only when what this
     reads differs from what they would write.
   - Reads only; changes nothing.
@@ -74,8 +74,8 @@ contents:
   type: dict
 stats:
   description:
-    - Each path of O(stat) mapped to C(exists), and when it exists C(isdir) and C(mode)
-      (four octal digits, as ansible.builtin.stat reports it).
+    - Each path of O(stat) mapped to C(exists), and when it exists C(isdir), C(mode) (four
+      octal digits, as ansible.builtin.stat reports it), C(uid) and C(gid).
   returned: always
   type: dict
 commands:
@@ -122,7 +122,8 @@ def path_stat(path):
         found = os.lstat(path)
     except FileNotFoundError:
         return dict(exists=False)
-    return dict(exists=True, isdir=stat.S_ISDIR(found.st_mode), mode="%04o" % stat.S_IMODE(found.st_mode))
+    return dict(exists=True, isdir=stat.S_ISDIR(found.st_mode), mode="%04o" % stat.S_IMODE(found.st_mode),
+                uid=found.st_uid, gid=found.st_gid)
 
 
 def file_text(path):

@@ -8,7 +8,7 @@ the host's side: ansible-playbook gets a configuration aisb chose (the user's ow
 never ./ansible.cfg: Ansible imports the plugins it names before any task), the
 system's PATH, no inventory or plugin path of the directory, and starts in /; the
 project and the prompt travel in an extra-vars file of its own, never templated
-(!unsafe). The launcher provision.yml installs (playbooks/templates/aisb.j2) finds the
+(!unsafe). The launcher the host role installs (roles/host/templates/aisb.j2) finds the
 collection and calls main().
 
 Pure: the parser, each playbook run's argv and variables, its environment, the list of

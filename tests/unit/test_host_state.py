@@ -60,7 +60,8 @@ def test_files_and_paths_as_they_are(tmp_path):
                            stat=[str(device), str(tmp_path), str(tmp_path / "absent"), str(link)]),
                      False, answering({}), {})
     assert result["contents"] == {str(subuid): "dev:100000:65536\n", str(tmp_path / "subgid"): None}
-    assert result["stats"][str(device)] == {"exists": True, "isdir": False, "mode": "0600"}
+    assert result["stats"][str(device)] == {"exists": True, "isdir": False, "mode": "0600", "uid": os.getuid(),
+                                            "gid": os.getgid()}
     assert result["stats"][str(tmp_path)]["isdir"] is True
     assert result["stats"][str(tmp_path / "absent")] == {"exists": False}
     # A link is not followed: a directory it names is not the role's directory.
