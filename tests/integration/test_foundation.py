@@ -40,7 +40,7 @@ BARE_HOST_CHANGES = ["Install podman, pasta and the rootless helpers (apt)",
                      "Validate the policy, render it and check it with squid and nft",
                      "Install the aisb command"]
 # Tasks whose work a seeded container storage already holds: task -> its status then.
-SEEDED = {"Import the base image from its root filesystem archive": "skipping",
+SEEDED = {"Import the base image from its root filesystem archive": "ok",
           "Build the sandbox image unless one with these inputs exists": "skipping",
           "Build the gate image unless one with these inputs exists": "skipping"}
 

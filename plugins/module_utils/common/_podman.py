@@ -64,6 +64,11 @@ def image_exists(podman, reference):
     return [podman, "image", "exists", reference]
 
 
+def import_archive(podman, archive, reference):
+    """REFERENCE made from ARCHIVE, a root filesystem tarball."""
+    return [podman, "import", archive, reference]
+
+
 def build(podman, tag, context, base_image_id, labels, build_args=None, logfile=None, no_cache=False):
     """Build CONTEXT as TAG from exactly the base image that was hashed (--from its ID);
     the build's output goes to LOGFILE as it runs, when given (podman's final error
