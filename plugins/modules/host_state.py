@@ -90,6 +90,7 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisb.sandbox.plugins.module_utils.common import _podman
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import exit_module, module_runner
 
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
@@ -148,7 +149,8 @@ def execute(params, check_mode, run, environ):  # pylint: disable=unused-argumen
             return dict(result, failed=True, rc=rc, stderr=err,
                         msg="%s failed (rc=%s): %s" % (params["package_query"][0], rc, err.strip()))
         result["missing_packages"] = missing_packages(params["packages"], out)
-    rc, out, _err = run(["podman", "--version"])
+    # The system's podman (the Runner runs with the system's PATH), as the role's command did.
+    rc, out, _err = run(_podman.version("podman"))
     result["podman_version"] = podman_version(out) if rc == 0 else ""
     result["contents"] = dict((path, file_text(path)) for path in params["read"])
     result["stats"] = dict((path, path_stat(path)) for path in params["stat"])

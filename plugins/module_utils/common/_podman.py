@@ -60,6 +60,10 @@ def pull(podman, reference):
     return [podman, "pull", "--quiet", reference]
 
 
+def version(podman):
+    return [podman, "--version"]
+
+
 def image_exists(podman, reference):
     return [podman, "image", "exists", reference]
 
