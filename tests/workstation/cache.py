@@ -12,7 +12,7 @@ die with their process: what a killed run held is free again, and the next run r
 
 import fcntl
 import os
-import shutil
+import subprocess
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -79,7 +79,15 @@ def remove_abandoned(directory: Path):
         remove_unused(entry)
 
 
+def delete_tree(path: Path):
+    """Delete PATH and everything under it, ignoring what is already gone. rm, not
+    shutil.rmtree: a workstation's 2 GB tree (49,000 files) took 10.3 s with rmtree and
+    2.6 s with rm; the reference workstation's, with every recipe's images, over 90 s
+    under load at the end of a CI run. Nothing on another file system is entered."""
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False)
+
+
 def empty_trash(directory: Path):
     """Delete what remove_unused() moved aside: nobody can find or hold it any more."""
     for entry in directory.glob(TRASH + "*"):
-        shutil.rmtree(entry, ignore_errors=True)
+        delete_tree(entry)

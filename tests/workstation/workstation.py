@@ -18,7 +18,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from cache import cache_root, empty_trash, hold, locked, new_entry, remove_abandoned, remove_unused
+from cache import cache_root, delete_tree, empty_trash, hold, locked, new_entry, remove_abandoned, remove_unused
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -72,7 +72,7 @@ def ensure_tree(suite: str) -> Path:
             )
             building.rename(final)
         except BaseException:
-            shutil.rmtree(building, ignore_errors=True)
+            delete_tree(building)
             raise
         finally:
             os.close(owned)
@@ -239,7 +239,7 @@ class Workstation:
                 # Atomic: a run beside this one copies a whole archive, this one or its own.
                 os.replace(building / archive.name, archive)
             finally:
-                shutil.rmtree(building, ignore_errors=True)
+                delete_tree(building)
                 os.close(owned)
             empty_trash(images)
         self.path(inside).unlink()
@@ -286,7 +286,7 @@ class Workstation:
                 for old in saved[STORAGES_KEPT:]:
                     remove_unused(old)
         finally:
-            shutil.rmtree(building, ignore_errors=True)
+            delete_tree(building)
             os.close(owned)
         empty_trash(stored)
 
@@ -300,7 +300,7 @@ class Workstation:
             self._init.wait()
             self._init = None
         if self.run_dir is not None:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            delete_tree(self.run_dir)
             self.run_dir = None
         if self._owned is not None:
             os.close(self._owned)
