@@ -77,3 +77,20 @@ def test_the_cache_removes_only_what_nobody_holds(tmp_path):
         assert remove_unused(copied) and remove_unused(owned)
     empty_trash(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [".lock"]
+
+
+def test_trash_whose_deleter_holds_it_is_left_to_it(tmp_path):
+    """A workstation's tree is deleted in the background by a process holding its flock:
+    a later empty_trash() (the next workstation's start) does not delete it a second time,
+    in the foreground; trash nobody holds it deletes."""
+    held, abandoned = tmp_path / ".trash-held", tmp_path / ".trash-abandoned"
+    for entry in (held, abandoned):
+        (entry / "inside").mkdir(parents=True)
+    descriptor = hold(held)
+    try:
+        empty_trash(tmp_path)
+        assert held.exists() and not abandoned.exists()
+    finally:
+        os.close(descriptor)
+    empty_trash(tmp_path)
+    assert not held.exists()

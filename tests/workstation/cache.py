@@ -87,7 +87,30 @@ def delete_tree(path: Path):
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False)
 
 
+def delete_in_background(path: Path):
+    """Move PATH out of sight at once and delete it in a process of its own, which outlives
+    this one: a workstation's tree with every recipe's images took 90 s and more to delete
+    at the end of a CI run, on its critical path. Trash a killed deleter leaves is emptied
+    by the next empty_trash() of its directory."""
+    trash = path.with_name(TRASH + uuid.uuid4().hex)
+    path.rename(trash)
+    # The deleter holds the trash's flock: empty_trash() leaves it alone meanwhile.
+    subprocess.Popen(["flock", str(trash), "rm", "-rf", "--one-file-system", "--", str(trash)],
+                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+
+
 def empty_trash(directory: Path):
-    """Delete what remove_unused() moved aside: nobody can find or hold it any more."""
+    """Delete what remove_unused() moved aside: nobody can find it any more. Trash whose
+    deleter is still at work (it holds the flock) is left to it."""
     for entry in directory.glob(TRASH + "*"):
-        delete_tree(entry)
+        try:
+            descriptor = hold(entry, wait=False)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if descriptor is None:
+            continue
+        try:
+            delete_tree(entry)
+        finally:
+            os.close(descriptor)

@@ -18,7 +18,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from cache import cache_root, delete_tree, empty_trash, hold, locked, new_entry, remove_abandoned, remove_unused
+from cache import cache_root, delete_in_background, delete_tree, empty_trash, hold, locked, new_entry, remove_abandoned, remove_unused
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -300,7 +300,8 @@ class Workstation:
             self._init.wait()
             self._init = None
         if self.run_dir is not None:
-            delete_tree(self.run_dir)
+            # Still held (_owned): no other run's prune takes it meanwhile.
+            delete_in_background(self.run_dir)
             self.run_dir = None
         if self._owned is not None:
             os.close(self._owned)
