@@ -10,9 +10,9 @@ version_added: 0.2.0
 description:
   - The host role's reads (which packages are missing, podman's version, the subordinate
     id files, whether C(/dev/net/tun), udev, the kernel's user namespace switches and the
-    files the role writes exist, and what they hold) in one module run, as root. Each was a module trip of its
-    own (0.3-0.9 s each as root); the role's writing tasks now run only when what this
-    reads differs from what they would write.
+    files the role writes exist, and what they hold) in one module run, as root. Each was
+    a module trip of its own (0.3-0.9 s each as root); the role's writing tasks now run
+    only when what this reads differs from what they would write.
   - Reads only; changes nothing.
 author: aisb developers (@aisb)
 options:
@@ -34,7 +34,7 @@ options:
     elements: path
     default: []
   stat:
-    description: Paths whose existence, type and mode are returned (not followed when a link).
+    description: Paths whose existence, type, mode and owner are returned (not followed when a link).
     type: list
     elements: path
     default: []
@@ -118,7 +118,7 @@ def podman_version(output):
 
 
 def path_stat(path):
-    """PATH's exists, and isdir and mode when it exists."""
+    """PATH's exists, and when it exists isdir, mode, uid and gid (lstat: a link is not followed)."""
     try:
         found = os.lstat(path)
     except FileNotFoundError:
