@@ -1,31 +1,13 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Controller side of aisb.sandbox.session_inputs: the session action's own resolution
-of the controller's options (its checks included) and the policy's entries parsed as
-gate_policy parses them, then the module's check on the host."""
+"""Controller side of aisb.sandbox.session_inputs: the controller's options resolved and
+the policy parsed here, then the module's check on the host (plugin_utils/_inputs_check)."""
 
 from __future__ import annotations
 
-import os
-
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._input_checks import InputError
-from ansible_collections.aisb.sandbox.plugins.module_utils.policy._policy import PolicyError, parse_policy
-from ansible_collections.aisb.sandbox.plugins.module_utils.common._errors import refused_result
-from ansible_collections.aisb.sandbox.plugins.module_utils.session._session_spec import input_constraints, input_spec
-from ansible_collections.aisb.sandbox.plugins.modules.session_inputs import execute
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._in_process import module_result
-from ansible_collections.aisb.sandbox.plugins.plugin_utils._controller_options import (
-    local_agent_trees, resolve_controller_options)
-
-
-# run_agent.yml passes no project when the developer gave none: said here, before any
-# other check, in the words of the playbook's own variable.
-PROJECT_MISSING = (
-    "project is missing: it is the directory the agent works in, mounted at /project (nothing else of this "
-    "workstation is visible to it). Pass it as an extra var, ansible-playbook aisb.sandbox.run_agent "
-    "-e project=~/src/app (a path with spaces as JSON, -e '{\"project\": \"/home/me/my app\"}').")
+from ansible_collections.aisb.sandbox.plugins.plugin_utils._inputs_check import checked_inputs
 
 
 class ActionModule(ActionBase):
@@ -34,18 +16,5 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        if self._task.args.get("project") is None:
-            return dict(result, **refused_result(PROJECT_MISSING))
-        _validation, args = self.validate_argument_spec(argument_spec=input_spec(), **input_constraints())
-        try:
-            resolve_controller_options(args, os.environ,
-                                       local_agent_trees(self._connection.transport, args.get("project")))
-            parse_policy(args["allow"], args["connect_ports"])
-        except (InputError, PolicyError) as error:
-            return dict(result, **refused_result(error))
-        # The options as given (credential entries, never their keys: the host checks only
-        # the project); unset ones left out, or mutually_exclusive would count them.
-        module_args = dict((name, value) for name, value in args.items() if value is not None)
-        result.update(module_result(self, task_vars, input_spec(), execute, module_args=module_args,
-                                    **input_constraints()))
+        result.update(checked_inputs(self, task_vars, self._task.args))
         return result

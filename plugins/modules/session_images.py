@@ -7,7 +7,8 @@ DOCUMENTATION = r"""
 module: session_images
 short_description: Find the images and policy the image and gate roles last gave for the same inputs
 description:
-  - Playbook C(aisb.sandbox.run_agent) asks it before the image and gate roles, and
+  - Playbook C(aisb.sandbox.run_agent) asks it (a step of M(aisb.sandbox.session_prepare))
+    before the image and gate roles, and
     includes them only when it finds nothing (their 14 tasks cost a warm session 0.7 s
     whatever they find); after they ran it remembers what they gave.
   - The action plugin computes O(key) when it is not given - a sha256 over this

@@ -14,8 +14,9 @@ extends_documentation_fragment:
   - aisb.sandbox.session_inputs
 description:
   - Runs the same checks M(aisb.sandbox.session) runs on its inputs, with the same
-    options, and starts nothing. C(run_agent.yml) runs it first, so a wrong input fails
-    in seconds instead of after the image builds.
+    options, and starts nothing. C(run_agent.yml) runs it first (a step of
+    M(aisb.sandbox.session_prepare)), so a wrong input fails in seconds instead of after
+    the image builds.
   - Its action plugin, on the controller, resolves the command (the O(harness) recipe
     and the prompt, or O(command)), reads O(prompt_file), builds the environment from
     O(environment) and O(pass_environment), and reads the O(credentials)' keys. This

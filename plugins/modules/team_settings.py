@@ -11,8 +11,9 @@ module: team_settings
 short_description: A session's settings - the workstation's team file with the developer's values on top
 version_added: 0.1.0
 description:
-  - Playbook C(aisb.sandbox.run_agent) runs it after checking that C(project) is given, before
-    anything else - every later task takes its settings from RV(settings). Playbook
+  - Playbook C(aisb.sandbox.run_agent) runs it as the first step of its first task
+    (M(aisb.sandbox.session_prepare)), before anything else - every later task takes its
+    settings from RV(settings). Playbook
     C(aisb.sandbox.prune) runs it first too, for the retention settings.
   - This module, on the workstation, reads the team file C(/etc/aisb/team.json)
     (M(aisb.sandbox.team_file) writes it). A file that is a link, not root's, writable by
@@ -135,7 +136,7 @@ EXAMPLES = r"""
   aisb.sandbox.team_settings:
     allow: "{{ aisb_allow | default(omit) }}"
     network: "{{ aisb_network | default(omit) }}"
-  register: run_agent_team
+  register: team
 """
 
 RETURN = r"""

@@ -24,6 +24,7 @@ import traceback
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._host_env import host_environment
@@ -41,20 +42,29 @@ def runs_here(action):
             and not any(action._task.environment or ()))  # pylint: disable=protected-access
 
 
-def module_result(action, task_vars, spec, execute, module_args=None, **constraints):
-    """ACTION's module's result for MODULE_ARGS (default: the task's): EXECUTE here when
-    runs_here, over the arguments checked against SPEC and CONSTRAINTS as the module
-    checks them; else the module on the host."""
+def module_result(action, task_vars, spec, execute, module_args=None, module_name=None, **constraints):
+    """The result of MODULE_NAME (default: ACTION's own module) for MODULE_ARGS (default:
+    the task's): EXECUTE here when runs_here, over the arguments checked against SPEC and
+    CONSTRAINTS as the module checks them; else the module on the host."""
     # pylint: disable=protected-access
     args = action._task.args if module_args is None else module_args
     if not runs_here(action):
-        return action._execute_module(module_name=action._task.resolved_action, module_args=args,
+        return action._execute_module(module_name=module_name or action._task.resolved_action, module_args=args,
                                       task_vars=task_vars)
+    run = Runner(subprocess_execute(host_environment(os.environ)))
+    return execute(validated(spec, args, **constraints), action._task.check_mode, run, os.environ)
+
+
+def validated(spec, args, where="", **constraints):
+    """ARGS checked against SPEC and CONSTRAINTS and defaulted, as a module checks its
+    own; AnsibleActionFail naming what is wrong (in WHERE, an option holding ARGS)."""
     validation = ArgumentSpecValidator(spec, **constraints).validate(args)
     if validation.error_messages:
-        raise AnsibleActionFail("Validation of arguments failed:\n%s" % "\n".join(validation.error_messages))
-    run = Runner(subprocess_execute(host_environment(os.environ)))
-    return execute(validation.validated_parameters, action._task.check_mode, run, os.environ)
+        place = " in %s" % where if where else ""
+        raise AnsibleActionFail("Validation of arguments failed:\n%s" % "\n".join(
+            ("Unsupported parameters%s: %s" % (place, error.msg)) if isinstance(error, UnsupportedError)
+            else error.msg + place for error in validation.errors))
+    return validation.validated_parameters
 
 
 def forked_result(work):

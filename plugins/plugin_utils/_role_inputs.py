@@ -10,7 +10,8 @@ roles run: the key of aisb.sandbox.session_images (module_utils/images/_session_
   the value it has in the play; none is listed by hand;
 - the files the roles read from a variable's paths: the extra CA certificates.
 
-Pure but for reading this collection's files.
+Pure but for reading this collection's files, and play_key, which templates the play's
+variables and finds the files through the task's action plugin.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import hashlib
 import os
 
 import yaml
+from ansible.errors import AnsibleError
 from jinja2 import Environment, meta
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._content_hash import content_hash
@@ -157,3 +159,27 @@ def inputs_key(digest, values, file_digests):
     variables' VALUES and the read files' FILE_DIGESTS (path: sha256 of its bytes, or None
     when unreadable)."""
     return content_hash({"collection": digest, "variables": values, "files": file_digests})
+
+
+def play_key(action, task_vars, registered=None):
+    """The key of the roles' inputs in the play ACTION's task runs in (TASK_VARS), or None
+    when a refresh is asked for. REGISTERED (name: value) are results the play's variables
+    will see (the task's own, under its register name) before the roles run."""
+    # pylint: disable=protected-access
+    templar = (action._templar.copy_with_new_env(available_variables=dict(task_vars, **registered)) if registered
+               else action._templar)
+    root = collection_root()
+    values = dict((name, templar.template(task_vars[name])) for name in role_variables(root) if name in task_vars)
+    if refresh_asked(values):
+        return None
+    files = dict((path, _file_digest(action, path)) for path in listed_files(values))
+    return inputs_key(collection_digest(root), values, files)
+
+
+def _file_digest(action, path):
+    """sha256 of the file PATH names as the roles' file lookup finds it, or None."""
+    try:
+        with open(action._find_needle("files", path), "rb") as handle:  # pylint: disable=protected-access
+            return hashlib.sha256(handle.read()).hexdigest()
+    except (AnsibleError, OSError):
+        return None

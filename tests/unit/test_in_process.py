@@ -6,6 +6,7 @@ checks them."""
 import importlib
 import inspect
 import os
+import re
 import select
 import signal
 from pathlib import Path
@@ -61,11 +62,25 @@ def test_elsewhere_the_module_runs_on_the_host_with_the_given_arguments():
     assert sent == [{"module_name": "aisb.sandbox.example", "module_args": {"name": "y"}, "task_vars": {"v": 1}}]
 
 
+def modules_run_here():
+    """The modules whose execute() an action plugin, or a plugin_utils file it uses, gives
+    module_result (or a ModuleAction): those the file imports, or whose execute it imports,
+    from plugins.modules."""
+    plugins = Path(__file__).resolve().parents[2] / "plugins"
+    names = set()
+    for path in sorted((plugins / "action").glob("*.py")) + sorted((plugins / "plugin_utils").glob("*.py")):
+        text = path.read_text()
+        if "module_result(" in text or "(ModuleAction)" in text:
+            names |= set(re.findall(r"plugins\.modules\.(\w+) import [^\n]*\bexecute\b", text))
+            for listed in re.findall(r"plugins\.modules import ([\w, ]+?)(?: as \w+)?$", text, re.MULTILINE):
+                names |= set(name.strip() for name in listed.split(","))
+    return names
+
+
 def test_every_module_run_here_takes_what_module_result_passes():
-    actions = Path(__file__).resolve().parents[2] / "plugins" / "action"
-    here = [path.stem for path in actions.glob("*.py")
-            if "module_result(" in path.read_text() or "(ModuleAction)" in path.read_text()]
-    assert {"team_settings", "session_inputs", "host_capabilities", "content_image", "gate_policy"} <= set(here)
+    here = modules_run_here()
+    assert {"team_settings", "session_inputs", "host_capabilities", "content_image", "gate_policy",
+            "session_images"} <= here
     for name in here:
         execute = importlib.import_module("ansible_collections.aisb.sandbox.plugins.modules." + name).execute
         assert len(inspect.signature(execute).parameters) == 4, name

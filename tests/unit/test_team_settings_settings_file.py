@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.aisb.sandbox.plugins.action import team_settings
+from ansible_collections.aisb.sandbox.plugins.modules import team_settings as team_settings_module
 from ansible_collections.aisb.sandbox.plugins.module_utils.team._team import TEAM_FILE
 
 
@@ -21,7 +22,7 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     # No team file: this machine's own /etc/aisb is not the test's.
-    monkeypatch.setattr(team_settings, "execute", lambda *args: {"changed": False, "team": None, "path": TEAM_FILE})
+    monkeypatch.setattr(team_settings_module, "execute", lambda *args: {"changed": False, "team": None, "path": TEAM_FILE})
     return home
 
 
