@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
 from ansible_collections.aisb.sandbox.plugins.module_utils.common import (
@@ -272,12 +273,16 @@ def execute(inputs, facts, environ, run, key, terminal=None, parent=None, warnin
     finally:
         # The sandbox has ended: a controller that goes now changes nothing the cleanup does.
         watch.stop()
-        runner.cleanup()
+        # Read while the containers are removed (podman's work, most of the session's end):
+        # a content-hash tag's labels never change.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            labels = pool.submit(image_labels, run, inputs.executable, inputs.image)
+            runner.cleanup()
         for server in (injector, broker):
             if server is not None:
                 server.close()
     outcome = runner.outcome(ended)
-    record["image"]["labels"] = image_labels(run, inputs.executable, inputs.image)
+    record["image"]["labels"] = labels.result()
     record.update({
         "ended_at": format_time(time.time()),
         "exit_code": outcome.rc,
