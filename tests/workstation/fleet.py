@@ -49,10 +49,14 @@ def ssh_key(directory):
 def install_and_provision(ws, *extra, before=None):
     """This checkout installed and provision.yml run inside WS, as its operator would
     (harness `shell`: the fleet needs the spike, not pi); BEFORE(ws), when given, runs
-    first (what the host is: bookworm's passt, say)."""
+    first (what the host is: bookworm's passt, say). Its container storage starts from
+    the saved one when there is one, as a provisioned variant's does: the images an
+    earlier provision built from the same inputs (their tags are content hashes, so a
+    stale one is never used, only rebuilt)."""
     install_checkout(ws)
     if before:
         before(ws)
+    ws.seed_container_storage()
     done = provision(ws, "-e", "aisb_harness=shell", *extra, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     return done
