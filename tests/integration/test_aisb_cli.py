@@ -269,8 +269,9 @@ def test_a_settings_file_others_can_write_is_refused_before_anything_starts(work
     sentence = (f"aisb: settings file {SETTINGS} belongs to uid {USER_UID} with mode 0664: it must be yours "
                 f"(uid {USER_UID}) and writable by you alone")
     assert sentence in refused.stderr and f"chmod go-w {SETTINGS}" in refused.stderr, refused.stderr[-3000:]
-    # Refused at the play's first step: no facts, image, gate or session work followed.
-    assert "· Run the session" not in refused.stderr and "· Measure the host" not in refused.stderr
+    # Refused at the play's first step (session_prepare's first): no image, gate or session
+    # work followed (the unit tests show its later steps, the host's facts among them, do not run).
+    assert "· Run the session" not in refused.stderr and "· Ensure the sandbox image" not in refused.stderr
     assert session_dirs(ws) == before and session_containers(ws) == []
 
 
