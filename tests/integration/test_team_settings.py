@@ -320,3 +320,21 @@ def test_prune_keeps_records_as_long_as_the_team_says(team):
     finally:
         install_team(team, MODULE_TEAM)
         team.run(["rm", "-rf", inside], user="root")
+
+
+def test_provision_installs_the_team_s_keys_the_user_s_alone_and_shows_none(workstation):
+    """aisb_team_keys become the workstation user's key files, 0600 in a directory of
+    0700, and no key appears in provision.yml's output."""
+    key = "sk-team-" + hashlib.sha256(os.urandom(16)).hexdigest()
+    keys = "/home/dev/.config/aisb/keys"
+    variables = f"{TRANSFER_DIR}/team-keys.json"
+    workstation.path(variables).write_text(json.dumps({"aisb_team_keys": {"team-openai.key": key}}))
+    try:
+        result = provision(workstation, "-e", "@" + variables)
+        assert result.returncode == 0, result.stdout[-4000:]
+        assert key not in result.stdout + result.stderr
+        assert workstation.run(["stat", "-c", "%U %a", keys, f"{keys}/team-openai.key"]).stdout.split() == \
+            ["dev", "700", "dev", "600"]
+        assert workstation.path(f"{keys}/team-openai.key").read_text() == key + "\n"
+    finally:
+        workstation.run(["rm", "-rf", keys, variables], user="root")
