@@ -54,10 +54,9 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=argument_spec())
-        given = dict((name, value) for name, value in validated(user_spec(), args["settings"], "settings").items()
-                     if value is not None)
+        values = validated(user_spec(), args["settings"], "settings")
         inputs = validated(dict((name, input_spec()[name]) for name in SESSION_INPUTS), args["inputs"], "inputs")
-        prepared = team_settings(self, task_vars, given, args["project"])
+        prepared = team_settings(self, task_vars, values, args["project"])
         if prepared.get("failed"):
             return dict(result, **prepared)
         checked = checked_inputs(self, task_vars, session_inputs_args(args["project"], inputs, prepared["settings"]))

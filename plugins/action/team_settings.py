@@ -19,6 +19,5 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=argument_spec())
         project = args.pop("project")
-        given = dict((key, value) for key, value in args.items() if value is not None)
-        result.update(team_settings(self, task_vars, given, project))
+        result.update(team_settings(self, task_vars, args, project))
         return result

@@ -18,11 +18,12 @@ from ansible_collections.aisb.sandbox.plugins.plugin_utils._settings_file import
 MODULE = "aisb.sandbox.team_settings"
 
 
-def team_settings(action, task_vars, given, project):
-    """team_settings' result for GIVEN (the developer's values, each given one: name:
-    value) and PROJECT (None when not given) through ACTION: settings, allow_origins,
-    team_file, settings_file; a refused result when the team file, the settings file or
-    a value is refused."""
+def team_settings(action, task_vars, values, project):
+    """team_settings' result for VALUES (the developer's, checked against _team.user_spec:
+    None is a value not given) and PROJECT (None when not given) through ACTION: settings,
+    allow_origins, team_file, settings_file; a refused result when the team file, the
+    settings file or a value is refused."""
+    given = dict((name, value) for name, value in values.items() if value is not None)
     read = module_result(action, task_vars, module.argument_spec(), module.execute, module_args={},
                          module_name=MODULE)
     if read.get("failed"):

@@ -23,8 +23,9 @@ def steps(monkeypatch):
     """Each step's fake, recording what it was given, in order."""
     calls = []
 
-    def team(_action, _task_vars, given, project):
-        calls.append(("team_settings", given, project))
+    def team(_action, _task_vars, values, project):
+        # None is a value not given (team_settings' contract).
+        calls.append(("team_settings", dict((k, v) for k, v in values.items() if v is not None), project))
         return dict(changed=False, settings=SETTINGS, allow_origins={"team.test": "team"},
                     team_file=None, settings_file=None)
 

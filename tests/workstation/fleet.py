@@ -17,8 +17,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from scenario import ANSIBLE_ENV, free_port, provision
-from workstation import BASE_IMAGE, REPO, TRANSFER_DIR, USER, USER_UID, install_checkout
+from scenario import ANSIBLE_ENV, free_port, provision_checkout
+from workstation import BASE_IMAGE, REPO, TRANSFER_DIR, USER, USER_UID
 
 # sshd as a workstation's login would set the session up: pam_systemd would give the
 # user its runtime directory, where rootless podman keeps its state.
@@ -49,17 +49,8 @@ def ssh_key(directory):
 def install_and_provision(ws, *extra, before=None):
     """This checkout installed and provision.yml run inside WS, as its operator would
     (harness `shell`: the fleet needs the spike, not pi); BEFORE(ws), when given, runs
-    first (what the host is: bookworm's passt, say). Its container storage starts from
-    the saved one when there is one, as a provisioned variant's does: the images an
-    earlier provision built from the same inputs (their tags are content hashes, so a
-    stale one is never used, only rebuilt)."""
-    install_checkout(ws)
-    if before:
-        before(ws)
-    ws.seed_container_storage()
-    done = provision(ws, "-e", "aisb_harness=shell", *extra, timeout=1800)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    return done
+    first (what the host is: bookworm's passt, say). scenario.provision_checkout."""
+    return provision_checkout(ws, before, "-e", "aisb_harness=shell", *extra, timeout=1800)
 
 
 def start_sshd(ws, public_key):

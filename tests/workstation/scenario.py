@@ -51,18 +51,28 @@ def install_team(ws, team):
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+def provision_checkout(ws, prepare, *extra, timeout=3600):
+    """This checkout installed in WS, PREPARE(ws) run when given (what the host is: its
+    pasta, say), then provision.yml with EXTRA, asserted to succeed; its result. The
+    container storage starts from the saved one when there is one (the images an earlier
+    provision built from the same inputs: their tags are content hashes, so a stale one
+    is never used, only rebuilt), and is never saved from here: the reference
+    workstation's images are the ones kept."""
+    install_checkout(ws)
+    if prepare:
+        prepare(ws)
+    ws.seed_container_storage()
+    done = provision(ws, *extra, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    return done
+
+
 @contextmanager
 def provisioned_variant(prepare, *extra):
-    """A Debian 13 workstation that PREPARE(ws) changed (its pasta, say) before this
-    checkout's provision.yml ran with EXTRA. Its container storage starts from the saved
-    one when there is one, and is never saved from here: the reference workstation's
-    images are the ones kept."""
+    """A Debian 13 workstation that PREPARE(ws) changed before this checkout's
+    provision.yml ran with EXTRA (provision_checkout)."""
     with Workstation("trixie") as ws:
-        install_checkout(ws)
-        prepare(ws)
-        ws.seed_container_storage()
-        done = provision(ws, *extra)
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+        provision_checkout(ws, prepare, *extra)
         yield ws
 
 
