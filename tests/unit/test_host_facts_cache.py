@@ -10,14 +10,17 @@ from ansible_collections.aisb.sandbox.plugins.module_utils.host_facts import _ho
 from fake_podman import INFO
 
 
-def podman_like(image_ids):
-    """A RUN answering podman info and image inspect; IMAGE_IDS is consumed one per inspect."""
+def podman_like(image_ids, info=None, meanwhile=None):
+    """A RUN answering podman info (INFO unless given) and image inspect; IMAGE_IDS is
+    consumed one per inspect, each after MEANWHILE() when given."""
     calls = []
 
     def run(argv, timeout=None):
         calls.append(argv[1])
         if argv[1] == "info":
-            return 0, json.dumps(INFO), ""
+            return 0, json.dumps(info or INFO), ""
+        if meanwhile:
+            meanwhile()
         return 0, image_ids.pop(0) + "\n", ""
 
     run.calls = calls
@@ -97,3 +100,68 @@ def test_a_fresh_measurement_replaces_the_cached_fingerprint(tmp_path):
         assert fresh["podman"] == "5.6.0"
     finally:
         INFO["version"]["Version"] = "5.4.2"
+
+
+def image_store(tmp_path, names):
+    """podman info with its image store under TMP_PATH, whose images.json lists NAMES
+    ({image ID: [names]}), as containers/storage writes it (a new file each time)."""
+    graph_root = tmp_path / "storage"
+    store = graph_root / "overlay-images" / "images.json"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    replacement = store.with_suffix(".new")
+    replacement.write_text(json.dumps([{"id": image, "names": list(listed)} for image, listed in names.items()]))
+    os.replace(str(replacement), str(store))
+    return dict(INFO, store={"graphRoot": str(graph_root), "graphDriverName": "overlay"})
+
+
+def test_the_probe_image_is_kept_until_the_image_store_changes(tmp_path):
+    environ = environment(tmp_path)
+    info = image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS]})
+    run = podman_like(["a1", "a1", "b2"], info)
+    first = _host_facts.cached_fingerprint(run, environ)
+    # The first session after a measurement reads the ID and keeps it; the next read nothing.
+    assert _host_facts.cached_fingerprint(run, environ) == first
+    assert _host_facts.cached_fingerprint(run, environ) == first
+    assert sorted(run.calls) == ["image", "image", "info"]
+    # provision.yml built a new probe image: the store file is new, so the ID is read again.
+    image_store(tmp_path, {"a1": [], "b2": [_host_facts.PROBE_IMAGE_ALIAS]})
+    assert _host_facts.cached_fingerprint(run, environ)["probe_image"] == "b2"
+    assert run.calls.count("image") == 3
+
+
+def test_a_probe_image_the_store_file_does_not_name_is_read_every_time(tmp_path):
+    # An image from an additional (read-only) store: its changes never touch this file.
+    environ = environment(tmp_path)
+    info = image_store(tmp_path, {"a1": ["localhost/other:1"]})
+    run = podman_like(["a1"] * 4, info)
+    for _check in range(4):
+        assert _host_facts.cached_fingerprint(run, environ)["probe_image"] == "a1"
+    assert run.calls.count("image") == 4
+
+
+def test_a_store_changed_while_the_id_was_read_is_read_again(tmp_path):
+    # The store file's stat is taken before podman answers: an ID read across a change is
+    # kept under the older stat, which the next check no longer finds.
+    environ = environment(tmp_path)
+    info = image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS]})
+    _host_facts.current_fingerprint(podman_like(["a1"], info), environ=environ)
+    pulled = lambda: image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS], "c3": ["localhost/other:1"]})  # noqa: E731
+    assert _host_facts.cached_fingerprint(podman_like(["a1"], info, meanwhile=pulled), environ)["probe_image"] == "a1"
+    run = podman_like(["a1"], info)
+    for _check in range(3):
+        assert _host_facts.cached_fingerprint(run, environ)["probe_image"] == "a1"
+    assert run.calls == ["image"]
+
+
+def test_a_cache_that_names_no_image_store_is_measured_again(tmp_path):
+    # A cache an older collection wrote: measured once more, so the probe image's ID can be kept.
+    environ = environment(tmp_path)
+    info = image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS]})
+    _host_facts.cached_fingerprint(podman_like(["a1"], info), environ)
+    cache_path = tmp_path / "state" / "aisb" / _state_layout.FINGERPRINT_CACHE
+    cache = json.loads(cache_path.read_text())
+    del cache["image_store"]
+    cache_path.write_text(json.dumps(cache))
+    run = podman_like(["a1"], info)
+    _host_facts.cached_fingerprint(run, environ)
+    assert "info" in run.calls and "image_store" in json.loads(cache_path.read_text())

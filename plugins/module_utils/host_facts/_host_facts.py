@@ -128,7 +128,8 @@ def current_fingerprint(run, probe_image=PROBE_IMAGE_ALIAS, podman="podman", env
         # The executables podman runs may live outside PATH (helper_binaries_dir).
         executables = [(host.get("conmon") or {}).get("path"), runtime.get("path"),
                        (host.get("pasta") or {}).get("executable")]
-        _save_fingerprint_cache(environ, podman, sorted(filter(None, executables)), fingerprint)
+        _save_fingerprint_cache(environ, podman, sorted(filter(None, executables)), fingerprint,
+                                image_store_file(info))
     return fingerprint
 
 
@@ -165,28 +166,77 @@ def _listdir(path):
 
 
 def cached_fingerprint(run, environ, probe_image=PROBE_IMAGE_ALIAS, podman="podman"):
-    """current_fingerprint(), with all but the probe image's ID kept in the state directory
-    for as long as host_key() is unchanged: podman info costs more than everything else a
-    session checks before it starts. The probe image's ID is always read afresh."""
+    """current_fingerprint(), kept in the state directory for as long as host_key() is
+    unchanged: podman info costs more than everything else a session checks before it
+    starts. The probe image's ID is kept for as long as podman's image store file is
+    unchanged too (any tag, build or removal rewrites it), else read afresh."""
     try:
         with open(_state_layout.fingerprint_cache_path(environ)) as handle:
             cache = json.load(handle)
     except (OSError, ValueError):
         cache = None
     if (isinstance(cache, dict) and isinstance(cache.get("fingerprint"), dict)
-            and isinstance(cache.get("executables"), list)
+            and isinstance(cache.get("executables"), list) and "image_store" in cache
             and cache.get("key") == host_key(environ, podman, cache["executables"])):
-        rc, out, _err = run(_podman.image_id(podman, probe_image))
-        fingerprint = dict(cache["fingerprint"], probe_image=out.strip() if rc == 0 else "")
+        fingerprint = dict(cache["fingerprint"], probe_image=_cached_probe_image(run, environ, cache, probe_image, podman))
         fingerprint["hash"] = fingerprint_hash(fingerprint)
         return fingerprint
     return current_fingerprint(run, probe_image, podman, environ)
 
 
-def _save_fingerprint_cache(environ, podman, executables, fingerprint):
+def _cached_probe_image(run, environ, cache, probe_image, podman):
+    """The probe image's ID: the cache's while the image store file has the stat it had
+    before that ID was read; else podman's answer, kept when the store file itself holds
+    it under PROBE_IMAGE's name (an image from an additional store is read every time)."""
+    store = cache.get("image_store")
+    before = _file_stat(store) if isinstance(store, str) else None
+    kept = cache.get("probe_image")
+    if before is not None and isinstance(kept, dict) and kept.get("store_stat") == before:
+        return kept.get("id", "")
+    rc, out, _err = run(_podman.image_id(podman, probe_image))
+    image = out.strip() if rc == 0 else ""
+    if before is not None and image and _store_names(store, image, probe_image):
+        _write_fingerprint_cache(environ, dict(cache, probe_image={"id": image, "store_stat": before}))
+    return image
+
+
+def image_store_file(info):
+    """The file podman's image store keeps its images and their names in, from podman
+    info (containers/storage: GRAPH_ROOT/DRIVER-images/images.json); None if unknown."""
+    store = info.get("store") or {}
+    if not store.get("graphRoot") or not store.get("graphDriverName"):
+        return None
+    return os.path.join(store["graphRoot"], "%s-images" % store["graphDriverName"], "images.json")
+
+
+def _file_stat(path):
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def _store_names(path, image, name):
+    """Whether the image store file at PATH lists IMAGE (an ID) under NAME."""
+    try:
+        with open(path) as handle:
+            images = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    return isinstance(images, list) and any(
+        isinstance(entry, dict) and entry.get("id") == image and name in (entry.get("names") or ())
+        for entry in images)
+
+
+def _save_fingerprint_cache(environ, podman, executables, fingerprint, image_store):
+    _write_fingerprint_cache(environ, {
+        "key": host_key(environ, podman, executables), "executables": executables, "image_store": image_store,
+        "fingerprint": dict((k, fingerprint[k]) for k in FINGERPRINT_KEYS if k != "probe_image")})
+
+
+def _write_fingerprint_cache(environ, cache):
     path = _state_layout.fingerprint_cache_path(environ)
-    cache = {"key": host_key(environ, podman, executables), "executables": executables,
-             "fingerprint": dict((k, fingerprint[k]) for k in FINGERPRINT_KEYS if k != "probe_image")}
     try:
         os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
         _files.write_whole(path, json.dumps(cache))
