@@ -131,12 +131,18 @@ def test_without_net_admin_exits_77(workstation, sandbox_image, work):
     assert "refusing to start" in result.stderr
 
 
-@pytest.mark.parametrize("change", [
-    ("policy drop", "policy accept"),
-    ("oif \"lo\" accept", "oif \"lo\" accept\n\t\ttcp dport 22 accept"),
-    ("oif \"lo\" accept", "oif \"lo\" accept\n\t\tjump more"),
-], ids=["no-drop-policy", "extra-accept", "jump"])
-def test_ruleset_that_loads_but_fails_verification_exits_77(workstation, sandbox_image, work, change):
+NOT_THE_OUTPUT_CHAIN = "chain inet aisb output is missing, not on the output hook, or its policy is not drop"
+OTHER_RULES = "installed rules differ from the policy"
+
+
+@pytest.mark.parametrize("change, reason", [
+    (("policy drop", "policy accept"), NOT_THE_OUTPUT_CHAIN),
+    (("hook output", "hook input"), NOT_THE_OUTPUT_CHAIN),
+    (("oif \"lo\" accept", "oif \"lo\" accept\n\t\ttcp dport 22 accept"), OTHER_RULES),
+    (("oif \"lo\" accept", "oif \"lo\" accept\n\t\tjump more"), OTHER_RULES),
+    (("oif \"lo\" accept", "ip daddr 192.0.2.1 tcp dport 443 accept"), OTHER_RULES),
+], ids=["no-drop-policy", "input-hook", "extra-accept", "jump", "pin-for-loopback"])
+def test_ruleset_that_loads_but_fails_verification_exits_77(workstation, sandbox_image, work, change, reason):
     template = (REPO / "roles/image/files/ruleset.nft").read_text()
     assert change[0] in template
     bad = template.replace(change[0], change[1])
@@ -148,7 +154,7 @@ def test_ruleset_that_loads_but_fails_verification_exits_77(workstation, sandbox
     # Mounting another template over the baked one is the test's lever: whoever can add
     # mounts to the podman command could run anything anyway.
     result = sandbox(workstation, sandbox_image, policy, "id", mounts=[(ruleset, RULESET)])
-    assert result.returncode == 77, result.stdout + result.stderr
+    assert result.returncode == 77 and reason in result.stderr, result.stdout + result.stderr
     unenforced = sandbox(workstation, sandbox_image, policy, "--allow-unenforced", "id", "-u",
                          mounts=[(ruleset, RULESET)])
     assert unenforced.returncode == 0, unenforced.stderr

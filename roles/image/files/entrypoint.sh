@@ -55,7 +55,8 @@ say() { printf 'aisb-entrypoint: %s\n' "$*" >&2; }
 # The nft family of an address: ip or ip6.
 family() { case $1 in *:*) echo ip6 ;; *) echo ip ;; esac; }
 
-# Fills GATE ("" for none), the PINS and BUDGETS arrays from the policy file, or exits 78.
+# Fills GATE ("" for none), the PINS and BUDGETS arrays and EXPECTED_RULES from the
+# policy file, or exits 78.
 read_policy() {
   if [ ! -r "$POLICY" ] || ! policy_text=$(<"$POLICY"); then
     say "policy $POLICY is missing or unreadable: refusing to start"
@@ -92,6 +93,7 @@ read_policy() {
       exit "$EX_POLICY"
     fi
   done
+  EXPECTED_RULES=$(expected_rules)
 }
 
 # The budget of destination ADDRESS PORT in bytes, or nothing.
@@ -106,8 +108,9 @@ budget_of() {
 }
 
 # The rules the table must hold beyond its base, one "FAMILY ADDRESS PORT" (or, for a
-# budgeted destination, "FAMILY ADDRESS PORT jump upload_PORT") a line, sorted.
-# verify wants each jump " before oif lo" as well.
+# budgeted destination, "FAMILY ADDRESS PORT jump upload_PORT") a line, sorted: the
+# ruleset adds them and verify wants them (each jump " before oif lo" as well). Made once,
+# as EXPECTED_RULES, after the policy is read.
 expected_rules() {
   local entry address port budget
   for entry in ${GATE:+"$GATE"} "${PINS[@]}"; do
@@ -160,7 +163,7 @@ ruleset() {
         echo "add rule inet aisb output $family daddr $address tcp dport $port accept"
       fi
     fi
-  done <<<"$(expected_rules)"
+  done <<<"$EXPECTED_RULES"
 }
 
 # Every rule of chain output, reduced to "oif lo",
@@ -212,15 +215,33 @@ readonly BUDGET_CANONICAL='
 readonly OUTPUT_CHAIN='[.nftables[] | select(.chain) | .chain
   | select(.name == "output" and .type == "filter" and .hook == "output" and .policy == "drop")] | length == 1'
 
-# Succeeds only when the kernel holds exactly the table this policy asks for.
+# What one jq prints, instead of the rules, when chain output is not as the ruleset makes
+# it (CANONICAL never prints this line).
+readonly NO_OUTPUT_CHAIN="no output chain"
+
+# Succeeds only when the kernel holds exactly the table this policy asks for; then
+# VERIFIED_TABLE is the `nft -j` listing it read, which the session is told of.
 verify() {
-  local json actual wanted
+  local json actual wanted rule
   json=$(nft -j list table inet aisb) || { say "no table inet aisb is installed"; return 1; }
-  jq -e "$OUTPUT_CHAIN" >/dev/null <<<"$json" \
-    || { say "chain inet aisb output is missing, not on the output hook, or its policy is not drop"; return 1; }
-  actual=$(jq -r "$CANONICAL" <<<"$json" | sort) || { say "cannot read the installed rules"; return 1; }
-  wanted=$(printf '%s\n' "oif lo"; expected_rules | sed 's/ jump .*/& before oif lo/')
-  wanted=$(sort <<<"$wanted" | sed '/^$/d')
+  actual=$(jq -r "if $OUTPUT_CHAIN then ($CANONICAL) else \"$NO_OUTPUT_CHAIN\" end" <<<"$json" | sort) \
+    || { say "cannot read the installed rules"; return 1; }
+  if [ "$actual" = "$NO_OUTPUT_CHAIN" ]; then
+    say "chain inet aisb output is missing, not on the output hook, or its policy is not drop"
+    return 1
+  fi
+  wanted=$(
+    {
+      echo "oif lo"
+      while read -r rule; do
+        case $rule in
+          "") ;;
+          *" jump "*) echo "$rule before oif lo" ;;
+          *) echo "$rule" ;;
+        esac
+      done <<<"$EXPECTED_RULES"
+    } | sort
+  )
   if [ "$actual" != "$wanted" ]; then
     say "installed rules differ from the policy:"
     diff <(echo "$wanted") <(echo "$actual") | sed 's/^/  /' >&2
@@ -237,6 +258,7 @@ verify() {
       return 1
     fi
   fi
+  VERIFIED_TABLE=$json
 }
 
 # Succeeds when this session's gate answers at ADDRESS PORT: squid answers this malformed
@@ -278,7 +300,7 @@ enforce() {
   verify
 }
 
-unenforced=0
+unenforced=0 VERIFIED_TABLE=""
 case ${1:-} in
   --check)
     read_policy
@@ -305,12 +327,23 @@ if ! enforce; then
   done
 fi
 
+# The table for the session: the listing verify() accepted (one line), or, unenforced,
+# whatever is installed, if anything. A subshell: a reader gone kills it with SIGPIPE,
+# not the entrypoint, which then refuses with its own status.
+report_table() (
+  if [ -n "$VERIFIED_TABLE" ]; then
+    printf '%s\n' "$VERIFIED_TABLE"
+  else
+    nft -j list table inet aisb || [ "$unenforced" = 1 ]
+  fi
+)
+
 # The session records the table as installed and watches it from then on: it hands in
 # descriptor 3 and names it in AISB_REPORT_FD. A session that asked for the report gets
 # it before the harness can run, or the harness never runs. The descriptor is closed
 # here, so the harness never holds it.
 if [ -n "${AISB_REPORT_FD:-}" ]; then
-  if [ "$AISB_REPORT_FD" != 3 ] || ! { nft -j list table inet aisb || [ "$unenforced" = 1 ]; } 2>/dev/null >&3; then
+  if [ "$AISB_REPORT_FD" != 3 ] || ! report_table 2>/dev/null >&3; then
     say "the table could not be reported to the session on descriptor ${AISB_REPORT_FD}: refusing to start (exit $EX_ENFORCEMENT)"
     exit "$EX_ENFORCEMENT"
   fi
