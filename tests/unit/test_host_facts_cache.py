@@ -145,7 +145,10 @@ def test_a_store_changed_while_the_id_was_read_is_read_again(tmp_path):
     environ = environment(tmp_path)
     info = image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS]})
     _host_facts.current_fingerprint(podman_like(["a1"], info), environ=environ)
-    pulled = lambda: image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS], "c3": ["localhost/other:1"]})  # noqa: E731
+
+    def pulled():
+        image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS], "c3": ["localhost/other:1"]})
+
     assert _host_facts.cached_fingerprint(podman_like(["a1"], info, meanwhile=pulled), environ)["probe_image"] == "a1"
     run = podman_like(["a1"], info)
     for _check in range(3):
