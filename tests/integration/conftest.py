@@ -87,6 +87,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_modifyitems(items):
-    """The integration tests before the unit tests, each part in its own order: spread over
-    workers (tests/run), the long files start first and the quick ones fill the end."""
+    """When one pytest runs both (pytest tests/ -n 2), the integration tests before the unit
+    tests, each part in its own order: the integration files start first and the quick unit
+    tests fill the end. (tests/run runs them apart, the integration tests beside the rest.)"""
     items.sort(key=lambda item: "/tests/integration/" not in str(item.path))
