@@ -168,3 +168,21 @@ def test_a_cache_that_names_no_image_store_is_measured_again(tmp_path):
     run = podman_like(["a1"], info)
     _host_facts.cached_fingerprint(run, environ)
     assert "info" in run.calls and "image_store" in json.loads(cache_path.read_text())
+
+
+def test_podman_told_to_keep_its_images_elsewhere_runs_podman_info_again(tmp_path):
+    # The image store's place comes from podman info: a storage.conf written (or
+    # XDG_DATA_HOME changed) must not leave the old store's unchanged file standing for it.
+    environ = environment(tmp_path)
+    info = image_store(tmp_path, {"a1": [_host_facts.PROBE_IMAGE_ALIAS]})
+    run = podman_like(["a1"] * 4, info)
+    _host_facts.cached_fingerprint(run, environ)
+    _host_facts.cached_fingerprint(run, environ)
+    assert run.calls.count("info") == 1
+    storage_conf = tmp_path / ".config" / "containers" / "storage.conf"
+    storage_conf.parent.mkdir(parents=True)
+    storage_conf.write_text('[storage]\ndriver = "overlay"\ngraphroot = "/srv/elsewhere"\n')
+    _host_facts.cached_fingerprint(run, environ)
+    assert run.calls.count("info") == 2
+    _host_facts.cached_fingerprint(run, dict(environ, XDG_DATA_HOME=str(tmp_path / "data")))
+    assert run.calls.count("info") == 3

@@ -137,16 +137,18 @@ def host_key(environ, podman="podman", executables=()):
     """What podman info's part of the fingerprint stands on, read without podman: the
     kernel (uname), /etc/os-release, the podman, pasta, OCI runtime and conmon executables
     (on ENVIRON's PATH, the system's for a session: _host_env; and EXECUTABLES: where
-    podman info last said they are) and podman's containers.conf files, each by inode,
-    size and times (a package upgrade replaces the file). Equal keys: the versions podman info reports are unchanged."""
+    podman info last said they are) and podman's containers.conf and storage.conf files,
+    each by inode, size and times (a package upgrade replaces the file), and
+    XDG_DATA_HOME (where a rootless podman's image store lives unless storage.conf says).
+    Equal keys: what podman info reports, its image store's place included, is unchanged."""
     search = environ.get("PATH") or os.defpath
     programs = [shutil.which(name, path=search) or name for name in (podman, "pasta", "passt", "crun", "runc", "conmon")]
     programs += list(executables)
     config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(environ.get("HOME", "~"), ".config")
-    configs = [environ.get("CONTAINERS_CONF", "")]
+    configs = [environ.get("CONTAINERS_CONF", ""), environ.get("CONTAINERS_STORAGE_CONF", "")]
     for directory in ("/usr/share/containers", "/etc/containers", os.path.join(config_home, "containers")):
         drop_ins = os.path.join(directory, "containers.conf.d")
-        configs += [os.path.join(directory, "containers.conf"), drop_ins]
+        configs += [os.path.join(directory, "containers.conf"), os.path.join(directory, "storage.conf"), drop_ins]
         configs += sorted(os.path.join(drop_ins, name) for name in _listdir(drop_ins))
     files = []
     for path in programs + ["/etc/os-release"] + configs:
@@ -155,7 +157,7 @@ def host_key(environ, podman="podman", executables=()):
             files.append([path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns])
         except OSError:
             files.append([path, None])
-    return {"uname": list(os.uname()), "files": files}
+    return {"uname": list(os.uname()), "files": files, "data_home": environ.get("XDG_DATA_HOME")}
 
 
 def _listdir(path):
