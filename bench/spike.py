@@ -22,19 +22,18 @@ from workstation import BASE_IMAGE
 
 # Times the host_capabilities module's execute() in the workstation's own Python, without
 # Ansible around it (commands through _runner.subprocess_execute, as before through subprocess).
+# The module's own defaults (its argspec), so the script follows its options.
 IN_PROCESS = """
 import json, os, sys, time
-from types import SimpleNamespace
 sys.path.insert(0, os.path.expanduser("~/.ansible/collections"))
 from ansible_collections.aisb.sandbox.plugins.module_utils.common._runner import Runner, subprocess_execute
-from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import execute
-params = dict(base_image=sys.argv[1], probe_image=None, cached=sys.argv[2] == "cached", max_age=86400,
-              path=None, probe_timeout=60, executable="podman")
+from ansible_collections.aisb.sandbox.plugins.modules.host_capabilities import argspec, execute
+params = dict((name, spec.get("default")) for name, spec in argspec().items())
+params.update(base_image=sys.argv[1], cached=sys.argv[2] == "cached", max_age=86400)
 times = []
 for _ in range(int(sys.argv[3])):
     start = time.monotonic()
-    module = SimpleNamespace(params=params, check_mode=False)
-    answer = execute(module, Runner(subprocess_execute()), os.environ, time.time())
+    answer = execute(params, False, Runner(subprocess_execute()), os.environ)
     times.append(time.monotonic() - start)
     assert answer["cached"] is (sys.argv[2] == "cached"), answer["cached"]
 print(json.dumps(times))
