@@ -150,13 +150,7 @@ def host_key(environ, podman="podman", executables=()):
         drop_ins = os.path.join(directory, "containers.conf.d")
         configs += [os.path.join(directory, "containers.conf"), os.path.join(directory, "storage.conf"), drop_ins]
         configs += sorted(os.path.join(drop_ins, name) for name in _listdir(drop_ins))
-    files = []
-    for path in programs + ["/etc/os-release"] + configs:
-        try:
-            stat = os.stat(path)
-            files.append([path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns])
-        except OSError:
-            files.append([path, None])
+    files = [[path] + (_file_stat(path) or [None]) for path in programs + ["/etc/os-release"] + configs]
     return {"uname": list(os.uname()), "files": files, "data_home": environ.get("XDG_DATA_HOME")}
 
 
@@ -212,6 +206,7 @@ def image_store_file(info):
 
 
 def _file_stat(path):
+    """PATH's inode, size and times (a file replaced or written changes one), None if it cannot be read."""
     try:
         stat = os.stat(path)
     except OSError:
